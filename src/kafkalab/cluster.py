@@ -1,0 +1,856 @@
+"""Cluster control: a real 3-broker Kafka cluster with a separate KRaft controller quorum.
+
+The local backend runs each node as a JVM process (``kafka.Kafka``) from the jars that
+``make jars`` fetched from Maven Central (kafka/pom.xml), with per-node config, data and
+logs under ``.kafkalab/cluster/node-<id>/``. The compose backend drives the same cluster
+described by docker-compose.yml (official apache/kafka image) where a Docker engine answers.
+
+Every operation is a function here and a ``kafkalab`` subcommand (kafkalab.cli):
+
+=========================  ==================================================================
+``up()``                   start what is not running; return once 3 brokers are registered
+                           (unfenced, in the metadata) and the quorum has a leader
+``down()``                 clean shutdown of every node; no process left behind
+``status()``               per node: pid, alive, paused, listeners, log dir
+``kill(id)``               SIGKILL (a crash: no controlled shutdown, nothing flushed)
+``stop(id)``               SIGTERM and wait: controlled shutdown, leaders moved away first
+``start(id)``              start one node and wait until it serves
+``pause(id)``/``resume``   SIGSTOP/SIGCONT: alive (TCP accepts) but silent
+``tool(name, args)``       Kafka's own CLI tools by script name, from the same jars
+=========================  ==================================================================
+
+Sources: Kafka documentation "KRaft" (Operations > KRaft), bin/kafka-run-class.sh and
+bin/kafka-server-start.sh at tag 4.3.1 (JVM flags), kafka.tools.StorageTool (format).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import psutil
+
+from . import config
+from .config import KAFKA_VERSION, Node, Topology
+from .errors import (
+    ClusterUnreachable,
+    JarsMissing,
+    JavaMissing,
+    KafkalabError,
+    NodeFailedToStart,
+    PortInUse,
+    UnknownNode,
+    WaitTimeout,
+)
+from .waiting import wait_until
+
+#: JVM flags of bin/kafka-run-class.sh (KAFKA_JVM_PERFORMANCE_OPTS), Kafka 4.3.
+JVM_PERFORMANCE_OPTS = [
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+]
+
+#: Script name (as in Kafka's bin/) -> main class, Kafka 4.3. Checked against the jars by
+#: tests/test_cluster_config.py.
+TOOLS: dict[str, str] = {
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-share-groups": "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+    "kafka-groups": "org.apache.kafka.tools.GroupsCommand",
+    "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-console-share-consumer": "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
+    "kafka-storage": "kafka.tools.StorageTool",
+    "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
+    "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
+    "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
+    "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
+    "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
+    "kafka-replica-verification": "org.apache.kafka.tools.ReplicaVerificationTool",
+    "kafka-jmx": "org.apache.kafka.tools.JmxTool",
+}
+
+#: Tools that take ``--bootstrap-server``; kafkalab adds this cluster's when none is given.
+BOOTSTRAP_TOOLS = {
+    "kafka-topics", "kafka-consumer-groups", "kafka-share-groups", "kafka-groups",
+    "kafka-producer-perf-test", "kafka-consumer-perf-test", "kafka-get-offsets",
+    "kafka-metadata-quorum", "kafka-transactions", "kafka-configs", "kafka-console-producer",
+    "kafka-console-consumer", "kafka-console-share-consumer", "kafka-leader-election",
+    "kafka-reassign-partitions", "kafka-features", "kafka-cluster", "kafka-broker-api-versions",
+    "kafka-delete-records", "kafka-log-dirs", "kafka-acls", "kafka-verifiable-producer",
+    "kafka-verifiable-consumer",
+}
+
+UP_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+_MARK = "-Dkafkalab.node="
+
+
+# ----------------------------------------------------------------------------- status types
+
+
+@dataclass
+class NodeStatus:
+    """One node as ``status()`` sees it. ``alive``: the process exists and is not a zombie;
+    ``paused``: stopped by SIGSTOP (alive but silent)."""
+
+    node_id: int
+    role: str
+    pid: int | None
+    alive: bool
+    paused: bool
+    listeners: dict[str, str]
+    log_dir: str
+    data_dir: str
+
+
+@dataclass
+class ClusterStatus:
+    """What ``kafkalab status --json`` prints. ``quorum_leader``: node id of the active
+    controller, read from the controllers' ``quorum-state`` files (None if unknown)."""
+
+    backend: str
+    kafka_version: str
+    bootstrap_servers: str
+    brokers: dict[int, NodeStatus] = field(default_factory=dict)
+    controllers: dict[int, NodeStatus] = field(default_factory=dict)
+    quorum_leader: int | None = None
+
+    @property
+    def all_alive(self) -> bool:
+        return all(n.alive and not n.paused for n in [*self.brokers.values(), *self.controllers.values()])
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["brokers"] = {str(k): v for k, v in d["brokers"].items()}
+        d["controllers"] = {str(k): v for k, v in d["controllers"].items()}
+        return d
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def java_executable() -> str:
+    """Path of ``java`` (``$JAVA_HOME/bin/java`` first), checked to be version 17 or later.
+
+    Raises:
+        JavaMissing: no java, or one older than 17 (Kafka 4 brokers need Java 17+).
+    """
+    home = os.environ.get("JAVA_HOME")
+    candidate = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").exists() else shutil.which("java")
+    if not candidate:
+        raise JavaMissing(
+            "Java is missing: no `java` on PATH and no $JAVA_HOME/bin/java. Kafka 4 needs Java 17 or later "
+            "(Debian: apt install openjdk-17-jre-headless; conda: see environment.yml)."
+        )
+    try:
+        out = subprocess.run([candidate, "-version"], capture_output=True, text=True, timeout=20).stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise JavaMissing(f"`{candidate} -version` failed: {e}") from e
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    major = int(m.group(1)) if m else 0
+    if major == 1 and m and m.group(2):  # "1.8.0_..." style
+        major = int(m.group(2))
+    if major < 17:
+        raise JavaMissing(f"{candidate} is Java {major or '?'}; Kafka {KAFKA_VERSION} needs Java 17 or later.\n{out.strip()}")
+    return candidate
+
+
+def broker_classpath() -> str:
+    """Classpath of the broker jars, as a JVM wildcard entry.
+
+    Raises:
+        JarsMissing: ``make jars`` has not run (it needs Maven, ``mvn``).
+    """
+    jars = config.broker_jars_dir()
+    if not (jars / f"kafka_2.13-{KAFKA_VERSION}.jar").exists():
+        hint = "" if shutil.which("mvn") else " Maven is missing too: install it (Debian: apt install maven)."
+        raise JarsMissing(
+            f"Kafka {KAFKA_VERSION} jars are not in {jars}. Run `make jars` (Maven fetches them from Maven Central once)." + hint
+        )
+    return str(jars / "*")
+
+
+def port_owner(port: int) -> str:
+    """Who listens on 127.0.0.1:``port``: ``"pid 123 (java: cmdline...)"`` or a fallback text."""
+    try:
+        for c in psutil.net_connections(kind="tcp"):
+            if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid:
+                try:
+                    p = psutil.Process(c.pid)
+                    cmd = " ".join(p.cmdline())
+                    return f"pid {c.pid} ({p.name()}: {cmd[:160]})"
+                except psutil.Error:
+                    return f"pid {c.pid}"
+    except psutil.Error:
+        pass
+    return "a process kafkalab cannot identify (try: ss -ltnp)"
+
+
+def port_is_free(port: int) -> bool:
+    """True if 127.0.0.1:``port`` can be bound right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def check_ports_free(node: Node) -> None:
+    """Raise PortInUse naming the port, the listener and the process holding it."""
+    for listener, port in node.ports.items():
+        if not port_is_free(port):
+            raise PortInUse(
+                f"port {port} ({listener} listener of {node.name}) is taken by {port_owner(port)}. "
+                "Stop that process, or if it is an old kafkalab node: kafkalab down."
+            )
+
+
+def port_accepts(port: int, timeout_s: float = 0.5) -> bool:
+    """True if a TCP connection to 127.0.0.1:``port`` succeeds."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def last_log_lines(node: Node, n: int = 25) -> str:
+    """The last ``n`` lines of the node's stdout.log and logs/server.log, for error messages."""
+    parts = []
+    for path in (node.dir / "stdout.log", node.log_dir / "server.log"):
+        if path.exists():
+            lines = path.read_text(errors="replace").splitlines()[-n:]
+            parts.append(f"--- last {len(lines)} lines of {path}:\n" + "\n".join(lines))
+    return "\n".join(parts) or f"(no logs in {node.dir})"
+
+
+# ----------------------------------------------------------------------------- admin helpers
+
+
+def _admin(bootstrap: str, timeout_ms: int = 3000):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({
+        "bootstrap.servers": bootstrap,
+        "socket.timeout.ms": timeout_ms,
+        "socket.connection.setup.timeout.ms": timeout_ms,
+        "reconnect.backoff.max.ms": 500,
+        "log_level": 0,  # the errors we care about are raised, not logged
+    })
+
+
+def registered_brokers(bootstrap: str | None = None, timeout_s: float = 2.0) -> set[int]:
+    """Ids of the brokers in the cluster metadata (registered and unfenced), or an empty set
+    if no broker answered within ``timeout_s``."""
+    from confluent_kafka import KafkaException
+
+    try:
+        md = _admin(bootstrap or config.bootstrap_servers()).list_topics(timeout=timeout_s)
+    except KafkaException:
+        return set()
+    return set(md.brokers)
+
+
+def require_cluster(timeout_s: float = 5.0, brokers: int = 3) -> ClusterStatus:
+    """Fail in seconds with a clear message unless the cluster serves with ``brokers`` brokers.
+
+    Returns:
+        ClusterStatus of the running cluster.
+
+    Raises:
+        ClusterUnreachable: no broker answered on the bootstrap servers within ``timeout_s``,
+            or fewer than ``brokers`` are registered.
+    """
+    bootstrap = config.bootstrap_servers()
+    ids = registered_brokers(bootstrap, timeout_s)
+    if not ids:
+        raise ClusterUnreachable(
+            f"no Kafka broker answered at {bootstrap} within {timeout_s:.0f} s. "
+            "Start the cluster: `kafkalab up` (or `make lab`); see `kafkalab status`."
+        )
+    if len(ids) < brokers:
+        raise ClusterUnreachable(
+            f"only brokers {sorted(ids)} are registered at {bootstrap}, {brokers} are needed. "
+            "Start the others: `kafkalab up` (it starts only what is down)."
+        )
+    return cluster().status()
+
+
+def under_replicated(bootstrap: str | None = None, timeout_s: float = 5.0) -> list[tuple[str, int]]:
+    """(topic, partition) pairs whose ISR is smaller than their replica set, internal topics included."""
+    md = _admin(bootstrap or config.bootstrap_servers()).list_topics(timeout=timeout_s)
+    return sorted(
+        (t, p.id)
+        for t, tm in md.topics.items()
+        for p in tm.partitions.values()
+        if len(p.isrs) < len(p.replicas) or p.leader < 0
+    )
+
+
+# ----------------------------------------------------------------------------- local backend
+
+
+class LocalCluster:
+    """The cluster as local JVM processes. Stateless: every call reads pids from the
+    per-node ``pid`` files and checks the process's command line, so a new Python process
+    (CLI, notebook, test) sees the same cluster."""
+
+    backend = "local"
+
+    def __init__(self, topology: Topology | None = None):
+        self.topology = topology or self._saved_topology() or Topology()
+
+    # --- persistence of the chosen topology
+    @staticmethod
+    def _topology_file() -> Path:
+        return config.cluster_dir() / "topology.json"
+
+    @classmethod
+    def _saved_topology(cls) -> Topology | None:
+        f = cls._topology_file()
+        if f.exists():
+            return Topology(**json.loads(f.read_text()))
+        return None
+
+    # --- processes
+    def process(self, node: Node) -> psutil.Process | None:
+        """The node's live process, or None. Checks the command line carries the node's
+        marker and this state folder, so a recycled pid is never mistaken for a broker."""
+        pid_file = node.dir / "pid"
+        if not pid_file.exists():
+            return None
+        try:
+            p = psutil.Process(int(pid_file.read_text().strip()))
+            cmd = p.cmdline()
+            if f"{_MARK}{node.node_id}" in cmd and str(node.config_path) in cmd and p.status() != psutil.STATUS_ZOMBIE:
+                return p
+        except (ValueError, psutil.Error):
+            pass
+        return None
+
+    def _node_status(self, node: Node) -> NodeStatus:
+        p = self.process(node)
+        paused = False
+        if p is not None:
+            try:
+                paused = p.status() == psutil.STATUS_STOPPED
+            except psutil.Error:
+                p = None
+        return NodeStatus(
+            node_id=node.node_id,
+            role=node.role,
+            pid=p.pid if p else None,
+            alive=p is not None,
+            paused=paused,
+            listeners=node.listeners(),
+            log_dir=str(node.log_dir),
+            data_dir=str(node.data_dir),
+        )
+
+    def quorum_leader(self) -> int | None:
+        """Active controller id from ``__cluster_metadata-0/quorum-state`` of live controllers
+        (the file KRaft writes on every election; KIP-595)."""
+        best: tuple[int, int] | None = None  # (epoch, leader)
+        for node in self.topology.controller_nodes:
+            if self.process(node) is None:
+                continue
+            f = node.data_dir / "__cluster_metadata-0" / "quorum-state"
+            try:
+                state = json.loads(f.read_text())
+            except (OSError, ValueError):
+                continue
+            leader, epoch = state.get("leaderId", -1), state.get("leaderEpoch", -1)
+            if leader is not None and leader >= 0 and (best is None or epoch > best[0]):
+                best = (epoch, leader)
+        return best[1] if best else None
+
+    def status(self) -> ClusterStatus:
+        """Every node's process state; cheap (no network)."""
+        return ClusterStatus(
+            backend=self.backend,
+            kafka_version=KAFKA_VERSION,
+            bootstrap_servers=self.topology.bootstrap_servers,
+            brokers={n.node_id: self._node_status(n) for n in self.topology.brokers},
+            controllers={n.node_id: self._node_status(n) for n in self.topology.controller_nodes},
+            quorum_leader=self.quorum_leader(),
+        )
+
+    def _jvm_command(self, node: Node, java: str, classpath: str, main: str, args: Sequence[str], heap_mb: int) -> list[str]:
+        return [
+            java,
+            f"-Xms{heap_mb}m",
+            f"-Xmx{heap_mb}m",
+            *JVM_PERFORMANCE_OPTS,
+            f"-Dkafka.logs.dir={node.log_dir}",
+            f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'log4j2.properties'}",
+            f"{_MARK}{node.node_id}",
+            "-cp",
+            classpath,
+            main,
+            *args,
+        ]
+
+    def _prepare(self, node: Node) -> None:
+        node.log_dir.mkdir(parents=True, exist_ok=True)
+        node.data_dir.mkdir(parents=True, exist_ok=True)
+        text = self.topology.render(node)
+        if not node.config_path.exists() or node.config_path.read_text() != text:
+            node.config_path.write_text(text)
+
+    def _format_all(self, nodes: list[Node], java: str, classpath: str) -> None:
+        """``kafka-storage format`` each node that has no meta.properties, in parallel."""
+        todo = [n for n in nodes if not (n.data_dir / "meta.properties").exists()]
+        if not todo:
+            return
+        procs = []
+        for n in todo:
+            cmd = [java, "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                   f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'tools-log4j2.properties'}",
+                   "-cp", classpath, TOOLS["kafka-storage"],
+                   "format", "--ignore-formatted", "-t", config.CLUSTER_ID, "-c", str(n.config_path)]
+            procs.append((n, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+        for n, p in procs:
+            out, _ = p.communicate(timeout=120)
+            if p.returncode != 0:
+                raise NodeFailedToStart(f"formatting the storage of {n.name} failed (exit {p.returncode}):\n{out}")
+
+    def _spawn(self, node: Node, java: str, classpath: str) -> psutil.Process:
+        check_ports_free(node)
+        cmd = self._jvm_command(node, java, classpath, "kafka.Kafka", [str(node.config_path)], node.heap_mb)
+        with open(node.dir / "stdout.log", "ab") as out:
+            out.write(f"\n=== kafkalab start {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(cmd)}\n".encode())
+            out.flush()
+            # new session: Ctrl-C in a terminal or notebook does not reach the brokers;
+            # kafkalab down stops them.
+            popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, cwd=node.dir)
+        (node.dir / "pid").write_text(str(popen.pid))
+        return psutil.Process(popen.pid)
+
+    def _wait_serving(self, nodes: list[Node], timeout_s: float) -> None:
+        """Until every controller port accepts, a quorum leader is known, and every broker in
+        ``nodes`` is registered in the metadata. Fails fast if a process dies."""
+        brokers = {n.node_id for n in nodes if n.role == "broker"}
+
+        def dead_node_error() -> None:
+            for n in nodes:
+                if self.process(n) is None:
+                    raise NodeFailedToStart(f"{n.name} exited while starting.\n{last_log_lines(n)}")
+
+        def ready() -> bool:
+            dead_node_error()
+            if any(not port_accepts(n.controller_port) for n in self.topology.controller_nodes):
+                return False
+            if self.quorum_leader() is None:
+                return False
+            if brokers:
+                return brokers <= registered_brokers(self.topology.bootstrap_servers, timeout_s=1.0)
+            return True
+
+        names = ", ".join(n.name for n in nodes)
+        wait_until(ready, timeout_s=timeout_s, interval_s=0.25,
+                   what=f"{names} to serve (controller ports open, quorum leader elected, brokers registered)",
+                   on_timeout=lambda: "\n".join(last_log_lines(n, 10) for n in nodes))
+
+    def up(self, controllers: int | None = None, timeout_s: float = UP_TIMEOUT_S) -> ClusterStatus:
+        """Start every node that is not running (idempotent) and wait until the cluster serves.
+
+        Args:
+            controllers: 1 or 3 KRaft controllers; None keeps the saved choice (default 1).
+            timeout_s: how long to wait for all nodes to serve.
+
+        Returns:
+            ClusterStatus once 3 brokers are registered and the quorum has a leader.
+
+        Raises:
+            JavaMissing, JarsMissing, PortInUse, NodeFailedToStart, WaitTimeout;
+            KafkalabError if the cluster runs with a different number of controllers.
+        """
+        if controllers is not None and controllers != self.topology.controllers:
+            if any(self.process(n) for n in self.topology.nodes):
+                raise KafkalabError(
+                    f"the cluster runs with {self.topology.controllers} controller(s); "
+                    f"`kafkalab down` first, then `kafkalab up --controllers {controllers}`"
+                )
+            if self._saved_topology() is not None:
+                # a quorum's voter set is fixed at format time: start from fresh storage
+                shutil.rmtree(config.cluster_dir(), ignore_errors=True)
+            self.topology = Topology(controllers=controllers)
+        java = java_executable()
+        classpath = broker_classpath()
+        config.cluster_dir().mkdir(parents=True, exist_ok=True)
+        self._topology_file().write_text(json.dumps(self.topology.to_json()))
+        todo = [n for n in self.topology.nodes if self.process(n) is None]
+        for n in self.topology.nodes:
+            p = self.process(n)
+            if p is not None and p.status() == psutil.STATUS_STOPPED:
+                p.resume()
+        for n in todo:
+            self._prepare(n)
+            check_ports_free(n)
+        self._format_all(todo, java, classpath)
+        for n in todo:
+            self._spawn(n, java, classpath)
+        self._wait_serving(self.topology.nodes, timeout_s)
+        return self.status()
+
+    def down(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """Stop every node: brokers first (controlled shutdown needs the controllers), then
+        controllers. A node that does not exit within ``timeout_s`` is killed. Leaves no process."""
+        brokers = [n for n in self.topology.brokers if self.process(n)]
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            list(pool.map(lambda n: self._stop(n, timeout_s), brokers))
+        for n in self.topology.controller_nodes:
+            if self.process(n):
+                self._stop(n, timeout_s)
+
+    def _stop(self, node: Node, timeout_s: float) -> None:
+        p = self.process(node)
+        if p is None:
+            return
+        try:
+            if p.status() == psutil.STATUS_STOPPED:
+                p.resume()  # a paused JVM cannot handle SIGTERM
+            p.terminate()
+            p.wait(timeout=timeout_s)
+        except psutil.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=10)
+        except psutil.NoSuchProcess:
+            pass
+
+    def _node(self, node_id: int) -> Node:
+        try:
+            return self.topology.node(int(node_id))
+        except KeyError as e:
+            raise UnknownNode(str(e.args[0])) from None
+
+    def _live(self, node_id: int) -> tuple[Node, psutil.Process]:
+        node = self._node(node_id)
+        p = self.process(node)
+        if p is None:
+            raise KafkalabError(f"{node.name} is not running (see `kafkalab status`)")
+        return node, p
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL node ``node_id``: a crash, no controlled shutdown. Returns once it is gone."""
+        node, p = self._live(node_id)
+        p.kill()
+        p.wait(timeout=10)
+
+    def stop(self, node_id: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM node ``node_id`` and wait for its controlled shutdown (SIGKILL after ``timeout_s``)."""
+        node, _ = self._live(node_id)
+        self._stop(node, timeout_s)
+
+    def start(self, node_id: int, timeout_s: float = UP_TIMEOUT_S) -> NodeStatus:
+        """Start node ``node_id`` if it is down and wait until it serves (a broker: registered)."""
+        node = self._node(node_id)
+        p = self.process(node)
+        if p is not None:
+            if p.status() == psutil.STATUS_STOPPED:
+                p.resume()
+        else:
+            java, classpath = java_executable(), broker_classpath()
+            self._prepare(node)
+            check_ports_free(node)
+            self._format_all([node], java, classpath)
+            self._spawn(node, java, classpath)
+        self._wait_serving([node], timeout_s)
+        return self._node_status(node)
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP node ``node_id``: its sockets stay open, it answers nothing, sends no heartbeat."""
+        _, p = self._live(node_id)
+        p.suspend()
+
+    def resume(self, node_id: int) -> None:
+        """SIGCONT a paused node."""
+        _, p = self._live(node_id)
+        p.resume()
+
+    def logs(self, node_id: int, lines: int = 40) -> str:
+        """The node's last log lines."""
+        return last_log_lines(self._node(node_id), lines)
+
+    def wipe(self) -> None:
+        """Delete all node data and logs (the cluster must be down)."""
+        if any(self.process(n) for n in self.topology.nodes):
+            raise KafkalabError("the cluster is running; `kafkalab down` first")
+        shutil.rmtree(config.cluster_dir(), ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- compose backend
+
+
+class ComposeCluster(LocalCluster):
+    """The same cluster from docker-compose.yml (apache/kafka image). Nodes are compose
+    services ``controller-<id>`` and ``broker-<id>``; faults use docker kill/stop/pause."""
+
+    backend = "compose"
+
+    def _compose(self, *args: str, check: bool = True, timeout_s: float = 120) -> subprocess.CompletedProcess:
+        docker = shutil.which("docker")
+        if not docker:
+            raise KafkalabError("the compose backend needs the `docker` command (with the compose plugin)")
+        files = ["-f", str(config.repo_root() / "docker-compose.yml")]
+        profile = ["--profile", "three-controllers"] if self.topology.controllers == 3 else []
+        cp = subprocess.run([docker, "compose", *files, *profile, *args], capture_output=True, text=True, timeout=timeout_s)
+        if check and cp.returncode != 0:
+            raise KafkalabError(f"docker compose {' '.join(args)} failed:\n{cp.stderr.strip()}")
+        return cp
+
+    def _service(self, node: Node) -> str:
+        return node.name
+
+    def _states(self) -> dict[str, dict]:
+        cp = self._compose("ps", "--all", "--format", "json", check=False)
+        out: dict[str, dict] = {}
+        for line in cp.stdout.splitlines():
+            line = line.strip()
+            if line.startswith("{"):
+                d = json.loads(line)
+                out[d.get("Service", "")] = d
+        return out
+
+    def _node_status(self, node: Node) -> NodeStatus:
+        st = self._states().get(self._service(node), {})
+        state = st.get("State", "")
+        return NodeStatus(node.node_id, node.role, None, state in ("running", "paused"), state == "paused",
+                          node.listeners(), f"docker compose logs {self._service(node)}", "(container volume)")
+
+    def process(self, node: Node):  # noqa: D401 - no host pid for containers
+        return None
+
+    def quorum_leader(self) -> int | None:
+        return None
+
+    def up(self, controllers: int | None = None, timeout_s: float = UP_TIMEOUT_S) -> ClusterStatus:
+        if controllers is not None:
+            self.topology = Topology(controllers=controllers)
+        self._compose("up", "-d", "--wait", timeout_s=timeout_s + 120)
+        wait_until(lambda: set(config.BROKER_IDS) <= registered_brokers(self.topology.bootstrap_servers),
+                   timeout_s=timeout_s, what="3 brokers registered (compose)")
+        return self.status()
+
+    def down(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        self._compose("down", "--timeout", str(int(timeout_s)))
+
+    def kill(self, node_id: int) -> None:
+        self._compose("kill", "-s", "SIGKILL", self._service(self._node(node_id)))
+
+    def stop(self, node_id: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        self._compose("stop", "--timeout", str(int(timeout_s)), self._service(self._node(node_id)))
+
+    def start(self, node_id: int, timeout_s: float = UP_TIMEOUT_S) -> NodeStatus:
+        node = self._node(node_id)
+        self._compose("start", self._service(node))
+        if node.role == "broker":
+            wait_until(lambda: node.node_id in registered_brokers(self.topology.bootstrap_servers),
+                       timeout_s=timeout_s, what=f"{node.name} registered")
+        return self._node_status(node)
+
+    def pause(self, node_id: int) -> None:
+        self._compose("pause", self._service(self._node(node_id)))
+
+    def resume(self, node_id: int) -> None:
+        self._compose("unpause", self._service(self._node(node_id)))
+
+    def logs(self, node_id: int, lines: int = 40) -> str:
+        return self._compose("logs", "--tail", str(lines), self._service(self._node(node_id)), check=False).stdout
+
+
+# ----------------------------------------------------------------------------- choosing a backend
+
+
+def docker_engine_answers(timeout_s: float = 5.0) -> bool:
+    """True if ``docker info`` succeeds within ``timeout_s`` (a Docker engine, not just the client)."""
+    docker = shutil.which("docker")
+    if not docker:
+        return False
+    try:
+        return subprocess.run([docker, "info"], capture_output=True, timeout=timeout_s).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _backend_file() -> Path:
+    return config.cluster_dir() / "backend"
+
+
+def cluster(backend: str | None = None) -> LocalCluster:
+    """The cluster object for ``backend`` ("local", "compose", or "auto").
+
+    None means: the backend the last ``up`` used, else "auto". "auto" picks compose when a
+    Docker engine answers and local otherwise.
+    """
+    if backend is None:
+        f = _backend_file()
+        backend = f.read_text().strip() if f.exists() else "auto"
+    if backend == "auto":
+        backend = "compose" if docker_engine_answers() else "local"
+    if backend == "local":
+        return LocalCluster()
+    if backend == "compose":
+        return ComposeCluster()
+    raise KafkalabError(f"unknown backend {backend!r}: choose local, compose or auto")
+
+
+def up(controllers: int | None = None, backend: str | None = None, timeout_s: float = UP_TIMEOUT_S) -> ClusterStatus:
+    """Start the cluster (see LocalCluster.up) and remember the backend for later commands."""
+    c = cluster(backend)
+    status = c.up(controllers=controllers, timeout_s=timeout_s)
+    config.cluster_dir().mkdir(parents=True, exist_ok=True)
+    _backend_file().write_text(c.backend)
+    return status
+
+
+def down() -> None:
+    """Stop every node of the cluster; no process is left behind."""
+    cluster().down()
+
+
+def status() -> ClusterStatus:
+    """ClusterStatus of the current backend."""
+    return cluster().status()
+
+
+def kill(node_id: int) -> None:
+    cluster().kill(node_id)
+
+
+def stop(node_id: int) -> None:
+    cluster().stop(node_id)
+
+
+def start(node_id: int) -> NodeStatus:
+    return cluster().start(node_id)
+
+
+def pause(node_id: int) -> None:
+    cluster().pause(node_id)
+
+
+def resume(node_id: int) -> None:
+    cluster().resume(node_id)
+
+
+def wait_healthy(timeout_s: float = 60.0) -> None:
+    """Until all 3 brokers are registered and no partition is under-replicated (ISR full).
+
+    Raises:
+        WaitTimeout: naming the brokers missing or the partitions still under-replicated.
+    """
+    bootstrap = config.bootstrap_servers()
+    missing: list = []
+
+    def healthy() -> bool:
+        nonlocal missing
+        ids = registered_brokers(bootstrap)
+        if set(config.BROKER_IDS) - ids:
+            missing = [f"broker {i} not registered" for i in sorted(set(config.BROKER_IDS) - ids)]
+            return False
+        missing = under_replicated(bootstrap)
+        return not missing
+
+    wait_until(healthy, timeout_s=timeout_s, interval_s=0.25, what="all brokers registered and every ISR full",
+               on_timeout=lambda: f"still: {missing[:10]}")
+
+
+def restore(timeout_s: float = 60.0) -> None:
+    """Bring the cluster back to how notebooks expect it: every node running and resumed,
+    all brokers registered, every ISR full. Use in a ``finally`` or via ``restored()``."""
+    c = cluster()
+    for n in c.topology.nodes:
+        st = c._node_status(n)
+        if st.paused:
+            c.resume(n.node_id)
+        elif not st.alive:
+            c.start(n.node_id, timeout_s=timeout_s)
+    wait_healthy(timeout_s)
+
+
+class restored:
+    """Context manager: ``with kafkalab.cluster.restored(): ...break things...`` restores the
+    cluster (see ``restore``) on exit, even when the block raised."""
+
+    def __init__(self, timeout_s: float = 60.0):
+        self.timeout_s = timeout_s
+
+    def __enter__(self) -> "restored":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        restore(self.timeout_s)
+
+
+# ----------------------------------------------------------------------------- Kafka's CLI tools
+
+
+def tool_command(name: str, args: Sequence[str]) -> list[str]:
+    """The java command line for Kafka tool ``name`` (script name without .sh) with ``args``.
+
+    Adds ``--bootstrap-server`` for this cluster if the tool takes one and none is given.
+
+    Raises:
+        KafkalabError: unknown tool name (the message lists the known ones).
+    """
+    name = name.removesuffix(".sh")
+    if name not in TOOLS:
+        raise KafkalabError(f"unknown Kafka tool {name!r}; known: {', '.join(sorted(TOOLS))}")
+    args = list(args)
+    if name in BOOTSTRAP_TOOLS and not any(a.startswith(("--bootstrap-server", "--bootstrap-controller", "--broker-list")) for a in args):
+        if "-h" not in args and "--help" not in args and "--version" not in args:
+            args = ["--bootstrap-server", config.bootstrap_servers(), *args]
+    return [
+        java_executable(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+        f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'tools-log4j2.properties'}",
+        "-cp", broker_classpath(), TOOLS[name], *args,
+    ]
+
+
+def tool(name: str, *args: str, timeout_s: float = 120.0, check: bool = True) -> subprocess.CompletedProcess:
+    """Run Kafka's command-line tool ``name`` (e.g. ``"kafka-topics"``, ``"--list"``) and capture it.
+
+    Returns:
+        CompletedProcess with text ``stdout``/``stderr``.
+
+    Raises:
+        KafkalabError: unknown tool, or (``check``) a non-zero exit, with its stderr.
+    """
+    cmd = tool_command(name, args)
+    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if check and cp.returncode != 0:
+        raise KafkalabError(f"{name} {' '.join(args)} exited {cp.returncode}:\n{cp.stderr.strip() or cp.stdout.strip()}")
+    return cp

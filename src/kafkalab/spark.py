@@ -1,0 +1,197 @@
+"""A small, quiet Spark session and Kafka topics as Spark DataFrames.
+
+The notebooks measure what happened with PySpark, so the same analysis code runs on a
+laptop (``local[2]``) or on a real cluster (``SPARK_MASTER=spark://...``). Library
+functions here and in ``kafkalab.audit`` return lazy DataFrames or small aggregates;
+they never collect a topic or a ledger to the driver.
+
+The Kafka connector (``spark-sql-kafka-0-10``, kafka/spark-connector.pom.xml) is loaded
+from the local jars that ``make jars`` downloaded, not resolved from Maven at start-up.
+Source: Spark "Structured Streaming + Kafka Integration Guide", batch queries.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kafkalab import config
+
+if TYPE_CHECKING:  # pyspark is imported lazily: importing kafkalab stays fast
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Spark master when ``$SPARK_MASTER`` is unset: two local cores (the lab machine has 2).
+DEFAULT_MASTER = "local[2]"
+
+#: Shuffle partitions for every aggregation: ledgers are small, 200 tasks would be slow.
+SHUFFLE_PARTITIONS = 4
+
+#: log4j2 configuration given to the driver JVM: errors only, on stderr. It silences the
+#: start-up chatter (``NativeCodeLoader``, ``Utils``, ``SparkContext`` INFO/WARN lines)
+#: that appears before ``setLogLevel`` can run.
+LOG4J2_PROPERTIES = """\
+# Written by kafkalab.spark: Spark driver logging, errors only.
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+# PySpark's gateway is a "shell" to Spark's Logging: unless this logger has its own
+# level equal to the root's, Spark prints "Setting default log level to WARN" and
+# filters the console at WARN (org.apache.spark.internal.Logging.initializeLogging).
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+"""
+
+
+def spark_jars() -> list[Path]:
+    """Absolute paths of the ``*.jar`` files in ``config.spark_jars_dir()``, sorted.
+
+    Returns:
+        The connector jars (spark-sql-kafka-0-10, spark-token-provider-kafka-0-10,
+        kafka-clients, commons-pool2), as absolute ``Path`` objects.
+
+    Raises:
+        FileNotFoundError: the folder is missing or holds no jar; ``make jars``
+            downloads them (kafka/spark-connector.pom.xml).
+    """
+    folder = config.spark_jars_dir()
+    jars = sorted(p.resolve() for p in folder.glob("*.jar")) if folder.is_dir() else []
+    if not jars:
+        raise FileNotFoundError(
+            f"no Spark Kafka connector jars in {folder}: run `make jars` to download them "
+            "(kafka/spark-connector.pom.xml)"
+        )
+    return jars
+
+
+def log4j2_config_path() -> Path:
+    """Write ``LOG4J2_PROPERTIES`` under ``config.state_dir()/spark/`` and return its path.
+
+    The file is rewritten only when its text differs, so concurrent sessions do not race
+    on an identical file.
+    """
+    path = config.state_dir() / "spark" / "log4j2.properties"
+    if not path.is_file() or path.read_text() != LOG4J2_PROPERTIES:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(LOG4J2_PROPERTIES)
+        tmp.replace(path)
+    return path
+
+
+def session_conf(app_name: str = "kafkalab") -> dict[str, str]:
+    """The Spark settings ``session()`` applies, as ``{key: value}`` (pure; for tests and docs).
+
+    Raises:
+        FileNotFoundError: from ``spark_jars()`` when the connector jars are missing.
+    """
+    java_options = f"-Dlog4j2.configurationFile={log4j2_config_path().as_uri()}"
+    return {
+        "spark.master": os.environ.get("SPARK_MASTER", DEFAULT_MASTER),
+        "spark.app.name": app_name,
+        "spark.jars": ",".join(str(p) for p in spark_jars()),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": "1g",
+        "spark.driver.extraJavaOptions": java_options,
+        "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+        "spark.sql.session.timeZone": "UTC",
+    }
+
+
+def session(app_name: str = "kafkalab") -> SparkSession:
+    """The process's Spark session, created on first call and reused after (``getOrCreate``).
+
+    Master is ``$SPARK_MASTER`` or ``local[2]``; the web UI is off, logs are errors only,
+    ``spark.sql.shuffle.partitions`` is 4, the driver has 1 GiB and timestamps are UTC.
+    ``spark.jars`` lists the Kafka connector jars from ``config.spark_jars_dir()``.
+    Settings that shape the JVM (master, jars, memory, java options) only apply when this
+    call starts it; an already running session is returned as is.
+
+    Args:
+        app_name: Spark application name (shown by a cluster manager).
+
+    Returns:
+        A ``pyspark.sql.SparkSession``.
+
+    Raises:
+        FileNotFoundError: the connector jars are missing (run ``make jars``).
+    """
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in session_conf(app_name).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def reader_options(bootstrap_servers: str, **options: Any) -> dict[str, str]:
+    """Reader options for the Kafka source: defaults, then ``options`` translated.
+
+    A key starting with ``kafka_`` becomes a consumer property: ``kafka_`` -> ``kafka.``
+    and every other ``_`` -> ``.`` (``kafka_isolation_level="read_committed"`` ->
+    ``kafka.isolation.level``). Any other key is a connector option passed verbatim
+    (``startingOffsets="latest"``, ``maxOffsetsPerTrigger=1000``). Values become strings;
+    booleans become ``"true"``/``"false"``. Later keys override the defaults.
+
+    Defaults: ``kafka.bootstrap.servers``, ``startingOffsets=earliest``,
+    ``endingOffsets=latest``, ``includeHeaders=true``.
+    """
+    out: dict[str, str] = {
+        "kafka.bootstrap.servers": bootstrap_servers,
+        "startingOffsets": "earliest",
+        "endingOffsets": "latest",
+        "includeHeaders": "true",
+    }
+    for key, value in options.items():
+        name = "kafka." + key[len("kafka_") :].replace("_", ".") if key.startswith("kafka_") else key
+        out[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
+def read_topic(
+    spark: SparkSession,
+    topic: str,
+    bootstrap_servers: str | None = None,
+    **kafka_options: Any,
+) -> DataFrame:
+    """A topic as a batch DataFrame, from its earliest to its latest offsets (lazy).
+
+    Uses the Spark Kafka source (``spark.read.format("kafka")``, ``subscribe=topic``).
+    Columns: ``key`` binary, ``value`` binary, ``topic`` string, ``partition`` int,
+    ``offset`` long, ``timestamp`` timestamp (UTC), ``timestampType`` int, ``headers``
+    array<struct<key string, value binary>>. Cast ``key``/``value`` to string to read
+    text records.
+
+    Args:
+        spark: the session (``session()``).
+        topic: topic name.
+        bootstrap_servers: ``host:port,...``; default ``config.bootstrap_servers()``.
+        **kafka_options: more reader options. ``kafka_<name>`` becomes the consumer
+            property ``kafka.<name with _ as .>`` (``kafka_isolation_level="read_committed"``
+            -> ``kafka.isolation.level``); other keys are connector options, verbatim
+            (``startingOffsets="latest"``, ``failOnDataLoss=False``).
+
+    Returns:
+        A lazy ``pyspark.sql.DataFrame``; nothing is read until an action runs.
+
+    Raises:
+        Nothing here; an unreachable cluster fails the first action (a Spark
+        ``Py4JJavaError``/``SparkException`` with a Kafka ``TimeoutException`` inside).
+
+    Source: Spark "Structured Streaming + Kafka Integration Guide" (batch queries; the
+    ``kafka.`` prefix passes consumer configs through). Note that the connector's consumer
+    is the Java client, so ``kafka.isolation.level`` defaults to ``read_uncommitted``,
+    unlike librdkafka (FACTS.md).
+    """
+    servers = bootstrap_servers or config.bootstrap_servers()
+    reader = spark.read.format("kafka").option("subscribe", topic)
+    for key, value in reader_options(servers, **kafka_options).items():
+        reader = reader.option(key, value)
+    return reader.load()
