@@ -1,0 +1,272 @@
+"""The ledger: what every producer and consumer of an experiment says happened.
+
+Each process appends one JSON object per line to its own file (``Ledger``): a record
+was *produced* (handed to the client), *acked* (delivery report without error, so its
+partition and offset are known), *consumed* (returned by ``poll``), *processed* (the
+application's side effect ran) or *committed* (an offset commit succeeded). The
+audit (``kafkalab.audit``) joins these lines to find lost writes, duplicates and the
+other anomalies Jepsen's Kafka checker names.
+
+One file per process (a glob joins them): lines from several processes appending to
+one file can interleave mid-line. Threads of one process share one ``Ledger``; it is
+thread-safe.
+
+Ordering: ``seq`` counts the events of one ``Ledger`` (0, 1, 2, ...) and is assigned
+under the same lock as the write, so within one ledger it is the exact order of
+``record`` calls; ``ts_ms`` is the wall clock (ms since the Unix epoch) and orders
+events across ledgers. The audit orders by ``(ts_ms, seq)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from types import TracebackType
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+#: Event kinds, in the life of one record.
+KINDS: tuple[str, ...] = ("produced", "acked", "consumed", "processed", "committed")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One line of a ledger.
+
+    Attributes:
+        run_id: the experiment run; a run's producers and consumers share it.
+        kind: one of ``KINDS``.
+        ts_ms: wall clock when recorded, ms since the Unix epoch.
+        seq: position in the ``Ledger`` that wrote it (0, 1, ...): exact order within
+            one writer.
+        topic: topic name.
+        partition: partition, or None when unknown (a ``produced`` event before the
+            partitioner ran, a failed send).
+        offset: offset in the partition, or None when unknown. For ``committed`` it is
+            the committed position (next offset to read).
+        key: record key as text, or None.
+        value: the record's unique id (``"flight-123"``), or None (``committed``).
+        member_id: consumer group member id (``consumer.memberid()``), or None.
+        group_instance_id: static membership id (KIP-345), or None.
+        generation: consumer group generation, or None.
+        client_id: ``client.id`` of the producer or consumer, or None.
+        error: error text, or None. An ``acked`` event with an error is a failed
+            delivery report (not an acknowledgement); a ``committed`` one, a failed commit.
+
+    Raises:
+        ValueError: ``kind`` is not one of ``KINDS``.
+    """
+
+    run_id: str
+    kind: str
+    ts_ms: int
+    seq: int
+    topic: str
+    partition: int | None = None
+    offset: int | None = None
+    key: str | None = None
+    value: str | None = None
+    member_id: str | None = None
+    group_instance_id: str | None = None
+    generation: int | None = None
+    client_id: str | None = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        check_kind(self.kind)
+
+    def to_json(self) -> str:
+        """The event as one line of compact JSON (no newline), fields in schema order."""
+        return json.dumps(asdict(self), separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, line: str) -> Event:
+        """Parse one ledger line. Raises ``ValueError`` (bad JSON or kind), ``TypeError`` (fields)."""
+        return cls(**json.loads(line))
+
+
+#: Field names in ledger order (``Event`` and ``ledger_schema()`` agree).
+FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Event))
+
+
+def check_kind(kind: str) -> str:
+    """Return ``kind`` if it is one of ``KINDS``; raise ``ValueError`` naming them otherwise."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown event kind {kind!r}: expected one of {', '.join(KINDS)}")
+    return kind
+
+
+def now_ms() -> int:
+    """Wall clock, ms since the Unix epoch."""
+    return time.time_ns() // 1_000_000
+
+
+class Ledger:
+    """Append ``Event`` lines (JSON lines) to a file; thread-safe; a context manager.
+
+    ``Ledger(path, run_id)`` opens ``path`` for appending (parent folders are created).
+    ``record(kind, topic=..., ...)`` writes one line; ``flush()`` makes every line so far
+    durable. ``seq`` restarts at 0 for every ``Ledger`` object, so give each process (and
+    each restart of it) its own file.
+
+    Example::
+
+        with Ledger(run_dir / f"producer-{os.getpid()}.jsonl", run_id) as ledger:
+            ledger.record("produced", topic="flights", key="JFK", value="flight-1")
+    """
+
+    def __init__(self, path: str | os.PathLike[str], run_id: str) -> None:
+        self.path = Path(path)
+        self.run_id = run_id
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    def record(self, kind: str, **fields_: Any) -> Event:
+        """Write one event and return it.
+
+        Args:
+            kind: one of ``KINDS``.
+            **fields_: ``Event`` fields; ``topic`` is required. ``run_id`` defaults to
+                the ledger's, ``ts_ms`` to now (ms); ``seq`` is always assigned here.
+
+        Returns:
+            The ``Event`` written.
+
+        Raises:
+            ValueError: unknown ``kind``, ``seq`` given, or the ledger is closed.
+            TypeError: a field name ``Event`` does not have, or ``topic`` missing.
+        """
+        check_kind(kind)
+        if "seq" in fields_:
+            raise ValueError("seq is assigned by the Ledger, do not pass it")
+        fields_.setdefault("run_id", self.run_id)
+        with self._lock:
+            if self._file is None:
+                raise ValueError(f"ledger {self.path} is closed")
+            fields_.setdefault("ts_ms", now_ms())
+            event = Event(kind=kind, seq=self._seq, **fields_)
+            self._file.write(event.to_json() + "\n")
+            self._seq += 1
+        return event
+
+    def flush(self) -> None:
+        """Push every line written so far to the disk (file flush, then ``os.fsync``).
+
+        Call it before any deliberate kill or crash of this process (``SIGKILL``, a fault
+        injection): after it returns, nothing recorded so far is lost, even if the process
+        dies the next instant. No-op on a closed ledger.
+        """
+        with self._lock:
+            if self._file is None:
+                return
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        """Flush (with fsync) and close; later ``record`` calls raise ``ValueError``."""
+        self.flush()
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    @property
+    def closed(self) -> bool:
+        return self._file is None
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self.path)!r}, run_id={self.run_id!r}, events={self._seq})"
+
+
+def read_events(path: str | os.PathLike[str]) -> list[Event]:
+    """All events of one ledger file, in file order (for small, local use; Spark: ``load``).
+
+    Blank lines are skipped.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a line is not valid JSON or has an unknown kind (message names the
+            file and line number); a torn last line means the writer died without
+            ``flush()``.
+        TypeError: a line has fields ``Event`` does not.
+    """
+    events: list[Event] = []
+    with Path(path).open(encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                events.append(Event.from_json(line))
+            except ValueError as e:
+                raise ValueError(f"{path}:{number}: {e}") from e
+    return events
+
+
+def ledger_schema() -> StructType:
+    """The Spark schema of a ledger line, field for field with ``Event``.
+
+    Strings for text; ``ts_ms``, ``seq``, ``offset`` LongType; ``partition``,
+    ``generation`` IntegerType. All nullable (Spark's JSON source makes them so anyway).
+    """
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    types = {
+        "ts_ms": LongType(),
+        "seq": LongType(),
+        "offset": LongType(),
+        "partition": IntegerType(),
+        "generation": IntegerType(),
+    }
+    return StructType([StructField(name, types.get(name, StringType()), True) for name in FIELDS])
+
+
+def load(
+    spark: SparkSession,
+    path_or_glob: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    mode: str = "FAILFAST",
+) -> DataFrame:
+    """Ledger lines as a lazy Spark DataFrame with ``ledger_schema()``.
+
+    Args:
+        spark: the session (``kafkalab.spark.session()``).
+        path_or_glob: a file, a folder of files, or a Hadoop glob
+            (``"runs/r1/*.jsonl"``); a list of paths also works.
+        mode: Spark JSON parse mode. ``"FAILFAST"`` (default) fails the first action on a
+            malformed line; ``"DROPMALFORMED"`` skips it (the torn last line of a writer
+            killed without ``flush()``).
+
+    Returns:
+        ``pyspark.sql.DataFrame`` with the columns of ``Event``.
+
+    Raises:
+        pyspark.errors.AnalysisException: the path matches no file.
+    """
+    paths = [str(p) for p in path_or_glob] if isinstance(path_or_glob, (list, tuple)) else str(path_or_glob)
+    return spark.read.schema(ledger_schema()).option("mode", mode).json(paths)
+
+
+def events_frame(spark: SparkSession, events: list[Event]) -> DataFrame:
+    """A small DataFrame from ``Event`` objects (tests, notebooks), with ``ledger_schema()``."""
+    rows = [tuple(getattr(e, name) for name in FIELDS) for e in events]
+    return spark.createDataFrame(rows, schema=ledger_schema())

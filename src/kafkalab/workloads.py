@@ -1,0 +1,316 @@
+"""Workloads: topics, producers and consumers that experiments run against the live cluster.
+
+Consumers here are real confluent-kafka (librdkafka) consumers in a real consumer group; each
+runs its poll loop in its own thread, because a member that stops polling stops taking part
+in rebalances (classic protocol: JoinGroup/SyncGroup are driven from poll; KIP-848: the
+heartbeat carries the assignment).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from . import config
+from .errors import KafkalabError
+from .waiting import wait_until
+
+Partition = tuple[str, int]
+
+
+def run_id() -> str:
+    """A short unique id for one run, e.g. ``"r3f9c2a"``: prefixes topic and group names so
+    runs never see each other's data."""
+    return "r" + uuid.uuid4().hex[:6]
+
+
+_ADMINS: dict[str, AdminClient] = {}
+
+
+def admin(bootstrap: str | None = None) -> AdminClient:
+    """The shared AdminClient on this cluster's CLIENT listeners (or ``bootstrap``).
+
+    Shared and kept alive on purpose: the futures an AdminClient returns never complete
+    once the client object is garbage-collected.
+    """
+    bootstrap = bootstrap or config.bootstrap_servers()
+    if bootstrap not in _ADMINS:
+        _ADMINS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    return _ADMINS[bootstrap]
+
+
+def create_topics(
+    topics: dict[str, int],
+    replication_factor: int = 3,
+    topic_config: dict[str, str] | None = None,
+    timeout_s: float = 30.0,
+) -> None:
+    """Create ``topics`` (name -> partition count) and wait until every partition has a leader
+    in the metadata of every broker the client sees.
+
+    Raises:
+        KafkalabError: a topic could not be created (e.g. it exists: names must be unique per run).
+        WaitTimeout: leaders not visible within ``timeout_s``.
+    """
+    a = admin()
+    futures = a.create_topics(
+        [NewTopic(t, num_partitions=n, replication_factor=replication_factor, config=topic_config or {})
+         for t, n in topics.items()],
+        operation_timeout=timeout_s,
+        request_timeout=timeout_s,
+    )
+    for name, fut in futures.items():
+        try:
+            fut.result()
+        except KafkaException as e:
+            raise KafkalabError(f"could not create topic {name!r}: {e.args[0].str()}") from None
+
+    def ready() -> bool:
+        md = a.list_topics(timeout=5)
+        for t, n in topics.items():
+            tm = md.topics.get(t)
+            if tm is None or tm.error is not None or len(tm.partitions) != n:
+                return False
+            if any(p.leader < 0 for p in tm.partitions.values()):
+                return False
+        return True
+
+    wait_until(ready, timeout_s=timeout_s, what=f"leaders for every partition of {sorted(topics)}")
+
+
+def delete_topics(names: Iterable[str], timeout_s: float = 30.0) -> None:
+    """Delete topics, ignoring ones that do not exist."""
+    names = list(names)
+    if not names:
+        return
+    for fut in admin().delete_topics(names, operation_timeout=timeout_s).values():
+        try:
+            fut.result()
+        except KafkaException:
+            pass
+
+
+def produce(topic: str, records: Iterable[tuple[bytes | None, bytes]], conf: dict | None = None,
+            timeout_s: float = 30.0) -> list[tuple[int, int]]:
+    """Produce ``(key, value)`` records with confluent-kafka and wait for every delivery report.
+
+    Returns:
+        ``(partition, offset)`` of each record, in input order.
+
+    Raises:
+        KafkalabError: a record was not delivered (the first error).
+    """
+    p = Producer({"bootstrap.servers": config.bootstrap_servers(), **(conf or {})})
+    results: list = []
+    errors: list = []
+
+    for i, (key, value) in enumerate(records):
+        results.append(None)
+
+        def report(err, msg, i=i):
+            if err is not None:
+                errors.append(err)
+            else:
+                results[i] = (msg.partition(), msg.offset())
+
+        p.produce(topic, value=value, key=key, on_delivery=report)
+        p.poll(0)
+    remaining = p.flush(timeout_s)
+    if remaining or errors:
+        raise KafkalabError(f"{remaining} records undelivered after {timeout_s} s; first error: {errors[:1]}")
+    return results
+
+
+# ----------------------------------------------------------------------------- group members
+
+
+@dataclass
+class MemberState:
+    """What one member knows about itself, updated from its own poll thread."""
+
+    index: int
+    client_id: str
+    group_instance_id: str | None = None
+    member_id: str = ""
+    assignment: set[Partition] = field(default_factory=set)
+    revoked: list[Partition] = field(default_factory=list)  # every partition ever revoked
+    assigned: list[Partition] = field(default_factory=list)  # every partition ever assigned
+    rebalances: int = 0
+    error: str | None = None
+
+
+class GroupMember:
+    """One consumer in a group, polling in a background thread until ``close()``.
+
+    Args:
+        index: position in the experiment (names it ``consumer-<index>``).
+        conf: confluent-kafka consumer configuration (``group.id`` and strategy included).
+        topics: topics to subscribe to.
+        on_message: optional callback ``(member, message)`` for every record polled.
+    """
+
+    def __init__(self, index: int, conf: dict, topics: list[str],
+                 on_message: Callable[["GroupMember", object], None] | None = None):
+        self.state = MemberState(index=index, client_id=conf.get("client.id", f"consumer-{index}"),
+                                 group_instance_id=conf.get("group.instance.id"))
+        # incremental (cooperative) callbacks carry only what changes; eager ones the whole set
+        self.incremental = (conf.get("group.protocol") == "consumer"
+                            or conf.get("partition.assignment.strategy") == "cooperative-sticky")
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._on_message = on_message
+        self.consumer = Consumer(conf)
+        self.consumer.subscribe(topics, on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost)
+        self.thread = threading.Thread(target=self._loop, name=self.state.client_id, daemon=True)
+        self.thread.start()
+
+    def _assigned(self, consumer, partitions) -> None:
+        with self._lock:
+            tps = [(p.topic, p.partition) for p in partitions]
+            if self.incremental:
+                self.state.assignment |= set(tps)
+            else:
+                self.state.assignment = set(tps)
+            self.state.assigned.extend(tps)
+            self.state.rebalances += 1
+
+    def _revoked(self, consumer, partitions) -> None:
+        with self._lock:
+            tps = [(p.topic, p.partition) for p in partitions]
+            self.state.assignment -= set(tps)
+            self.state.revoked.extend(tps)
+
+    _lost = _revoked
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                msg = self.consumer.poll(0.1)
+                mid = self.consumer.memberid()
+                if mid:
+                    self.state.member_id = mid
+                if msg is not None and msg.error() is None and self._on_message:
+                    self._on_message(self, msg)
+        except Exception as e:  # surfaced by snapshot()/close()
+            self.state.error = repr(e)
+
+    def snapshot(self) -> MemberState:
+        """A copy of the member's state (thread-safe)."""
+        with self._lock:
+            s = self.state
+            if s.error:
+                raise KafkalabError(f"{s.client_id} failed: {s.error}")
+            return MemberState(s.index, s.client_id, s.group_instance_id, s.member_id, set(s.assignment),
+                               list(s.revoked), list(s.assigned), s.rebalances)
+
+    def close(self, leave_group: bool = True) -> None:
+        """Stop polling and close the consumer (a clean LeaveGroup, unless ``leave_group`` is
+        False, in which case the thread stops but the consumer is left to time out)."""
+        self._stop.set()
+        self.thread.join(timeout=10)
+        if leave_group:
+            self.consumer.close()
+
+
+def describe_group(group_id: str, timeout_s: float = 5.0):
+    """The broker's view of a group (``ConsumerGroupDescription``: state, members, assignments)."""
+    fut = admin().describe_consumer_groups([group_id], request_timeout=timeout_s)[group_id]
+    return fut.result(timeout=timeout_s + 5)
+
+
+def broker_assignment(group_id: str) -> tuple[str, dict[str, set[Partition]]]:
+    """``(state name, member_id -> set of (topic, partition))`` as the group coordinator reports."""
+    d = describe_group(group_id)
+    members = {
+        m.member_id: {(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])}
+        for m in d.members
+    }
+    return d.state.name, members
+
+
+def partitions_of(topics: dict[str, int]) -> set[Partition]:
+    return {(t, p) for t, n in topics.items() for p in range(n)}
+
+
+def wait_group_stable(group_id: str, members: list[GroupMember], topics: dict[str, int],
+                      timeout_s: float = 30.0) -> dict[str, set[Partition]]:
+    """Until the coordinator reports the group STABLE with exactly these members, every
+    partition of ``topics`` assigned once, and each member's own view equal to the
+    coordinator's. Returns member_id -> partitions.
+
+    Raises:
+        WaitTimeout: with the last state seen.
+    """
+    expected = partitions_of(topics)
+    last: dict = {}
+
+    def stable():
+        nonlocal last
+        snaps = [m.snapshot() for m in members]
+        try:
+            state, assigned = broker_assignment(group_id)
+        except KafkaException:
+            return None
+        last = {"state": state, "broker": assigned, "members": {s.client_id: sorted(s.assignment) for s in snaps}}
+        if state != "STABLE" or len(assigned) != len(members):
+            return None
+        ids = {s.member_id for s in snaps}
+        if ids != set(assigned):
+            return None
+        flat = [tp for tps in assigned.values() for tp in tps]
+        if len(flat) != len(set(flat)) or set(flat) != expected:
+            return None
+        if any(s.assignment != assigned[s.member_id] for s in snaps):
+            return None
+        return assigned
+
+    return wait_until(stable, timeout_s=timeout_s, interval_s=0.2,
+                      what=f"group {group_id} stable with {len(members)} members covering {len(expected)} partitions",
+                      on_timeout=lambda: f"last seen: {last}")
+
+
+def consumer_config(group_id: str, index: int, strategy: str | None = None, group_protocol: str = "classic",
+                    remote_assignor: str | None = None, group_instance_id: str | None = None,
+                    extra: dict | None = None) -> dict:
+    """A consumer configuration for experiments.
+
+    Classic protocol: ``partition.assignment.strategy`` = ``strategy`` (range, roundrobin,
+    cooperative-sticky), session.timeout.ms 6000 and heartbeat.interval.ms 1000 (teaching;
+    librdkafka 2.16 defaults 45000 and 3000). KIP-848 (``group_protocol="consumer"``): the
+    broker assigns with ``group.remote.assignor`` (uniform or range); librdkafka rejects
+    the classic settings there, so none are set.
+    """
+    conf = {
+        "bootstrap.servers": config.bootstrap_servers(),
+        "group.id": group_id,
+        "client.id": f"consumer-{index}",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "log_level": 3,
+    }
+    if group_protocol == "consumer":
+        conf["group.protocol"] = "consumer"
+        if remote_assignor:
+            conf["group.remote.assignor"] = remote_assignor
+    elif group_protocol == "classic":
+        conf.update({
+            "partition.assignment.strategy": strategy or "range",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 1000,
+        })
+    else:
+        raise KafkalabError(f"group_protocol must be 'classic' or 'consumer', not {group_protocol!r}")
+    if group_instance_id:
+        conf["group.instance.id"] = group_instance_id
+    conf.update(extra or {})
+    return conf
+
+
+def elapsed_ms(t0: float) -> int:
+    return int((time.monotonic() - t0) * 1000)

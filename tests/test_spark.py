@@ -1,0 +1,87 @@
+"""kafkalab.spark: session settings, reader options, and a real read of a topic."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kafkalab import config
+from kafkalab import spark as kspark
+
+
+def test_kafka_prefixed_options_become_consumer_properties() -> None:
+    options = kspark.reader_options(
+        "h:1", kafka_isolation_level="read_committed", startingOffsets="latest", failOnDataLoss=False
+    )
+    assert options["kafka.isolation.level"] == "read_committed"
+    assert options["startingOffsets"] == "latest", "other keys are passed verbatim and override defaults"
+    assert options["failOnDataLoss"] == "false"
+    assert options["kafka.bootstrap.servers"] == "h:1"
+    assert (options["endingOffsets"], options["includeHeaders"]) == ("latest", "true")
+
+
+def test_session_conf_lists_every_connector_jar() -> None:
+    conf = kspark.session_conf()
+    jars = conf["spark.jars"].split(",")
+    assert sorted(jars) == sorted(str(p.resolve()) for p in config.spark_jars_dir().glob("*.jar"))
+    assert all(Path(j).is_absolute() for j in jars)
+    assert conf["spark.ui.enabled"] == "false"
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert conf["spark.sql.shuffle.partitions"] == "4"
+
+
+def test_session_conf_takes_the_master_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPARK_MASTER", "spark://example:7077")
+    assert kspark.session_conf()["spark.master"] == "spark://example:7077"
+    monkeypatch.delenv("SPARK_MASTER")
+    assert kspark.session_conf()["spark.master"] == "local[2]"
+
+
+def test_missing_connector_jars_name_make_jars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKALAB_STATE", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="make jars"):
+        kspark.spark_jars()
+
+
+@pytest.mark.cluster
+@pytest.mark.spark
+def test_read_topic_reads_what_confluent_kafka_produced(spark) -> None:
+    if os.environ.get("KAFKALAB_SKIP_CLUSTER"):
+        pytest.skip("KAFKALAB_SKIP_CLUSTER is set: not using the live cluster")
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    servers = config.bootstrap_servers()
+    admin = AdminClient({"bootstrap.servers": servers})
+    try:
+        brokers = len(admin.list_topics(timeout=10).brokers)
+    except KafkaException as e:
+        pytest.fail(f"no Kafka cluster at {servers} ({e}): start it with `kafkalab up`")
+    topic = f"test-read-topic-{uuid.uuid4().hex[:8]}"
+    futures = admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=min(3, brokers))])
+    futures[topic].result(timeout=30)
+    try:
+        acked: dict[str, tuple[int, int]] = {}
+
+        def on_delivery(err, msg) -> None:
+            assert err is None, f"delivery failed: {err}"
+            acked[msg.value().decode()] = (msg.partition(), msg.offset())
+
+        producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True})
+        for i in range(10):
+            producer.produce(topic, key=f"key-{i}", value=f"flight-{i}", on_delivery=on_delivery)
+        assert producer.flush(30) == 0, "every record should be delivered within 30 s"
+
+        frame = kspark.read_topic(spark, topic).selectExpr(
+            "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value", "partition", "offset"
+        )
+        rows = frame.collect()  # 10 rows: fine in a test
+        assert len(rows) == 10
+        assert {r.value: (r.partition, r.offset) for r in rows} == acked
+        assert {r.partition for r in rows} == {p for p, _ in acked.values()}
+        assert {(r.key, r.value) for r in rows} == {(f"key-{i}", f"flight-{i}") for i in range(10)}
+    finally:
+        admin.delete_topics([topic])[topic].result(timeout=30)
