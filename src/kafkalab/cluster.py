@@ -625,8 +625,10 @@ class ComposeCluster(LocalCluster):
         if not docker:
             raise KafkalabError("the compose backend needs the `docker` command (with the compose plugin)")
         files = ["-f", str(config.repo_root() / "docker-compose.yml")]
-        profile = ["--profile", "three-controllers"] if self.topology.controllers == 3 else []
-        cp = subprocess.run([docker, "compose", *files, *profile, *args], capture_output=True, text=True, timeout=timeout_s)
+        if self.topology.controllers == 3:
+            # adds controllers 102 and 103 and changes the voters of every node at once
+            files += ["-f", str(config.repo_root() / "docker-compose.three-controllers.yml")]
+        cp = subprocess.run([docker, "compose", *files, *args], capture_output=True, text=True, timeout=timeout_s)
         if check and cp.returncode != 0:
             raise KafkalabError(f"docker compose {' '.join(args)} failed:\n{cp.stderr.strip()}")
         return cp
@@ -665,7 +667,8 @@ class ComposeCluster(LocalCluster):
         return self.status()
 
     def down(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
-        self._compose("down", "--timeout", str(int(timeout_s)))
+        # -v: the data volumes go too, like `kafkalab wipe` (otherwise every cycle leaves some)
+        self._compose("down", "-v", "--timeout", str(int(timeout_s)))
 
     def kill(self, node_id: int) -> None:
         self._compose("kill", "-s", "SIGKILL", self._service(self._node(node_id)))

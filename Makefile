@@ -1,0 +1,64 @@
+# kafkalab: two commands for a fresh machine (Python 3.11, OpenJDK 17, Maven).
+#   make lab    set everything up, start the cluster, open JupyterLab on notebooks/
+#   make test   set everything up, run every test and every notebook against the live cluster
+# Everything is cached: a second run installs nothing and fetches nothing.
+
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STATE := .kafkalab
+MVN := mvn -q -B -s kafka/maven-settings.xml
+
+.PHONY: lab test setup venv jars up down status benchmark clean check-tools
+
+lab: setup up
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks
+
+# Starts the cluster if none is running and stops it afterwards if it started it.
+test: setup
+	@started=0; \
+	if ! $(BIN)/kafkalab status --check >/dev/null 2>&1; then \
+	  $(BIN)/kafkalab up || exit 1; started=1; \
+	fi; \
+	trap 'if [ $$started = 1 ]; then $(BIN)/kafkalab down; fi' EXIT; \
+	$(BIN)/pytest tests notebooks --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider
+
+setup: venv jars
+
+check-tools:
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: kafkalab needs Python 3.11 (or: make PYTHON=/path/to/python3.11)"; exit 1; }
+	@command -v java >/dev/null || { echo "error: java not found: Kafka 4 needs Java 17 or later (Debian: apt install openjdk-17-jdk-headless)"; exit 1; }
+	@command -v mvn >/dev/null || { echo "error: mvn not found: Maven fetches the Kafka jars (Debian: apt install maven)"; exit 1; }
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml requirements.lock | check-tools
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -c requirements.lock -e '.[test]'
+	touch $@
+
+jars: $(STATE)/jars/broker/.fetched $(STATE)/jars/spark/.fetched
+$(STATE)/jars/broker/.fetched: kafka/pom.xml kafka/maven-settings.xml | check-tools
+	rm -rf $(STATE)/jars/broker
+	$(MVN) -f kafka/pom.xml package
+	touch $@
+$(STATE)/jars/spark/.fetched: kafka/spark-connector.pom.xml kafka/maven-settings.xml | check-tools
+	rm -rf $(STATE)/jars/spark
+	$(MVN) -f kafka/spark-connector.pom.xml package
+	touch $@
+
+up: setup
+	$(BIN)/kafkalab up
+
+down:
+	$(BIN)/kafkalab down
+
+status:
+	$(BIN)/kafkalab status
+
+benchmark: setup
+	$(BIN)/python benchmarks/cluster_up.py
+
+clean:
+	-$(BIN)/kafkalab down 2>/dev/null
+	rm -rf $(VENV) $(STATE)

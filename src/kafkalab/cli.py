@@ -1,0 +1,201 @@
+"""``kafkalab``: the command line twin of the notebooks.
+
+    kafkalab up [--controllers 1|3] [--backend auto|local|compose]
+    kafkalab status [--json]
+    kafkalab kill|stop|start|pause|resume ID
+    kafkalab down
+    kafkalab tool kafka-topics --list
+    kafkalab run assignment --consumers 3 --topic A:2 --topic B:2 --strategy range --json
+
+Errors kafkalab raises on purpose are printed as one message (no traceback) with exit code 1.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import click
+
+from . import cluster as cluster_mod
+from .errors import KafkalabError
+
+
+class _Group(click.Group):
+    """A click group that turns KafkalabError into a one-line message and exit code 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KafkalabError as e:
+            click.secho(f"kafkalab: {e}", fg="red", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kafkalab")
+def main() -> None:
+    """Run, break and inspect the kafkalab Kafka cluster; run the notebooks' experiments."""
+
+
+@main.command()
+@click.option("--controllers", type=click.Choice(["1", "3"]), default=None,
+              help="KRaft controllers (default: what the last up used, else 1).")
+@click.option("--backend", type=click.Choice(["auto", "local", "compose"]), default=None,
+              help="local JVMs or docker compose; auto = compose if a Docker engine answers.")
+@click.option("--timeout", "timeout_s", type=float, default=cluster_mod.UP_TIMEOUT_S, show_default=True,
+              help="Seconds to wait for the cluster to serve.")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def up(controllers: str | None, backend: str | None, timeout_s: float, as_json: bool) -> None:
+    """Start the cluster (only what is not running) and wait until it serves."""
+    t0 = time.monotonic()
+    st = cluster_mod.up(controllers=int(controllers) if controllers else None, backend=backend, timeout_s=timeout_s)
+    if as_json:
+        click.echo(json.dumps(st.to_json(), indent=2))
+    else:
+        _print_status(st)
+        click.echo(f"serving in {time.monotonic() - t0:.1f} s; bootstrap.servers={st.bootstrap_servers}")
+
+
+@main.command()
+def down() -> None:
+    """Stop every node (brokers first); no process is left behind."""
+    cluster_mod.down()
+    click.echo("cluster stopped")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--check", is_flag=True, help="Exit 0 only if every node runs and 3 brokers serve (exit 3 otherwise).")
+def status(as_json: bool, check: bool) -> None:
+    """Show each node: pid, alive, paused, listeners, log dir."""
+    st = cluster_mod.status()
+    if check:
+        serving = st.all_alive and len(cluster_mod.registered_brokers(st.bootstrap_servers)) == 3
+        if not serving:
+            click.echo("the cluster is not (fully) running", err=True)
+            sys.exit(3)
+    if as_json:
+        click.echo(json.dumps(st.to_json(), indent=2))
+    else:
+        _print_status(st)
+
+
+def _print_status(st: cluster_mod.ClusterStatus) -> None:
+    click.echo(f"Kafka {st.kafka_version} ({st.backend}); quorum leader: {st.quorum_leader}")
+    for n in [*st.controllers.values(), *st.brokers.values()]:
+        state = "paused" if n.paused else ("up" if n.alive else "down")
+        listeners = " ".join(f"{k}={v}" for k, v in n.listeners.items())
+        click.echo(f"  {n.role:<10} {n.node_id:>3}  {state:<6} pid={n.pid or '-':<7} {listeners}")
+
+
+def _node_command(name: str, doc: str):
+    @main.command(name=name, help=doc)
+    @click.argument("node_id", type=int)
+    def cmd(node_id: int) -> None:
+        getattr(cluster_mod, name)(node_id)
+        click.echo(f"{name}: node {node_id} done")
+
+    return cmd
+
+
+_node_command("kill", "SIGKILL node ID: a crash, no controlled shutdown.")
+_node_command("stop", "SIGTERM node ID and wait for its controlled shutdown.")
+_node_command("start", "Start node ID and wait until it serves.")
+_node_command("pause", "SIGSTOP node ID: alive, sockets open, silent.")
+_node_command("resume", "SIGCONT a paused node.")
+
+
+@main.command()
+@click.argument("node_id", type=int)
+@click.option("-n", "--lines", type=int, default=40, show_default=True)
+def logs(node_id: int, lines: int) -> None:
+    """Print the last log lines of node ID."""
+    click.echo(cluster_mod.cluster().logs(node_id, lines))
+
+
+@main.command()
+@click.option("--yes", is_flag=True, help="Do not ask.")
+def wipe(yes: bool) -> None:
+    """Delete all node data and logs (cluster must be down): the next up formats afresh."""
+    if not yes:
+        click.confirm("Delete every topic and log of the local cluster?", abort=True)
+    cluster_mod.LocalCluster().wipe()
+    click.echo("wiped")
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("name")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def tool(name: str, args: tuple[str, ...]) -> None:
+    """Run Kafka's command-line tool NAME (e.g. kafka-topics) from the broker jars.
+
+    --bootstrap-server is added for this cluster when the tool takes one and none is given.
+    Known tools: run `kafkalab tool list`.
+    """
+    if name == "list":
+        for t, cls in sorted(cluster_mod.TOOLS.items()):
+            click.echo(f"{t:<30} {cls}")
+        return
+    cmd = cluster_mod.tool_command(name, args)
+    sys.exit(subprocess.call(cmd))
+
+
+# ----------------------------------------------------------------------------- experiments
+
+
+@main.group(cls=_Group)
+def run() -> None:
+    """Run a notebook's experiment from the terminal (same code as the notebook)."""
+
+
+def _parse_topic(value: str) -> tuple[str, int]:
+    name, sep, parts = value.rpartition(":")
+    if not sep or not name or not parts.isdigit() or int(parts) < 1:
+        raise click.BadParameter(f"{value!r}: expected NAME:PARTITIONS, e.g. A:2")
+    return name, int(parts)
+
+
+@run.command("assignment")
+@click.option("--consumers", type=click.IntRange(1, 50), required=True, help="Members in the group.")
+@click.option("--topic", "topics", multiple=True, required=True, metavar="NAME:PARTITIONS",
+              help="A topic to create and subscribe to; repeat for more.")
+@click.option("--strategy", type=click.Choice(["range", "roundrobin", "cooperative-sticky"]),
+              help="Classic protocol, client-side assignor (librdkafka partition.assignment.strategy).")
+@click.option("--group-protocol", type=click.Choice(["classic", "consumer"]), default=None,
+              help="consumer = KIP-848, the broker assigns (needs --remote-assignor or its default uniform).")
+@click.option("--remote-assignor", type=click.Choice(["uniform", "range"]), default=None,
+              help="KIP-848 broker-side assignor (group.remote.assignor).")
+@click.option("--run-prefix", default=None, help="Topic name prefix; topics are PREFIX-NAME. Default: unique per run.")
+@click.option("--timeout", "timeout_s", type=float, default=30.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | None, group_protocol: str | None,
+                       remote_assignor: str | None, run_prefix: str | None, timeout_s: float, as_json: bool) -> None:
+    """Real consumers in a real group on fresh topics: who gets which partition."""
+    from .experiments.assignment import Assignor, run_assignment
+
+    parsed = dict(_parse_topic(t) for t in topics)
+    if len(parsed) != len(topics):
+        raise click.BadParameter("topic names must be different", param_hint="--topic")
+    protocol = group_protocol or ("consumer" if remote_assignor else "classic")
+    if protocol == "consumer":
+        if strategy:
+            raise click.UsageError("--strategy is for the classic protocol; with --group-protocol consumer use --remote-assignor")
+        assignor = Assignor(strategy=None, group_protocol="consumer", remote_assignor=remote_assignor or "uniform")
+    else:
+        if remote_assignor:
+            raise click.UsageError("--remote-assignor needs --group-protocol consumer")
+        assignor = Assignor(strategy=strategy or "range")
+    result = run_assignment(consumers, parsed, assignor, run_prefix=run_prefix, timeout_s=timeout_s)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(f"{result.assignor}: {consumers} consumers, topics {parsed}, stable after {result.elapsed_ms} ms")
+        for name, parts in result.short().items():
+            click.echo(f"  {name}: {', '.join(parts) or '(idle)'}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,95 @@
+"""The live local cluster: idempotent up, status, faults by signal, Kafka's own tools.
+
+These tests break the cluster on purpose and restore it (all brokers up, ISR full) before
+they finish, even when they fail.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkalab import cluster, workloads
+from kafkalab.cluster import registered_brokers
+from kafkalab.waiting import wait_until
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def local() -> cluster.LocalCluster:
+    c = cluster.cluster()
+    if c.backend != "local":
+        pytest.skip("fault tests drive the local backend")
+    cluster.require_cluster()
+    yield c
+    cluster.restore()
+
+
+@pytest.fixture
+def topic() -> str:
+    name = f"test-{workloads.run_id()}"
+    workloads.create_topics({name: 3})
+    yield name
+    workloads.delete_topics([name])
+
+
+def test_up_is_idempotent_and_keeps_the_running_processes(local: cluster.LocalCluster) -> None:
+    before = {i: n.pid for i, n in local.status().brokers.items()}
+    st = local.up()
+    assert {i: n.pid for i, n in st.brokers.items()} == before
+    assert st.quorum_leader == 101, "the only controller leads the metadata quorum"
+    assert registered_brokers() == {1, 2, 3}
+
+
+def test_status_json_lists_brokers_and_controllers(local: cluster.LocalCluster) -> None:
+    d = local.status().to_json()
+    assert set(d["brokers"]) == {"1", "2", "3"} and set(d["controllers"]) == {"101"}
+    b1 = d["brokers"]["1"]
+    assert b1["alive"] and b1["pid"] and b1["listeners"]["CLIENT"] == "127.0.0.1:9092"
+    assert d["bootstrap_servers"] == "127.0.0.1:9092,127.0.0.1:9192,127.0.0.1:9292"
+    assert d["kafka_version"] == "4.3.1"
+
+
+def test_killed_broker_is_fenced_and_comes_back_with_start(local: cluster.LocalCluster, topic: str) -> None:
+    try:
+        local.kill(3)
+        assert not local.status().brokers[3].alive
+        wait_until(lambda: 3 not in registered_brokers(), timeout_s=20,
+                   what="the controller to fence killed broker 3 (broker.session.timeout.ms=6000)")
+        local.start(3)
+        assert 3 in registered_brokers()
+    finally:
+        cluster.restore()
+    assert not [p for p in cluster.under_replicated() if p[0] == topic]
+
+
+def test_paused_broker_is_alive_but_drops_out_of_the_isr(local: cluster.LocalCluster, topic: str) -> None:
+    try:
+        local.pause(2)
+        st = local.status().brokers[2]
+        assert st.alive and st.paused, "SIGSTOP keeps the process: alive but silent"
+        wait_until(lambda: 2 not in registered_brokers(), timeout_s=20,
+                   what="the controller to fence paused broker 2 (no heartbeats)")
+        local.resume(2)
+        assert not local.status().brokers[2].paused
+    finally:
+        cluster.restore()
+
+
+def test_stopped_broker_shuts_down_cleanly_and_restarts(local: cluster.LocalCluster) -> None:
+    try:
+        local.stop(1)
+        assert not local.status().brokers[1].alive
+        log = (local.topology.node(1).log_dir / "server.log").read_text()
+        assert log.rstrip().endswith("[BrokerServer id=1] shut down completed (kafka.server.BrokerServer)") or \
+            "[BrokerServer id=1] shut down completed" in log.splitlines()[-1], "SIGTERM runs the controlled shutdown to its end"
+        local.start(1)
+    finally:
+        cluster.restore()
+    assert registered_brokers() == {1, 2, 3}
+
+
+def test_kafka_topics_tool_sees_a_topic_created_with_confluent_kafka(local: cluster.LocalCluster, topic: str) -> None:
+    out = cluster.tool("kafka-topics", "--describe", "--topic", topic).stdout
+    assert f"Topic: {topic}" in out and "ReplicationFactor: 3" in out
+    assert out.count("Isr:") == 3
