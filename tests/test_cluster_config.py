@@ -115,3 +115,17 @@ def test_tool_adds_this_clusters_bootstrap_server_unless_given() -> None:
 def test_unknown_tool_lists_the_known_ones() -> None:
     with pytest.raises(KafkalabError, match="kafka-topics"):
         cluster.tool_command("kafka-nope", [])
+
+
+def test_a_node_that_dies_while_starting_is_reported_with_its_last_log_lines(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("KAFKALAB_STATE", str(tmp_path))
+    node = Node(2, "broker")
+    node.dir.mkdir(parents=True)
+    (node.dir / "pid").write_text("999999999")  # no such process: it "exited"
+    (node.dir / "stdout.log").write_text("starting\nERROR Exiting Kafka due to fatal exception (kafka.Kafka$)\n")
+    t0 = time.monotonic()
+    with pytest.raises(cluster.NodeFailedToStart) as e:
+        cluster.LocalCluster(Topology())._wait_serving([node], timeout_s=30)
+    assert time.monotonic() - t0 < 5, "a dead process fails the wait at once, not at its timeout"
+    assert "broker-2 exited while starting" in str(e.value)
+    assert "Exiting Kafka due to fatal exception" in str(e.value)
