@@ -22,6 +22,8 @@ def record_one_of_each(book: Ledger) -> list[Event]:
         ),
         book.record("processed", topic="flights", partition=2, offset=7, value="flight-1", member_id="m-1"),
         book.record("committed", topic="flights", partition=2, offset=8, member_id="m-1", generation=3),
+        book.record("assigned", topic="flights", partition=0, member_id="m-1"),
+        book.record("revoked", topic="flights", partition=0, member_id="m-1"),
     ]
 
 
@@ -39,7 +41,7 @@ def test_each_line_is_one_json_object_with_every_field(tmp_path: Path) -> None:
     with Ledger(path, run_id="r1") as book:
         record_one_of_each(book)
     lines = path.read_text().splitlines()
-    assert len(lines) == 5
+    assert len(lines) == len(KINDS)
     assert all(list(json.loads(line)) == list(ledger.FIELDS) for line in lines)
 
 
@@ -132,7 +134,7 @@ def test_spark_loads_a_ledger_glob_with_the_explicit_schema(spark, tmp_path: Pat
             record_one_of_each(book)
     frame = ledger.load(spark, str(tmp_path / "*.jsonl"))
     assert frame.schema == ledger.ledger_schema()
-    assert frame.count() == 10
+    assert frame.count() == 2 * len(KINDS)
     row = frame.where("kind = 'consumed'").first()
     assert (row.partition, row.offset, row.generation, row.group_instance_id) == (2, 7, 3, "c-1")
 

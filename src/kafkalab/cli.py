@@ -197,5 +197,29 @@ def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | 
             click.echo(f"  {name}: {', '.join(parts) or '(idle)'}")
 
 
+#: Experiment modules under kafkalab.experiments that define ``cli_command`` (a click.Command
+#: named like the experiment, e.g. "rebalance"); each becomes ``kafkalab run <name>``.
+EXPERIMENT_MODULES = ("rebalance", "offset_commit", "idempotence", "transactions", "segments_demo",
+                      "ordering", "replication")
+
+
+def _register_experiments() -> None:
+    import importlib
+
+    for mod in EXPERIMENT_MODULES:
+        try:
+            module = importlib.import_module(f"kafkalab.experiments.{mod}")
+        except ModuleNotFoundError as e:
+            if e.name == f"kafkalab.experiments.{mod}":
+                continue  # not written yet
+            raise
+        command = getattr(module, "cli_command", None)
+        if command is not None:
+            run.add_command(command)
+
+
+_register_experiments()
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -33,8 +33,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-#: Event kinds, in the life of one record.
-KINDS: tuple[str, ...] = ("produced", "acked", "consumed", "processed", "committed")
+#: Event kinds, in the life of one record, then the group membership events a consumer
+#: records per partition from its rebalance callbacks (``assigned``, ``revoked``: with
+#: ``partition`` set, ``offset`` and ``value`` None).
+KINDS: tuple[str, ...] = ("produced", "acked", "consumed", "processed", "committed", "assigned", "revoked")
 
 
 @dataclass(frozen=True)
@@ -123,9 +125,13 @@ class Ledger:
             ledger.record("produced", topic="flights", key="JFK", value="flight-1")
     """
 
-    def __init__(self, path: str | os.PathLike[str], run_id: str) -> None:
+    def __init__(self, path: str | os.PathLike[str], run_id: str, write_through: bool = False) -> None:
+        """``write_through=True`` hands every line to the kernel as it is written (a file
+        flush, no fsync): a process killed from outside (``SIGKILL``) loses nothing, at the
+        cost of one system call per event. Worker processes that are killed on purpose use it."""
         self.path = Path(path)
         self.run_id = run_id
+        self.write_through = write_through
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
@@ -156,6 +162,8 @@ class Ledger:
             fields_.setdefault("ts_ms", now_ms())
             event = Event(kind=kind, seq=self._seq, **fields_)
             self._file.write(event.to_json() + "\n")
+            if self.write_through:
+                self._file.flush()
             self._seq += 1
         return event
 

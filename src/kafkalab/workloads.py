@@ -8,10 +8,12 @@ heartbeat carries the assignment).
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterable
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -314,3 +316,130 @@ def consumer_config(group_id: str, index: int, strategy: str | None = None, grou
 
 def elapsed_ms(t0: float) -> int:
     return int((time.monotonic() - t0) * 1000)
+
+
+# ----------------------------------------------------------------------------- worker processes
+
+
+class Worker:
+    """A producer or consumer process started by ``spawn`` (see kafkalab.worker).
+
+    Its stdout and stderr go to ``<ledger>.log``. Every Worker still running when the Python
+    process exits is killed (``atexit``), and the worker itself dies with its parent
+    (PR_SET_PDEATHSIG), so none outlives the notebook or test that started it.
+    """
+
+    _live: "set[Worker]" = set()
+
+    def __init__(self, spec):
+        import subprocess
+        import sys
+
+        from .worker import spec_json
+
+        self.spec = spec
+        self.name = spec.name
+        self.ledger = Path(spec.ledger)
+        self.ledger.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.ledger.with_suffix(".log")
+        with open(self.log_path, "ab") as log:
+            self.popen = subprocess.Popen([sys.executable, "-m", "kafkalab.worker", spec_json(spec)],
+                                          stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        Worker._live.add(self)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        """None while running; ``-9`` after SIGKILL (``crash_after`` or ``kill``)."""
+        return self.popen.poll()
+
+    def wait(self, timeout_s: float) -> int:
+        """Until the process exits; returns its exit code.
+
+        Raises:
+            WaitTimeout: still running after ``timeout_s``.
+        """
+        import subprocess
+
+        from .errors import WaitTimeout
+
+        try:
+            rc = self.popen.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise WaitTimeout(f"timed out after {timeout_s:.1f} s waiting for worker {self.name} "
+                              f"(pid {self.pid}) to exit; its log: {self.log_path}") from None
+        Worker._live.discard(self)
+        return rc
+
+    def terminate(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM: the worker finishes its current record, closes its client (a consumer
+        leaves the group, unless static) and exits. SIGKILL after ``timeout_s``."""
+        import signal
+
+        if self.alive:
+            self._signal(signal.SIGCONT)
+            self.popen.terminate()
+        try:
+            return self.wait(timeout_s)
+        except KafkalabError:
+            return self.kill()
+
+    def kill(self) -> int:
+        """SIGKILL: a crash. The ledger loses nothing (it is written through)."""
+        if self.alive:
+            self.popen.kill()
+        return self.wait(10)
+
+    def pause(self) -> None:
+        """SIGSTOP: alive, silent (no poll, no heartbeat)."""
+        import signal
+
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        import signal
+
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, sig: int) -> None:
+        import os
+
+        if self.alive:
+            os.kill(self.pid, sig)
+
+    def log_tail(self, lines: int = 20) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:]) if self.log_path.exists() else ""
+
+    def __repr__(self) -> str:
+        return f"Worker({self.name!r}, pid={self.pid}, alive={self.alive})"
+
+
+def spawn(spec) -> Worker:
+    """Start a worker process for a ``kafkalab.worker.ConsumerSpec`` or ``ProducerSpec``."""
+    return Worker(spec)
+
+
+def kill_all_workers() -> None:
+    """SIGKILL every worker this process started that still runs (registered with atexit)."""
+    for w in list(Worker._live):
+        try:
+            w.kill()
+        except Exception:
+            pass
+
+
+atexit.register(kill_all_workers)
+
+
+def run_dir(run: str) -> Path:
+    """Folder for one run's ledgers and sinks: ``.kafkalab/runs/<run>/``."""
+    d = config.state_dir() / "runs" / run
+    d.mkdir(parents=True, exist_ok=True)
+    return d

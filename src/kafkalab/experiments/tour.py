@@ -1,0 +1,542 @@
+"""Notebook 00, a tour of the lab cluster: what runs, where records go, what is on disk,
+and the first trap (librdkafka's defaults are not the Java client's).
+
+Each step is one function the notebook calls; ``run_tour`` chains the ones that need no
+Spark for ``kafkalab run tour --json``. ``TourRun`` names this run's topics and consumer
+groups and deletes them at the end, or at interpreter exit if the notebook stopped early.
+
+Sources: Kafka documentation 4.3, Operations > KRaft (``kafka-metadata-quorum``),
+Implementation > Log; KIP-595 (Raft for the metadata quorum: voters and observers);
+librdkafka CONFIGURATION.md; see ``kafkalab.defaults`` and ``kafkalab.segments``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Iterable
+
+import click
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+
+from .. import cluster, config, defaults, segments, workloads
+from ..cluster import ClusterStatus
+from ..data import Flight
+from ..errors import KafkalabError
+from ..waiting import wait_until
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+
+# ----------------------------------------------------------------------------- the quorum
+
+
+@dataclass
+class QuorumStatus:
+    """``kafka-metadata-quorum describe --status``, parsed.
+
+    ``voters``: node ids that vote in the KRaft quorum (the controllers); ``observers``:
+    node ids that replicate the metadata log without voting (the brokers). KIP-595.
+    """
+
+    cluster_id: str
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    max_follower_lag: int
+    max_follower_lag_time_ms: int
+    voters: list[int]
+    observers: list[int]
+
+
+def _node_ids(text: str) -> list[int]:
+    """``[{"id": 1, ...}, ...]`` (Kafka 3.7+) or ``[1,2,3]`` (earlier) -> ``[1, 2, 3]``."""
+    items = json.loads(text)
+    return sorted(int(x["id"]) if isinstance(x, dict) else int(x) for x in items)
+
+
+def parse_quorum_status(text: str) -> QuorumStatus:
+    """Parse the ``Key: value`` lines of ``kafka-metadata-quorum describe --status``.
+
+    Raises:
+        ValueError: a field is missing (the output format changed).
+    """
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() and " " not in key.strip():
+            fields[key.strip()] = value.strip()
+    try:
+        return QuorumStatus(
+            cluster_id=fields["ClusterId"],
+            leader_id=int(fields["LeaderId"]),
+            leader_epoch=int(fields["LeaderEpoch"]),
+            high_watermark=int(fields["HighWatermark"]),
+            max_follower_lag=int(fields["MaxFollowerLag"]),
+            max_follower_lag_time_ms=int(fields["MaxFollowerLagTimeMs"]),
+            voters=_node_ids(fields["CurrentVoters"]),
+            observers=_node_ids(fields.get("CurrentObservers", "[]")),
+        )
+    except KeyError as e:
+        raise ValueError(f"kafka-metadata-quorum output without {e.args[0]}:\n{text}") from None
+
+
+def describe_quorum() -> tuple[QuorumStatus, str]:
+    """Run ``kafka-metadata-quorum describe --status`` (a JVM start, about 1 s) against the
+    brokers; return the parsed status and the raw text."""
+    out = cluster.tool("kafka-metadata-quorum", "describe", "--status").stdout
+    return parse_quorum_status(out), out
+
+
+def nodes_table(status: ClusterStatus) -> "pd.DataFrame":
+    """One row per Kafka process: role, pid, liveness, listeners (advertised ``host:port``;
+    FAULT also with the port the broker binds), and whether it leads the metadata quorum."""
+    import pandas as pd
+
+    rows = []
+    for node_status in [*status.controllers.values(), *status.brokers.values()]:
+        node = config.Node(node_status.node_id, node_status.role)
+        ls = node_status.listeners
+        rows.append({
+            "node_id": node_status.node_id,
+            "role": node_status.role,
+            "pid": node_status.pid,
+            "alive": node_status.alive,
+            "CLIENT": ls.get("CLIENT", ""),
+            "INTERNAL": ls.get("INTERNAL", ""),
+            "FAULT advertised": ls.get("FAULT", ""),
+            "FAULT bound": f"127.0.0.1:{node.ports['FAULT']}" if "FAULT" in node.ports else "",
+            "CONTROLLER": ls.get("CONTROLLER", ""),
+            "quorum leader": node_status.node_id == status.quorum_leader,
+        })
+    return pd.DataFrame(rows).set_index("node_id")
+
+
+def advertised_brokers(bootstrap: str, timeout_s: float = 5.0) -> dict[int, str]:
+    """Broker id -> ``host:port`` as the metadata answer lists them to a client that
+    bootstrapped at ``bootstrap``: the listener it connected through decides the ports.
+
+    Raises:
+        KafkalabError: no metadata within ``timeout_s``.
+    """
+    client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    try:
+        md = client.list_topics(timeout=timeout_s)
+    except KafkaException as e:
+        raise KafkalabError(f"no metadata from {bootstrap}: {e}") from None
+    return {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
+
+
+# ----------------------------------------------------------------------------- this run's names
+
+
+class TourRun:
+    """Names of one run's topics and groups (``tour-<run id>-<name>``), and their cleanup.
+
+    ``cleanup()`` deletes every topic and group named here; it is registered with ``atexit``
+    too, so a notebook stopped by a failing cell still cleans up when its kernel shuts down
+    (restart or shutdown; a killed kernel cannot). Calling it twice is harmless.
+    """
+
+    def __init__(self, prefix: str = "tour"):
+        self.run_id = workloads.run_id()
+        self.prefix = f"{prefix}-{self.run_id}"
+        self.topics: list[str] = []
+        self.groups: list[str] = []
+        self.cleaned = False
+        atexit.register(self._cleanup_at_exit)
+
+    def topic(self, name: str) -> str:
+        """A topic name for this run, remembered for cleanup (before it is created)."""
+        t = f"{self.prefix}-{name}"
+        self.topics.append(t)
+        return t
+
+    def group(self, name: str) -> str:
+        """A consumer group id for this run, remembered for cleanup."""
+        g = f"{self.prefix}-{name}"
+        self.groups.append(g)
+        return g
+
+    def cleanup(self, timeout_s: float = 30.0) -> list[str]:
+        """Delete this run's consumer groups and topics and wait until the topics are gone
+        from the metadata. Returns the topics deleted.
+
+        Raises:
+            WaitTimeout: a topic is still in the metadata after ``timeout_s``.
+        """
+        a = workloads.admin()
+        if self.groups:
+            for fut in a.delete_consumer_groups(list(self.groups), request_timeout=timeout_s).values():
+                try:
+                    fut.result()
+                except KafkaException:
+                    pass  # never created (no consumer ran) or already gone
+        workloads.delete_topics(self.topics, timeout_s=timeout_s)
+        names = set(self.topics)
+        wait_until(lambda: not names & set(a.list_topics(timeout=5).topics), timeout_s=timeout_s,
+                   what=f"topics {sorted(names)} gone from the metadata")
+        self.cleaned = True
+        atexit.unregister(self._cleanup_at_exit)
+        return list(self.topics)
+
+    def _cleanup_at_exit(self) -> None:
+        if not self.cleaned:
+            try:
+                self.cleanup(timeout_s=10.0)
+            except Exception:  # the cluster may be gone at exit; nothing else to do
+                pass
+
+    def __enter__(self) -> "TourRun":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cleanup()
+
+
+# ----------------------------------------------------------------------------- topic and configs
+
+
+@dataclass
+class PartitionState:
+    """One partition in the metadata: leader and replica ids, in-sync replicas."""
+
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+
+
+def create_topic(topic: str, partitions: int = 3) -> None:
+    """Create ``topic`` with ``partitions`` partitions and the cluster's default replication
+    factor (``replication_factor=-1``, KIP-464: the controller applies
+    ``default.replication.factor``, 3 in this lab), and wait for leaders."""
+    workloads.create_topics({topic: partitions}, replication_factor=-1)
+
+
+def partition_states(topic: str, timeout_s: float = 5.0) -> list[PartitionState]:
+    """The metadata's view of ``topic``'s partitions, sorted by partition.
+
+    Raises:
+        KafkalabError: the topic is not in the metadata.
+    """
+    md = workloads.admin().list_topics(topic, timeout=timeout_s)
+    tm = md.topics.get(topic)
+    if tm is None or tm.error is not None:
+        raise KafkalabError(f"topic {topic!r} is not in the metadata: {tm.error if tm else 'missing'}")
+    return [PartitionState(p.id, p.leader, list(p.replicas), list(p.isrs))
+            for p in sorted(tm.partitions.values(), key=lambda p: p.id)]
+
+
+@dataclass
+class ConfigValue:
+    """A config entry as DescribeConfigs returns it: value, where it comes from
+    (``source``: DYNAMIC_TOPIC_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG (cluster-wide),
+    STATIC_BROKER_CONFIG (server.properties), DEFAULT_CONFIG...) and whether it is Kafka's default."""
+
+    name: str
+    value: str | None
+    source: str
+    is_default: bool
+
+
+def describe_config(kind: str, name: str, keys: Iterable[str], timeout_s: float = 10.0) -> dict[str, ConfigValue]:
+    """DescribeConfigs of a ``kind`` ("topic" or "broker") resource ``name`` (a topic name or
+    a broker id), restricted to ``keys``.
+
+    Raises:
+        KafkalabError: unknown kind, or a key the resource does not have.
+    """
+    types = {"topic": ResourceType.TOPIC, "broker": ResourceType.BROKER}
+    if kind not in types:
+        raise KafkalabError(f"kind must be topic or broker, not {kind!r}")
+    res = ConfigResource(types[kind], str(name))
+    entries = workloads.admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
+    out: dict[str, ConfigValue] = {}
+    for key in keys:
+        if key not in entries:
+            raise KafkalabError(f"{kind} {name} has no config {key!r}")
+        e = entries[key]
+        out[key] = ConfigValue(key, e.value, ConfigSource(e.source).name, bool(e.is_default))
+    return out
+
+
+# ----------------------------------------------------------------------------- produce and consume
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One record with its place in the log: acked to a producer or returned to a consumer."""
+
+    record_id: str
+    key: str
+    partition: int
+    offset: int
+
+
+def produce_flights(topic: str, flights: list[Flight], conf: dict | None = None,
+                    timeout_s: float = 30.0) -> list[Delivery]:
+    """Produce ``flights`` (key: ``flight.key``, value: ``flight.to_json()``) with confluent-kafka
+    at its defaults plus ``conf``, wait for every delivery report, return them in input order."""
+    acks = workloads.produce(topic, [(f.key.encode(), f.to_json()) for f in flights], conf=conf,
+                             timeout_s=timeout_s)
+    return [Delivery(f.record_id, f.key, p, o) for f, (p, o) in zip(flights, acks)]
+
+
+def consume_all(topic: str, group_id: str, expected: int, timeout_s: float = 30.0,
+                conf: dict | None = None) -> list[Delivery]:
+    """Subscribe one confluent-kafka consumer in group ``group_id`` to ``topic`` from the
+    earliest offset and poll until ``expected`` records arrived; return them in arrival order.
+
+    Only ``auto.offset.reset=earliest`` is set (librdkafka's default is ``latest``); the rest
+    are librdkafka's defaults, so it auto-commits. The consumer is closed (it leaves the group).
+
+    Raises:
+        WaitTimeout: fewer than ``expected`` records within ``timeout_s`` (says how many came).
+        KafkalabError: a message carried an error.
+    """
+    consumer = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id,
+                         "auto.offset.reset": "earliest", "log_level": 3, **(conf or {})})
+    got: list[Delivery] = []
+
+    def all_read() -> bool:
+        for msg in consumer.consume(num_messages=500, timeout=0.5):
+            if msg.error() is not None:
+                raise KafkalabError(f"consumer error on {topic}: {msg.error()}")
+            record_id = json.loads(msg.value())["record_id"]
+            got.append(Delivery(record_id, msg.key().decode(), msg.partition(), msg.offset()))
+        return len(got) >= expected
+
+    try:
+        consumer.subscribe([topic])
+        wait_until(all_read, timeout_s=timeout_s, interval_s=0.0, what=f"{expected} records of {topic} consumed",
+                   on_timeout=lambda: f"{len(got)} consumed")
+    finally:
+        consumer.close()
+    return got
+
+
+def key_partitions(deliveries: Iterable[Delivery]) -> dict[str, set[int]]:
+    """Key -> the set of partitions its records are in (one partition per key is the rule)."""
+    out: dict[str, set[int]] = defaultdict(set)
+    for d in deliveries:
+        out[d.key].add(d.partition)
+    return dict(out)
+
+
+def order_by_key(deliveries: Iterable[Delivery]) -> dict[str, list[str]]:
+    """Key -> its record ids in (partition, offset) order: the order a consumer of the
+    partition sees them."""
+    out: dict[str, list[Delivery]] = defaultdict(list)
+    for d in deliveries:
+        out[d.key].append(d)
+    return {k: [d.record_id for d in sorted(v, key=lambda d: (d.partition, d.offset))] for k, v in out.items()}
+
+
+def per_partition(deliveries: Iterable[Delivery]) -> dict[int, int]:
+    """Partition -> number of records."""
+    return dict(sorted(Counter(d.partition for d in deliveries).items()))
+
+
+# ----------------------------------------------------------------------------- Spark (the Java client)
+
+
+def spark_produce(spark: "SparkSession", topic: str, flights: list[Flight]) -> None:
+    """Write ``flights`` (same keys and values as ``produce_flights``) to ``topic`` with Spark's
+    Kafka sink, i.e. with the Java producer of the connector's kafka-clients at its defaults:
+    murmur2 partitioner, idempotence on (since 3.0). Blocks until the write job finished."""
+    rows = [(f.key, f.to_json().decode()) for f in flights]
+    (spark.createDataFrame(rows, "key string, value string")
+     .write.format("kafka")
+     .option("kafka.bootstrap.servers", config.bootstrap_servers())
+     .option("topic", topic)
+     .save())
+
+
+def spark_key_partitions(spark: "SparkSession", topic: str) -> dict[str, set[int]]:
+    """Key -> partitions it is in, aggregated by Spark (one row per key reaches the driver)."""
+    from pyspark.sql import functions as F
+
+    from .. import spark as kspark
+
+    rows = (kspark.read_topic(spark, topic)
+            .groupBy(F.col("key").cast("string").alias("key"))
+            .agg(F.collect_set("partition").alias("partitions"))
+            .collect())
+    return {r["key"]: set(r["partitions"]) for r in rows}
+
+
+def partitioner_table(keys: Iterable[str], partitions: int, librdkafka_seen: dict[str, set[int]],
+                      java_seen: dict[str, set[int]] | None = None) -> "pd.DataFrame":
+    """Per key: the partition each client's default partitioner predicts (CRC32 for
+    librdkafka, murmur2 for Java) and the partitions where each client's records were seen."""
+    import pandas as pd
+
+    rows = []
+    for k in sorted(set(keys)):
+        b = k.encode()
+        row = {"key": k,
+               "crc32 predicts": defaults.librdkafka_partition(b, partitions),
+               "murmur2 predicts": defaults.java_partition(b, partitions),
+               "librdkafka wrote to": sorted(librdkafka_seen.get(k, ()))}
+        if java_seen is not None:
+            row["Java wrote to"] = sorted(java_seen.get(k, ()))
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("key")
+
+
+# ----------------------------------------------------------------------------- on disk
+
+
+def replica_dirs(status: ClusterStatus, topic: str) -> dict[int, dict[int, str]]:
+    """Broker id -> partition -> folder of its replica of ``topic`` (under ``data_dir``)."""
+    return {b: {p: str(d) for p, d in segments.partition_dirs(n.data_dir, topic).items()}
+            for b, n in status.brokers.items()}
+
+
+def replica_files(status: ClusterStatus, topic: str) -> "pd.DataFrame":
+    """One row per segment file of every replica of ``topic``: broker, partition, file name,
+    size (bytes) and bytes allocated on disk."""
+    import pandas as pd
+
+    rows = [{"broker": b, "partition": p, "file": f.path.name, "kind": f.kind, "size": f.size,
+             "allocated": f.allocated}
+            for b, parts in replica_dirs(status, topic).items()
+            for p, d in parts.items()
+            for f in segments.segment_files(d)]
+    return pd.DataFrame(rows, columns=["broker", "partition", "file", "kind", "size", "allocated"])
+
+
+def log_sizes(status: ClusterStatus, topic: str) -> dict[int, dict[int, int]]:
+    """Partition -> broker -> bytes in that replica's ``.log`` files."""
+    out: dict[int, dict[int, int]] = defaultdict(dict)
+    for b, parts in replica_dirs(status, topic).items():
+        for p, d in parts.items():
+            out[p][b] = segments.log_bytes(d)
+    return dict(sorted(out.items()))
+
+
+def wait_replicas_equal(status: ClusterStatus, topic: str, partitions: int, timeout_s: float = 15.0
+                        ) -> dict[int, dict[int, int]]:
+    """Until every broker holds a replica folder of each of ``partitions`` partitions and, per
+    partition, all ``.log`` sizes are equal and non-zero (followers fetched everything).
+    Returns ``log_sizes``.
+
+    Raises:
+        WaitTimeout: with the last sizes seen.
+    """
+    brokers = set(status.brokers)
+    last: dict = {}
+
+    def equal():
+        nonlocal last
+        last = log_sizes(status, topic)
+        if set(last) != set(range(partitions)):
+            return None
+        for sizes in last.values():
+            if set(sizes) != brokers or len(set(sizes.values())) != 1 or 0 in sizes.values():
+                return None
+        return last
+
+    return wait_until(equal, timeout_s=timeout_s, interval_s=0.2,
+                      what=f"equal .log sizes on brokers {sorted(brokers)} for every partition of {topic}",
+                      on_timeout=lambda: f"last sizes (partition -> broker -> bytes): {last}")
+
+
+def dump_log(paths: Iterable[str]) -> list[segments.DumpedBatch]:
+    """Run Kafka's ``kafka-dump-log --files`` on ``paths`` (one JVM for all) and parse the batches."""
+    paths = list(paths)
+    if not paths:
+        return []
+    out = cluster.tool("kafka-dump-log", "--files", ",".join(paths)).stdout
+    return segments.parse_dump_log(out)
+
+
+def first_log_files(status: ClusterStatus, topic: str, broker: int | None = None) -> list[str]:
+    """The first ``.log`` file of each partition replica of ``topic`` on ``broker`` (default:
+    the lowest broker id)."""
+    b = broker if broker is not None else min(status.brokers)
+    out = []
+    for p, d in segments.partition_dirs(status.brokers[b].data_dir, topic).items():
+        logs = [f for f in segments.segment_files(d) if f.kind == "log"]
+        if logs:
+            out.append(str(logs[0].path))
+    return out
+
+
+# ----------------------------------------------------------------------------- the CLI's version
+
+
+@dataclass
+class TourResult:
+    """What ``run_tour`` saw; every ``*_ok`` field is a claim of notebook 00."""
+
+    topic: str
+    quorum_leader: int
+    voters: list[int]
+    observers: list[int]
+    partitions: list[PartitionState]
+    produced: int
+    consumed: int
+    each_record_once: bool
+    one_partition_per_key: bool
+    crc32_predicts_librdkafka: bool
+    keys_where_murmur2_differs: int
+    log_sizes: dict[int, dict[int, int]]
+    librdkafka_producer_ids: list[int] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def run_tour(n_flights: int = 200, timeout_s: float = 30.0) -> TourResult:
+    """The Spark-free part of notebook 00 on a fresh topic, deleted afterwards."""
+    from ..data import flights as load_flights
+
+    status = cluster.require_cluster()
+    quorum, _ = describe_quorum()
+    with TourRun() as run:
+        topic = run.topic("flights")
+        create_topic(topic)
+        states = partition_states(topic)
+        fl = load_flights(limit=n_flights)
+        sent = produce_flights(topic, fl, timeout_s=timeout_s)
+        got = consume_all(topic, run.group("reader"), len(fl), timeout_s=timeout_s)
+        counts = Counter(d.record_id for d in got)
+        seen = key_partitions(got)
+        n = len(states)
+        sizes = wait_replicas_equal(status, topic, n)
+        batches = dump_log(first_log_files(status, topic))
+        return TourResult(
+            topic=topic, quorum_leader=quorum.leader_id, voters=quorum.voters, observers=quorum.observers,
+            partitions=states, produced=len(sent), consumed=len(got),
+            each_record_once=set(counts) == {f.record_id for f in fl} and set(counts.values()) == {1},
+            one_partition_per_key=all(len(ps) == 1 for ps in seen.values()),
+            crc32_predicts_librdkafka=all(ps == {defaults.librdkafka_partition(k.encode(), n)} for k, ps in seen.items()),
+            keys_where_murmur2_differs=sum(defaults.java_partition(k.encode(), n) not in ps for k, ps in seen.items()),
+            log_sizes=sizes,
+            librdkafka_producer_ids=sorted({b.producer_id for b in batches}),
+        )
+
+
+@click.command("tour")
+@click.option("--flights", "n_flights", type=click.IntRange(1, 2000), default=200, show_default=True,
+              help="Flights to produce and read back.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def cli_command(n_flights: int, as_json: bool) -> None:
+    """Notebook 00 without Spark: quorum, a topic, flights in and out, replicas on disk."""
+    r = run_tour(n_flights)
+    if as_json:
+        click.echo(json.dumps(r.to_json(), indent=2))
+        return
+    click.echo(f"quorum leader {r.quorum_leader}, voters {r.voters}, observers {r.observers}")
+    click.echo(f"{r.topic}: produced {r.produced}, consumed {r.consumed}, each once: {r.each_record_once}")
+    click.echo(f"one partition per key: {r.one_partition_per_key}; CRC32 predicts librdkafka: "
+               f"{r.crc32_predicts_librdkafka}; keys murmur2 would place elsewhere: {r.keys_where_murmur2_differs}")
+    click.echo(f".log bytes (partition -> broker -> bytes): {r.log_sizes}")
+    click.echo(f"producer ids in librdkafka's batches: {r.librdkafka_producer_ids} (-1: not idempotent)")
