@@ -199,7 +199,7 @@ def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | 
 
 #: Experiment modules under kafkalab.experiments that define ``cli_command`` (a click.Command
 #: named like the experiment, e.g. "rebalance"); each becomes ``kafkalab run <name>``.
-EXPERIMENT_MODULES = ("rebalance", "offset_commit", "idempotence", "transactions", "segments_demo",
+EXPERIMENT_MODULES = ("tour", "rebalance", "offset_commit", "idempotence", "transactions", "segments_demo",
                       "ordering", "replication")
 
 

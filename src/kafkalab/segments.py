@@ -89,6 +89,19 @@ def segment_files(partition_dir: str | Path) -> list[SegmentFile]:
     return sorted(files, key=lambda f: (f.base_offset, order[f.kind]))
 
 
+def partition_of(path: str | Path) -> int:
+    """Partition number of a segment file from its folder name (``.../<topic>-<p>/000...0.log`` -> p).
+
+    Raises:
+        ValueError: the folder name does not end in ``-<number>``.
+    """
+    name = Path(path).parent.name
+    head, sep, tail = name.rpartition("-")
+    if not sep or not head or not tail.isdigit():
+        raise ValueError(f"{path}: its folder {name!r} is not <topic>-<partition>")
+    return int(tail)
+
+
 def log_bytes(partition_dir: str | Path) -> int:
     """Total size of the ``.log`` files of a partition folder: the bytes of its record batches."""
     return sum(f.size for f in segment_files(partition_dir) if f.kind == "log")

@@ -269,6 +269,31 @@ def describe_config(kind: str, name: str, keys: Iterable[str], timeout_s: float 
 # ----------------------------------------------------------------------------- produce and consume
 
 
+def aircraft_flights(flights: list[Flight], n: int) -> list[Flight]:
+    """All flights of the first aircraft (in file order) that fly at least twice in ``flights``,
+    taking whole aircraft until there are at least ``n`` flights; returned in file order.
+
+    Every key in the result has two or more records, so "one key, one partition, in order" is
+    something the cluster can get wrong (in the file's first 200 flights no aircraft repeats).
+
+    Raises:
+        KafkalabError: ``flights`` has fewer than ``n`` flights of repeating aircraft.
+    """
+    by_key: dict[str, list[int]] = defaultdict(list)
+    for i, f in enumerate(flights):
+        by_key[f.key].append(i)
+    chosen: list[int] = []
+    for idx in by_key.values():  # dicts keep first-appearance order
+        if len(chosen) >= n:
+            break
+        if len(idx) >= 2:
+            chosen.extend(idx)
+    if len(chosen) < n:
+        raise KafkalabError(f"only {len(chosen)} flights of aircraft that fly twice or more, {n} asked")
+    return [flights[i] for i in sorted(chosen)]
+
+
+
 @dataclass(frozen=True)
 class Delivery:
     """One record with its place in the log: acked to a producer or returned to a consumer."""
@@ -457,6 +482,16 @@ def dump_log(paths: Iterable[str]) -> list[segments.DumpedBatch]:
     return segments.parse_dump_log(out)
 
 
+def batches_table(batches: Iterable[segments.DumpedBatch]) -> "pd.DataFrame":
+    """Dumped record batches as a DataFrame, with the partition taken from each file's folder."""
+    import pandas as pd
+
+    cols = ["partition", "base_offset", "last_offset", "count", "producer_id", "producer_epoch",
+            "base_sequence", "last_sequence", "is_transactional", "position", "size"]
+    rows = [{"partition": segments.partition_of(b.file), **asdict(b)} for b in batches]
+    return pd.DataFrame(rows, columns=cols)
+
+
 def first_log_files(status: ClusterStatus, topic: str, broker: int | None = None) -> list[str]:
     """The first ``.log`` file of each partition replica of ``topic`` on ``broker`` (default:
     the lowest broker id)."""
@@ -484,6 +519,7 @@ class TourResult:
     produced: int
     consumed: int
     each_record_once: bool
+    keys: int
     one_partition_per_key: bool
     crc32_predicts_librdkafka: bool
     keys_where_murmur2_differs: int
@@ -495,7 +531,8 @@ class TourResult:
 
 
 def run_tour(n_flights: int = 200, timeout_s: float = 30.0) -> TourResult:
-    """The Spark-free part of notebook 00 on a fresh topic, deleted afterwards."""
+    """The Spark-free part of notebook 00 on a fresh topic, deleted afterwards: about
+    ``n_flights`` flights of aircraft that fly more than once (``aircraft_flights``)."""
     from ..data import flights as load_flights
 
     status = cluster.require_cluster()
@@ -504,7 +541,7 @@ def run_tour(n_flights: int = 200, timeout_s: float = 30.0) -> TourResult:
         topic = run.topic("flights")
         create_topic(topic)
         states = partition_states(topic)
-        fl = load_flights(limit=n_flights)
+        fl = aircraft_flights(load_flights(), n_flights)
         sent = produce_flights(topic, fl, timeout_s=timeout_s)
         got = consume_all(topic, run.group("reader"), len(fl), timeout_s=timeout_s)
         counts = Counter(d.record_id for d in got)
@@ -517,6 +554,7 @@ def run_tour(n_flights: int = 200, timeout_s: float = 30.0) -> TourResult:
             partitions=states, produced=len(sent), consumed=len(got),
             each_record_once=set(counts) == {f.record_id for f in fl} and set(counts.values()) == {1},
             one_partition_per_key=all(len(ps) == 1 for ps in seen.values()),
+            keys=len(seen),
             crc32_predicts_librdkafka=all(ps == {defaults.librdkafka_partition(k.encode(), n)} for k, ps in seen.items()),
             keys_where_murmur2_differs=sum(defaults.java_partition(k.encode(), n) not in ps for k, ps in seen.items()),
             log_sizes=sizes,
@@ -535,7 +573,8 @@ def cli_command(n_flights: int, as_json: bool) -> None:
         click.echo(json.dumps(r.to_json(), indent=2))
         return
     click.echo(f"quorum leader {r.quorum_leader}, voters {r.voters}, observers {r.observers}")
-    click.echo(f"{r.topic}: produced {r.produced}, consumed {r.consumed}, each once: {r.each_record_once}")
+    click.echo(f"{r.topic}: produced {r.produced} flights of {r.keys} aircraft, consumed {r.consumed}, "
+               f"each once: {r.each_record_once}")
     click.echo(f"one partition per key: {r.one_partition_per_key}; CRC32 predicts librdkafka: "
                f"{r.crc32_predicts_librdkafka}; keys murmur2 would place elsewhere: {r.keys_where_murmur2_differs}")
     click.echo(f".log bytes (partition -> broker -> bytes): {r.log_sizes}")
