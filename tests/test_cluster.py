@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalab import cluster, workloads
+from kafkalab import cluster, config, workloads
 from kafkalab.cluster import registered_brokers
 from kafkalab.waiting import wait_until
 
@@ -45,8 +45,9 @@ def test_status_json_lists_brokers_and_controllers(local: cluster.LocalCluster) 
     d = local.status().to_json()
     assert set(d["brokers"]) == {"1", "2", "3"} and set(d["controllers"]) == {"101"}
     b1 = d["brokers"]["1"]
-    assert b1["alive"] and b1["pid"] and b1["listeners"]["CLIENT"] == "127.0.0.1:9092"
-    assert d["bootstrap_servers"] == "127.0.0.1:9092,127.0.0.1:9192,127.0.0.1:9292"
+    base = config.port_base()
+    assert b1["alive"] and b1["pid"] and b1["listeners"]["CLIENT"] == f"127.0.0.1:{base}"
+    assert d["bootstrap_servers"] == f"127.0.0.1:{base},127.0.0.1:{base + 100},127.0.0.1:{base + 200}"
     assert d["kafka_version"] == "4.3.1"
 
 

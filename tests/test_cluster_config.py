@@ -28,7 +28,8 @@ def test_every_tool_script_name_maps_to_a_class_in_the_broker_jars() -> None:
     assert "kafka.Kafka" in classes, "the broker main class is in kafka_2.13"
 
 
-def test_broker_config_has_the_teaching_defaults_and_three_listeners() -> None:
+def test_broker_config_has_the_teaching_defaults_and_three_listeners(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KAFKALAB_PORT_BASE", raising=False)
     topo = Topology()
     props = parse_properties(topo.render(topo.node(2)))
     assert props["process.roles"] == "broker"
@@ -41,7 +42,8 @@ def test_broker_config_has_the_teaching_defaults_and_three_listeners() -> None:
     assert props["controller.quorum.voters"] == "101@127.0.0.1:9093"
 
 
-def test_controllers_are_a_separate_quorum_and_apply_topic_defaults() -> None:
+def test_controllers_are_a_separate_quorum_and_apply_topic_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KAFKALAB_PORT_BASE", raising=False)
     topo = Topology(controllers=3)
     props = parse_properties(topo.render(topo.node(103)))
     assert props["process.roles"] == "controller"
@@ -87,8 +89,16 @@ def test_java_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
         cluster.java_executable()
 
 
+def test_port_base_moves_every_port_for_a_second_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKALAB_PORT_BASE", "19092")
+    topo = Topology()
+    assert topo.bootstrap_servers == "127.0.0.1:19092,127.0.0.1:19192,127.0.0.1:19292"
+    assert topo.quorum_voters == "101@127.0.0.1:19093"
+    assert topo.node(3).fault_proxy_port == 19296
+
+
 def test_missing_jars_point_at_make_jars(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    monkeypatch.setenv("KAFKALAB_STATE", str(tmp_path))
+    monkeypatch.setenv("KAFKALAB_JARS", str(tmp_path))
     with pytest.raises(JarsMissing, match="make jars"):
         cluster.broker_classpath()
 

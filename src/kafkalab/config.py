@@ -16,6 +16,8 @@ b + 4     (proxy)     where the fault proxy listens and forwards to b + 3
 ========  ==========  ============================================================
 
 Controllers have node ids 101, 102, 103 and listen (CONTROLLER) on 9093, 9193, 9293.
+``$KAFKALAB_PORT_BASE`` (default 9092) shifts every port: a second cluster can run beside
+the first with ``KAFKALAB_PORT_BASE=19092 KAFKALAB_STATE=/some/other/folder``.
 """
 
 from __future__ import annotations
@@ -57,14 +59,28 @@ def state_dir() -> Path:
     return Path(env).resolve() if env else repo_root() / ".kafkalab"
 
 
+def jars_dir() -> Path:
+    """Where ``make jars`` put the jars (``<project>/.kafkalab/jars``), or ``$KAFKALAB_JARS``.
+    Independent of ``$KAFKALAB_STATE``, so a second cluster shares the fetched jars."""
+    env = os.environ.get("KAFKALAB_JARS")
+    return Path(env).resolve() if env else repo_root() / ".kafkalab" / "jars"
+
+
 def broker_jars_dir() -> Path:
     """Where ``make jars`` put the broker's runtime classpath (kafka/pom.xml)."""
-    return state_dir() / "jars" / "broker"
+    return jars_dir() / "broker"
 
 
 def spark_jars_dir() -> Path:
     """Where ``make jars`` put the Spark Kafka connector jars (kafka/spark-connector.pom.xml)."""
-    return state_dir() / "jars" / "spark"
+    return jars_dir() / "spark"
+
+
+def port_base() -> int:
+    """CLIENT port of broker 1 (default 9092); every other port follows from it (see the
+    module docstring). ``$KAFKALAB_PORT_BASE`` moves the whole cluster, e.g. 19092 for a
+    second cluster beside the first (with its own ``$KAFKALAB_STATE``)."""
+    return int(os.environ.get("KAFKALAB_PORT_BASE", "9092"))
 
 
 def cluster_dir() -> Path:
@@ -86,7 +102,7 @@ class Node:
     @property
     def base_port(self) -> int:
         index = (self.node_id - 1) if self.role == "broker" else (self.node_id - 101)
-        return 9092 + 100 * index
+        return port_base() + 100 * index
 
     @property
     def ports(self) -> dict[str, int]:
