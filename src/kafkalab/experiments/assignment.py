@@ -10,8 +10,18 @@ Assignors (sources: librdkafka CONFIGURATION.md ``partition.assignment.strategy`
 - classic protocol, client-side: ``range`` (per topic, contiguous ranges over members sorted
   by member id), ``roundrobin`` (all partitions of all topics dealt in turn),
   ``cooperative-sticky`` (balanced, keeps what it can, incremental rebalances).
+  ``classic/default`` sets no ``partition.assignment.strategy`` at all: librdkafka's default
+  (``range,roundrobin``; the group leader picks the first strategy every member supports).
 - ``group.protocol=consumer`` (KIP-848, brokers >= 4.0, librdkafka >= 2.12 GA): the
-  coordinator assigns with ``uniform`` or ``range``.
+  coordinator assigns with ``uniform`` or ``range``; ``consumer/default`` sets no
+  ``group.remote.assignor``, so the broker's first ``group.consumer.assignors`` entry is used.
+
+Member order, which decides range and round-robin: librdkafka's assignors sort members by
+``group.instance.id`` if set, else by member id (rdkafka_assignor.c). Under the classic
+protocol the coordinator makes member ids ``<client.id>-<UUID>``, so here (client ids
+``consumer-0`` ... ``consumer-9``) the order is the consumer index. Under KIP-848 the client
+makes its member id, a random UUID, and the broker's RangeAssignor sorts by it (Kafka 4.3
+group-coordinator ``RangeAssignor.sortMemberIds``): the order changes from run to run.
 """
 
 from __future__ import annotations
@@ -21,20 +31,39 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, TypeVar
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import ConfigResource, ResourceType
 
 from .. import workloads
-from ..errors import KafkalabError
+from ..errors import KafkalabError, WaitTimeout
+from ..waiting import wait_until
 from ..workloads import GroupMember, Partition
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+T = TypeVar("T")
 
 STRATEGIES = ("range", "roundrobin", "cooperative-sticky")
 REMOTE_ASSIGNORS = ("uniform", "range")
 
+#: Every assignor label ``Assignor.parse`` accepts, in the order the notebook shows them.
+LABELS = ("range", "roundrobin", "cooperative-sticky", "consumer/uniform", "consumer/range")
+#: Labels that leave the choice to the defaults (client's for classic, broker's for KIP-848).
+DEFAULT_LABELS = ("classic/default", "consumer/default")
+
 
 @dataclass(frozen=True)
 class Assignor:
-    """A way of assigning: a classic client-side ``strategy`` or a KIP-848 ``remote_assignor``."""
+    """A way of assigning: a classic client-side ``strategy`` or a KIP-848 ``remote_assignor``.
+
+    ``strategy=None`` (classic) or ``remote_assignor=None`` (consumer) means "set nothing":
+    the client's default strategy list, or the broker's default remote assignor.
+    """
 
     strategy: str | None = "range"
     group_protocol: str = "classic"
@@ -42,24 +71,35 @@ class Assignor:
 
     def __post_init__(self) -> None:
         if self.group_protocol == "classic":
-            if self.strategy not in STRATEGIES:
+            if self.strategy is not None and self.strategy not in STRATEGIES:
                 raise KafkalabError(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
         elif self.group_protocol == "consumer":
-            if self.remote_assignor not in REMOTE_ASSIGNORS:
+            if self.remote_assignor is not None and self.remote_assignor not in REMOTE_ASSIGNORS:
                 raise KafkalabError(f"remote assignor must be one of {', '.join(REMOTE_ASSIGNORS)}, not {self.remote_assignor!r}")
         else:
             raise KafkalabError(f"group protocol must be classic or consumer, not {self.group_protocol!r}")
 
     @property
     def label(self) -> str:
-        """``"range"``, ``"cooperative-sticky"``, ``"consumer/uniform"``..."""
-        return self.strategy if self.group_protocol == "classic" else f"consumer/{self.remote_assignor}"
+        """``"range"``, ``"cooperative-sticky"``, ``"consumer/uniform"``, ``"classic/default"``..."""
+        if self.group_protocol == "classic":
+            return self.strategy or "classic/default"
+        return f"consumer/{self.remote_assignor or 'default'}"
+
+    @property
+    def eager(self) -> bool:
+        """True when a rebalance revokes every partition first (classic range/roundrobin, and
+        librdkafka's default list, whose strategies are both eager)."""
+        return self.group_protocol == "classic" and self.strategy != "cooperative-sticky"
 
     @classmethod
     def parse(cls, label: str) -> "Assignor":
         """Inverse of ``label``."""
         if label.startswith("consumer/"):
-            return cls(strategy=None, group_protocol="consumer", remote_assignor=label.split("/", 1)[1])
+            name = label.split("/", 1)[1]
+            return cls(strategy=None, group_protocol="consumer", remote_assignor=None if name == "default" else name)
+        if label in ("classic/default", "default"):
+            return cls(strategy=None)
         return cls(strategy=label)
 
 
@@ -79,6 +119,10 @@ class AssignmentResult:
 
     ``topics``: the names given (e.g. ``"A"``) -> partition count; ``topic_names``: given name
     -> real topic name (run prefix + ``-NAME``). ``members`` in consumer order.
+    ``partition_assignor``: the assignor name the coordinator reports for the group
+    (DescribeGroups / ConsumerGroupDescribe), e.g. ``"range"`` or ``"uniform"``.
+    ``subscriptions``: member name -> the given topic names it subscribed to, when members
+    did not all subscribe to every topic (None: they did).
     """
 
     group_id: str
@@ -87,6 +131,8 @@ class AssignmentResult:
     topic_names: dict[str, str]
     members: list[Member]
     elapsed_ms: int
+    partition_assignor: str = ""
+    subscriptions: dict[str, list[str]] | None = None
 
     @property
     def counts(self) -> list[int]:
@@ -108,11 +154,34 @@ class AssignmentResult:
         back = {v: k for k, v in self.topic_names.items()}
         return {m.name: [f"{back.get(t, t)}-{p}" for t, p in m.partitions] for m in self.members}
 
+    def owners(self) -> dict[tuple[str, int], str]:
+        """``(given topic name, partition)`` -> name of the member that holds it."""
+        back = {v: k for k, v in self.topic_names.items()}
+        return {(back.get(t, t), p): m.name for m in self.members for t, p in m.partitions}
+
+    def co_partitioned(self, a: str, b: str) -> bool:
+        """True when, for every partition number i of topics ``a`` and ``b`` (given names, same
+        partition count), partition i of both is held by the same member: what a consumer
+        joining the two topics by key needs."""
+        if self.topics[a] != self.topics[b]:
+            raise KafkalabError(f"{a} and {b} have different partition counts: {self.topics[a]} vs {self.topics[b]}")
+        own = self.owners()
+        return all(own[(a, i)] == own[(b, i)] for i in range(self.topics[a]))
+
+    def order(self) -> list[str]:
+        """Member names in the order range and round-robin use: static members first by
+        ``group.instance.id``, then the rest by member id."""
+        return [m.name for m in sorted(self.members, key=_sort_key)]
+
     def to_json(self) -> dict:
         d = asdict(self)
         for m in d["members"]:
             m["partitions"] = [list(tp) for tp in m["partitions"]]
         return d
+
+
+def _sort_key(m: Member) -> tuple[bool, str]:
+    return (m.group_instance_id is None, m.group_instance_id or m.member_id)
 
 
 def topic_names(topics: dict[str, int], run_prefix: str) -> dict[str, str]:
@@ -121,16 +190,112 @@ def topic_names(topics: dict[str, int], run_prefix: str) -> dict[str, str]:
     return {t: f"{run_prefix}-{t}" for t in topics}
 
 
+# ----------------------------------------------------------------------------- predictions
+
+
+def predict_range(order: Sequence[str], topics: dict[str, int]) -> dict[str, list[Partition]]:
+    """What a range assignor gives, topic by topic: ``P // C`` contiguous partitions to each
+    member in ``order``, one extra to each of the first ``P % C``. Members past ``P`` get nothing
+    from that topic. Same rule in librdkafka's range assignor, Java's RangeAssignor and the
+    Kafka 4.3 broker-side (KIP-848) RangeAssignor, for members subscribed to the same topics.
+
+    Args:
+        order: member keys in the assignor's order (see ``AssignmentResult.order``).
+        topics: topic -> partition count.
+    Returns:
+        member key -> sorted ``(topic, partition)`` list (every member present).
+    """
+    out: dict[str, list[Partition]] = {m: [] for m in order}
+    n = len(order)
+    for topic, parts in topics.items():
+        quota, extra = divmod(parts, n)
+        start = 0
+        for i, m in enumerate(order):
+            size = quota + (1 if i < extra else 0)
+            out[m].extend((topic, p) for p in range(start, start + size))
+            start += size
+    return {m: sorted(tps) for m, tps in out.items()}
+
+
+def predict_roundrobin(order: Sequence[str], topics: dict[str, int],
+                       subscriptions: Mapping[str, Sequence[str]] | None = None) -> dict[str, list[Partition]]:
+    """What round-robin gives: every partition of every topic, sorted by topic name then
+    partition, dealt to the members in ``order`` in turn; a member not subscribed to the
+    partition's topic is skipped and the turn passes on (librdkafka
+    rdkafka_roundrobin_assignor.c; Java RoundRobinAssignor).
+
+    Args:
+        subscriptions: member key -> topics it subscribed to; None: every member, every topic.
+    """
+    out: dict[str, list[Partition]] = {m: [] for m in order}
+    everything = sorted((t, p) for t, n in topics.items() for p in range(n))
+    n = len(order)
+    nxt = -1
+    for topic, part in everything:
+        for _ in range(n):
+            nxt = (nxt + 1) % n
+            if subscriptions is None or topic in subscriptions[order[nxt]]:
+                break
+        else:
+            raise KafkalabError(f"no member subscribes to {topic}")
+        out[order[nxt]].append((topic, part))
+    return {m: sorted(tps) for m, tps in out.items()}
+
+
+_RULES = {"range": predict_range, "roundrobin": predict_roundrobin}
+
+
+def predict(result: AssignmentResult, rule: str) -> dict[str, list[str]]:
+    """The assignment ``rule`` (``"range"`` or ``"roundrobin"``) predicts for the members and
+    topics of ``result``, in the shape of ``result.short()``: compare the two to check that
+    the live assignor follows the rule.
+
+    Uses the real topic names (round-robin sorts by them), ``result.order()`` and, for
+    round-robin, ``result.subscriptions``.
+    """
+    if rule not in _RULES:
+        raise KafkalabError(f"rule must be one of {', '.join(_RULES)}, not {rule!r}")
+    real = {result.topic_names[t]: n for t, n in result.topics.items()}
+    if rule == "roundrobin":
+        subs = None if result.subscriptions is None else {
+            name: [result.topic_names[t] for t in topics] for name, topics in result.subscriptions.items()}
+        predicted = predict_roundrobin(result.order(), real, subs)
+    elif result.subscriptions is not None:
+        raise KafkalabError("predict(..., 'range') covers members subscribed to the same topics only")
+    else:
+        predicted = predict_range(result.order(), real)
+    back = {v: k for k, v in result.topic_names.items()}
+    return {m.name: [f"{back[t]}-{p}" for t, p in predicted[m.name]] for m in result.members}
+
+
+# ----------------------------------------------------------------------------- live groups
+
+
 class GroupRun:
     """A live group of ``consumers`` members on fresh topics; a context manager that closes
-    the members and deletes the topics on exit."""
+    the members, deletes the topics and deletes the (then empty) group on exit.
+
+    ``subscriptions``: for member i, the given topic names it subscribes to (default: all).
+    ``static``: give each member a ``group.instance.id`` (KIP-345).
+    """
 
     def __init__(self, consumers: int, topics: dict[str, int], assignor: Assignor,
-                 run_prefix: str | None = None, static: bool = False, replication_factor: int = 1):
+                 run_prefix: str | None = None, static: bool = False, replication_factor: int = 1,
+                 subscriptions: Sequence[Sequence[str]] | None = None):
         if consumers < 1:
             raise KafkalabError("consumers must be at least 1")
         if not topics or any(n < 1 for n in topics.values()):
             raise KafkalabError(f"each topic needs at least 1 partition: {topics}")
+        if subscriptions is not None:
+            if len(subscriptions) != consumers:
+                raise KafkalabError(f"{len(subscriptions)} subscriptions for {consumers} consumers")
+            unknown = {t for sub in subscriptions for t in sub} - set(topics)
+            if unknown or any(not sub for sub in subscriptions):
+                raise KafkalabError(f"each subscription needs topics among {sorted(topics)}: {subscriptions}")
+            orphans = set(topics) - {t for sub in subscriptions for t in sub}
+            if orphans:
+                raise KafkalabError(f"no member subscribes to {sorted(orphans)}: nobody could be assigned them")
+        self.subscriptions = [list(s) for s in subscriptions] if subscriptions is not None else None
         self.assignor = assignor
         self.topics = dict(topics)
         self.prefix = run_prefix or f"kl-{workloads.run_id()}"
@@ -145,8 +310,12 @@ class GroupRun:
     def __enter__(self) -> "GroupRun":
         workloads.create_topics({self.names[t]: n for t, n in self.topics.items()},
                                 replication_factor=self.replication_factor)
-        for i in range(self.n):
-            self.add()
+        try:
+            for i in range(self.n):
+                self.add()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def add(self) -> GroupMember:
@@ -156,7 +325,10 @@ class GroupRun:
             self.group_id, i, strategy=self.assignor.strategy, group_protocol=self.assignor.group_protocol,
             remote_assignor=self.assignor.remote_assignor,
             group_instance_id=f"{self.prefix}-instance-{i}" if self.static else None)
-        m = GroupMember(i, conf, list(self.names.values()))
+        if self.assignor.group_protocol == "classic" and self.assignor.strategy is None:
+            conf.pop("partition.assignment.strategy", None)  # the client's own default
+        given = self.subscriptions[i] if self.subscriptions and i < len(self.subscriptions) else list(self.topics)
+        m = GroupMember(i, conf, [self.names[t] for t in given])
         self.members.append(m)
         return m
 
@@ -173,8 +345,16 @@ class GroupRun:
         for m in self.members:
             s = m.snapshot()
             members.append(Member(s.client_id, s.member_id, s.group_instance_id, sorted(assigned[s.member_id])))
+        try:
+            reported = workloads.describe_group(self.group_id).partition_assignor or ""
+        except KafkaException:
+            reported = ""
+        subs = None
+        if self.subscriptions is not None:
+            subs = {m.state.client_id: self.subscriptions[m.state.index] if m.state.index < len(self.subscriptions)
+                    else list(self.topics) for m in self.members}
         return AssignmentResult(self.group_id, self.assignor.label, dict(self.topics), dict(self.names), members,
-                                workloads.elapsed_ms(self.t0))
+                                workloads.elapsed_ms(self.t0), reported, subs)
 
     def revoked_counts(self) -> dict[str, int]:
         """member name -> partitions revoked from it so far (every rebalance callback)."""
@@ -183,20 +363,97 @@ class GroupRun:
     def __exit__(self, *exc) -> None:
         for m in self.members:
             m.close()
+        self.members = []
         workloads.delete_topics(self.names.values())
+        delete_group(self.group_id)
+
+
+def delete_group(group_id: str, timeout_s: float = 15.0) -> bool:
+    """Delete a consumer group once it is empty (best effort, for cleanup: never raises).
+
+    A group whose members all left is EMPTY but stays listed (classic and KIP-848 alike);
+    deleting it leaves the cluster as it was found. Retries while the coordinator still says
+    NON_EMPTY_GROUP (a member's leave still in flight), up to ``timeout_s``.
+
+    Returns:
+        True if the group is gone (deleted now, or never existed).
+    """
+    def gone() -> bool:
+        fut = workloads.admin().delete_consumer_groups([group_id], request_timeout=5)[group_id]
+        try:
+            fut.result(timeout=10)
+            return True
+        except KafkaException as e:
+            code = e.args[0].code()
+            if code == KafkaError.GROUP_ID_NOT_FOUND:
+                return True
+            return False
+
+    try:
+        return wait_until(gone, timeout_s=timeout_s, interval_s=0.3, what=f"group {group_id} deleted")
+    except (WaitTimeout, KafkaException):
+        return False
 
 
 def run_assignment(consumers: int, topics: dict[str, int], assignor: Assignor | str = "range",
-                   run_prefix: str | None = None, timeout_s: float = 30.0) -> AssignmentResult:
+                   run_prefix: str | None = None, timeout_s: float = 30.0,
+                   subscriptions: Sequence[Sequence[str]] | None = None) -> AssignmentResult:
     """Start ``consumers`` members subscribed to fresh ``topics`` (given name -> partitions)
     and return the stable assignment.
+
+    Args:
+        subscriptions: for member i, the topics (given names) it subscribes to; default all.
 
     Raises:
         KafkalabError: bad arguments; WaitTimeout: the group did not stabilise in ``timeout_s``.
     """
     a = Assignor.parse(assignor) if isinstance(assignor, str) else assignor
-    with GroupRun(consumers, topics, a, run_prefix) as run:
+    with GroupRun(consumers, topics, a, run_prefix, subscriptions=subscriptions) as run:
         return run.wait_stable(timeout_s)
+
+
+def in_parallel(calls: Mapping[str, Callable[[], T]], parallel: int | None = None) -> dict[str, T]:
+    """Run independent experiments at once (threads; each experiment has its own topics and
+    group) and return name -> result in the order given. The first failure is raised after
+    every call has finished, so no group is left running."""
+    with ThreadPoolExecutor(max_workers=parallel or max(1, len(calls))) as pool:
+        futures = {name: pool.submit(call) for name, call in calls.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def compare(consumers: int, topics: dict[str, int], assignors: Sequence[str] = LABELS,
+            parallel: int | None = None, timeout_s: float = 30.0,
+            subscriptions: Sequence[Sequence[str]] | None = None) -> dict[str, AssignmentResult]:
+    """``run_assignment`` once per assignor label, in parallel (each run has its own topics
+    and group). Returns label -> result, in the order given."""
+    return in_parallel({a: partial(run_assignment, consumers, topics, a, None, timeout_s, subscriptions)
+                        for a in assignors}, parallel)
+
+
+def broker_config(name: str, timeout_s: float = 10.0) -> str:
+    """The value of broker setting ``name`` on the live broker with the lowest id (the brokers
+    here share one configuration), as the broker reports it (DescribeConfigs)."""
+    a = workloads.admin()
+    broker = min(a.list_topics(timeout=timeout_s).brokers)
+    res = ConfigResource(ResourceType.BROKER, str(broker))
+    configs = a.describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
+    if name not in configs:
+        raise KafkalabError(f"broker {broker} reports no setting {name!r}")
+    return configs[name].value or ""
+
+
+def remote_assignors_configured(timeout_s: float = 10.0) -> list[str]:
+    """The broker setting ``group.consumer.assignors`` (KIP-848), as a list.
+
+    The first entry is what the coordinator uses for a member that sets no
+    ``group.remote.assignor`` (Kafka documentation, Broker Configs). Kafka 4.x default:
+    ``uniform,range``.
+    """
+    value = broker_config("group.consumer.assignors", timeout_s)
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+# ----------------------------------------------------------------------------- a member leaves
 
 
 @dataclass
@@ -212,22 +469,51 @@ class LeaveResult:
     moved: list[Partition] = field(default_factory=list)
     revoked_from_survivors: int = 0
 
+    @property
+    def leaver_partitions(self) -> list[Partition]:
+        """What the member that left held before it left (real topic names)."""
+        return next(m.partitions for m in self.before.members if m.name == self.left)
+
+    @property
+    def survivors_held_before(self) -> int:
+        """Partitions the members that stayed held before the leave."""
+        return sum(len(m.partitions) for m in self.before.members if m.name != self.left)
+
+    @property
+    def moved_beyond_leaver(self) -> list[Partition]:
+        """Partitions that changed owner although their owner stayed in the group."""
+        return sorted(set(self.moved) - set(self.leaver_partitions))
+
     def to_json(self) -> dict:
         return {"assignor": self.assignor, "left": self.left, "moved": [list(p) for p in self.moved],
                 "revoked_from_survivors": self.revoked_from_survivors,
+                "leaver_partitions": [list(p) for p in self.leaver_partitions],
+                "survivors_held_before": self.survivors_held_before,
                 "before": self.before.to_json(), "after": self.after.to_json()}
 
 
-def run_leave(consumers: int, topics: dict[str, int], assignor: Assignor | str, leaver: int = 0,
+def run_leave(consumers: int, topics: dict[str, int], assignor: Assignor | str, leaver: int | str = 0,
               timeout_s: float = 30.0) -> LeaveResult:
     """Form a stable group, close member ``leaver`` cleanly, wait for the new stable
-    assignment, and count what moved and what was revoked from the members that stayed."""
+    assignment, and count what moved and what was revoked from the members that stayed.
+
+    Args:
+        leaver: consumer index, or ``"first"``: the member first in the assignor's order
+            (``AssignmentResult.order``), the one range gives partition 0 of every topic.
+    """
     a = Assignor.parse(assignor) if isinstance(assignor, str) else assignor
     with GroupRun(consumers, topics, a) as run:
         before = run.wait_stable(timeout_s)
         revoked_before = run.revoked_counts()
-        left = run.members[leaver].state.client_id
-        run.remove(leaver)
+        if leaver == "first":
+            first = before.order()[0]
+            index = next(i for i, m in enumerate(before.members) if m.name == first)
+        elif isinstance(leaver, int):
+            index = leaver
+        else:
+            raise KafkalabError(f"leaver must be a consumer index or 'first', not {leaver!r}")
+        left = run.members[index].state.client_id
+        run.remove(index)
         after = run.wait_stable(timeout_s)
         revoked_after = run.revoked_counts()
     owner_before = {tp: m.name for m in before.members for tp in m.partitions}
@@ -237,12 +523,96 @@ def run_leave(consumers: int, topics: dict[str, int], assignor: Assignor | str, 
     return LeaveResult(a.label, before, after, left, moved, revoked)
 
 
+def compare_leave(consumers: int, topics: dict[str, int], assignors: Sequence[str] = LABELS,
+                  leaver: int | str = "first", parallel: int | None = None,
+                  timeout_s: float = 30.0) -> dict[str, LeaveResult]:
+    """``run_leave`` once per assignor label, in parallel. Returns label -> result."""
+    return in_parallel({a: partial(run_leave, consumers, topics, a, leaver, timeout_s) for a in assignors}, parallel)
+
+
+# ----------------------------------------------------------------------------- co-partitioned joins
+
+
+@dataclass
+class KeyPlacement:
+    """Where one key's records landed in topics A and B, and who consumes each side."""
+
+    key: str
+    partition_a: int
+    partition_b: int
+    member_a: str
+    member_b: str
+
+
+@dataclass
+class JoinPlacement:
+    """Records with the same keys produced to two topics, and the members that read them.
+
+    A consumer can join A and B by key on its own only if, for every key, the member that
+    reads the key's A partition also reads its B partition (``same_member == len(keys)``).
+    """
+
+    assignor: str
+    partitioner_a: str
+    partitioner_b: str
+    assignment: AssignmentResult
+    keys: list[KeyPlacement]
+
+    @property
+    def same_partition(self) -> int:
+        """Keys whose A and B records are in the same partition number."""
+        return sum(1 for k in self.keys if k.partition_a == k.partition_b)
+
+    @property
+    def same_member(self) -> int:
+        """Keys whose A and B records are read by the same member."""
+        return sum(1 for k in self.keys if k.member_a == k.member_b)
+
+    def to_json(self) -> dict:
+        return {"assignor": self.assignor, "partitioner_a": self.partitioner_a, "partitioner_b": self.partitioner_b,
+                "same_partition": self.same_partition, "same_member": self.same_member,
+                "keys": [asdict(k) for k in self.keys], "assignment": self.assignment.to_json()}
+
+
+def run_join_placement(consumers: int = 3, partitions: int = 4, assignor: Assignor | str = "range",
+                       n_keys: int = 24, partitioner_a: str | None = None, partitioner_b: str | None = None,
+                       timeout_s: float = 30.0) -> JoinPlacement:
+    """Two topics ``A`` and ``B`` with ``partitions`` each, a group of ``consumers`` reading
+    both; produce one record per key ``customer-0`` ... to each topic (confluent-kafka,
+    ``partitioner`` as given, else librdkafka's default ``consistent_random``: CRC32 of the
+    key) and report which partition and which member each side of each key got.
+    """
+    a = Assignor.parse(assignor) if isinstance(assignor, str) else assignor
+    keys = [f"customer-{i}" for i in range(n_keys)]
+    with GroupRun(consumers, {"A": partitions, "B": partitions}, a) as run:
+        result = run.wait_stable(timeout_s)
+        placed = {}
+        for topic, partitioner, value in (("A", partitioner_a, b"order"), ("B", partitioner_b, b"payment")):
+            conf = {"partitioner": partitioner} if partitioner else {}
+            placed[topic] = workloads.produce(run.names[topic], [(k.encode(), value) for k in keys], conf=conf)
+    owners = result.owners()
+    rows = [KeyPlacement(k, placed["A"][i][0], placed["B"][i][0],
+                         owners[("A", placed["A"][i][0])], owners[("B", placed["B"][i][0])])
+            for i, k in enumerate(keys)]
+    return JoinPlacement(a.label, partitioner_a or "consistent_random (default)",
+                         partitioner_b or "consistent_random (default)", result, rows)
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+
 @dataclass(frozen=True)
 class SweepCase:
     consumers: int
     topics: int
     partitions: int
     assignor: str
+
+
+def grid(consumers: Sequence[int], topics: Sequence[int], partitions: Sequence[int],
+         assignors: Sequence[str] = LABELS) -> list[SweepCase]:
+    """Every combination, assignor-major: ``grid([3], [1, 2], [2, 4])`` is 4 cases per assignor."""
+    return [SweepCase(c, t, p, a) for a in assignors for c in consumers for t in topics for p in partitions]
 
 
 def sweep(cases: list[SweepCase], parallel: int = 4, ledger: Path | None = None,
@@ -266,11 +636,88 @@ def sweep(cases: list[SweepCase], parallel: int = 4, ledger: Path | None = None,
 
 
 def sweep_rows(case: SweepCase, result: AssignmentResult) -> Iterator[dict]:
-    """One row per member: the case's parameters and how many partitions the member holds."""
+    """One row per member: the case's parameters, how many partitions the member holds, the
+    group (one group per case run) and how long the group took to become stable (ms)."""
     for m in result.members:
         yield {"assignor": case.assignor, "consumers": case.consumers, "topics": case.topics,
                "partitions": case.partitions, "member": m.name, "assigned": len(m.partitions),
-               "group_id": result.group_id}
+               "group_id": result.group_id, "elapsed_ms": result.elapsed_ms}
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def as_table(results: Mapping[str, AssignmentResult]) -> "pd.DataFrame":
+    """Members (rows) x assignors (columns): the partitions each member holds (``"A-0 B-0"``,
+    or ``"-"`` for nothing), then rows ``imbalance``, ``idle`` and ``coordinator says`` (the
+    assignor name the group coordinator reports)."""
+    import pandas as pd
+
+    columns = {}
+    for label, r in results.items():
+        held = {name: " ".join(parts) or "-" for name, parts in r.short().items()}
+        held.update({"imbalance": r.imbalance, "idle": r.idle, "coordinator says": r.partition_assignor})
+        columns[label] = pd.Series(held, dtype=object)
+    return pd.DataFrame(columns)
+
+
+def members_table(result: AssignmentResult) -> "pd.DataFrame":
+    """One row per member: member id, ``group.instance.id``, position in the assignor's order
+    (``order()``, 0 first) and the partitions it holds."""
+    import pandas as pd
+
+    order = result.order()
+    held = result.short()
+    return pd.DataFrame([{"member": m.name, "member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                          "order": order.index(m.name), "partitions": " ".join(held[m.name]) or "-"}
+                         for m in result.members]).set_index("member")
+
+
+def leave_table(leaves: Mapping[str, LeaveResult]) -> "pd.DataFrame":
+    """One row per assignor: who left, what it held, what the survivors held and gave up, and
+    how many partitions changed owner (the leaver's and the survivors')."""
+    import pandas as pd
+
+    rows = []
+    for label, l in leaves.items():
+        back = {v: k for k, v in l.before.topic_names.items()}
+        fmt = lambda tps: " ".join(f"{back[t]}-{p}" for t, p in tps) or "-"  # noqa: E731
+        rows.append({"assignor": label, "eager": Assignor.parse(label).eager, "left": l.left,
+                     "leaver held": fmt(l.leaver_partitions), "survivors held": l.survivors_held_before,
+                     "revoked from survivors": l.revoked_from_survivors, "moved": len(l.moved),
+                     "moved although owner stayed": fmt(l.moved_beyond_leaver)})
+    return pd.DataFrame(rows).set_index("assignor")
+
+
+def join_table(placements: Mapping[str, JoinPlacement]) -> "pd.DataFrame":
+    """One row per join placement: assignor, partitioners, whether the assignment is
+    co-partitioned, and for how many keys both sides share a partition number and a member."""
+    import pandas as pd
+
+    return pd.DataFrame([{"case": name, "assignor": j.assignor, "partitioner A": j.partitioner_a,
+                          "partitioner B": j.partitioner_b, "A-i and B-i on one member": j.assignment.co_partitioned("A", "B"),
+                          "keys": len(j.keys), "same partition": j.same_partition, "same member": j.same_member}
+                         for name, j in placements.items()]).set_index("case")
+
+
+# ----------------------------------------------------------------------------- cleanup
+
+
+def leftovers(results: Sequence[AssignmentResult | LeaveResult | JoinPlacement], timeout_s: float = 10.0) -> dict[str, list[str]]:
+    """Topics and consumer groups of these runs that still exist on the cluster (both lists
+    are empty when every run cleaned up after itself)."""
+    topics: set[str] = set()
+    groups: set[str] = set()
+    for r in results:
+        inner = [r.before, r.after] if isinstance(r, LeaveResult) else [r.assignment] if isinstance(r, JoinPlacement) else [r]
+        for x in inner:
+            topics |= set(x.topic_names.values())
+            groups.add(x.group_id)
+    a = workloads.admin()
+    existing_topics = set(a.list_topics(timeout=timeout_s).topics)
+    listed = a.list_consumer_groups(request_timeout=timeout_s).result(timeout=timeout_s + 5)
+    existing_groups = {g.group_id for g in listed.valid}
+    return {"topics": sorted(topics & existing_topics), "groups": sorted(groups & existing_groups)}
 
 
 @contextmanager

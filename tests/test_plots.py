@@ -1,0 +1,109 @@
+"""kafkalab.plots, drawn headless (Agg): the pictures hold what the results say."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+
+from kafkalab import plots  # noqa: E402
+from kafkalab.experiments import assignment as A  # noqa: E402
+
+
+def result(held: dict[str, list[str]], topics: dict[str, int], assignor: str = "range") -> A.AssignmentResult:
+    names = A.topic_names(topics, "kl-rplot")
+    members = [A.Member(n, f"{n}-id", None,
+                        sorted((names[x.rsplit("-", 1)[0]], int(x.rsplit("-", 1)[1])) for x in labels))
+               for n, labels in held.items()]
+    return A.AssignmentResult("g", assignor, dict(topics), names, members, 1)
+
+
+ARTICLE = {"consumer-0": ["A-0", "B-0"], "consumer-1": ["A-1", "B-1"], "consumer-2": []}
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def boxes(ax) -> list[Rectangle]:
+    return [p for p in ax.patches if isinstance(p, Rectangle)]
+
+
+def test_draw_assignment_draws_one_box_per_partition_colored_by_topic_and_marks_idle() -> None:
+    ax = plots.draw_assignment(result(ARTICLE, {"A": 2, "B": 2}))
+    assert len(boxes(ax)) == 4
+    colors = {matplotlib.colors.to_hex(b.get_facecolor()) for b in boxes(ax)}
+    assert colors == {plots.TOPIC_COLORS[0], plots.TOPIC_COLORS[1]}
+    texts = [t.get_text() for t in ax.texts]
+    assert texts.count("idle") == 1
+    assert {"A-0", "B-1"} <= set(texts)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["consumer-2 (0)", "consumer-1 (2)", "consumer-0 (2)"]
+    assert "imbalance 2" in ax.get_title()
+
+
+def test_draw_assignment_outlines_highlighted_partitions() -> None:
+    ax = plots.draw_assignment(result(ARTICLE, {"A": 2, "B": 2}), highlight={"A-1"})
+    red = [b for b in boxes(ax) if matplotlib.colors.to_hex(b.get_edgecolor()) == plots.HIGHLIGHT_COLOR]
+    assert len(red) == 1
+
+
+def test_draw_assignments_makes_one_panel_per_result() -> None:
+    r = result(ARTICLE, {"A": 2, "B": 2})
+    fig = plots.draw_assignments({"range": r, "roundrobin": r, "x": r}, ncols=2)
+    assert len(fig.axes) == 3
+    with pytest.raises(ValueError):
+        plots.draw_assignments([])
+
+
+def test_draw_leave_has_before_and_after_and_outlines_moved_partitions() -> None:
+    topics = {"A": 2, "B": 2}
+    before = result(ARTICLE, topics)
+    after = result({"consumer-1": ["A-0", "B-0"], "consumer-2": ["A-1", "B-1"]}, topics)
+    n = before.topic_names
+    leave = A.LeaveResult("range", before, after, "consumer-0", [(n["A"], 0), (n["B"], 0)], 0)
+    fig = plots.draw_leave(leave)
+    assert len(fig.axes) == 2
+    red = [b for ax in fig.axes for b in boxes(ax)
+           if matplotlib.colors.to_hex(b.get_edgecolor()) == plots.HIGHLIGHT_COLOR]
+    assert len(red) == 4, "A-0 and B-0 outlined before and after"
+    assert "0 revoked from survivors" in fig.axes[1].get_title()
+
+
+def test_imbalance_heatmap_annotates_every_value_and_leaves_missing_cells_blank() -> None:
+    table = pd.DataFrame([[1, 2, 3], [1, 1, np.nan]], index=["range", "roundrobin"], columns=["T1", "T2", "T3"])
+    ax = plots.imbalance_heatmap(table)
+    assert sorted(t.get_text() for t in ax.texts) == ["1", "1", "1", "2", "3"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["range", "roundrobin"]
+    assert ax.images[0].get_array().shape == (2, 3)
+
+
+def test_explorer_runs_the_default_once_and_nothing_until_the_button() -> None:
+    calls = []
+
+    def fake_run(consumers, topics, assignor):
+        calls.append((consumers, topics, assignor))
+        return result(ARTICLE, topics, assignor)
+
+    w = plots.assignment_explorer(run=fake_run)
+    assert calls == [(3, {"A": 2, "B": 2}, "range")]
+    assert w.result.idle == 1
+    w.kwargs_widgets[0].value = 5  # moving a slider runs nothing
+    assert len(calls) == 1
+    quiet = plots.assignment_explorer(run=fake_run, render=False)
+    assert len(calls) == 1 and quiet.result is None
+
+
+def test_panels_side_by_side_share_one_box_size() -> None:
+    small = result({"c0": ["A-0"], "c1": ["A-1"]}, {"A": 2})
+    big = result({"c0": ["A-0", "A-1", "A-2"], "c1": []}, {"A": 3})
+    fig = plots.draw_assignments([small, big])
+    assert [ax.get_xlim()[1] for ax in fig.axes] == [3, 3]
+    assert plots.draw_assignment(small, slots=5).get_xlim()[1] == 5
