@@ -221,5 +221,15 @@ def _register_experiments() -> None:
 _register_experiments()
 
 
+def _register_groups() -> None:
+    """Top-level command groups that live beside their module (``kafkalab fault ...``)."""
+    from .faults import cli_group as fault_group
+
+    main.add_command(fault_group)
+
+
+_register_groups()
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,1264 @@
+"""Notebook 04: the lost ack, the duplicate it causes, and the idempotent producer.
+
+The broker appends a batch, the acknowledgement never reaches the producer, the producer
+retries, and the log holds the record twice. With ``enable.idempotence=true`` the producer
+gets a producer id (PID) and numbers the records of each partition (sequence numbers from
+0); the broker recognises the retry as a duplicate of what it already appended and answers
+it with the offset of the first copy. A new producer instance gets a new PID, so a record
+the *application* sends again after a crash is a new record to the broker (idempotence
+works within one producer session).
+
+``kafkalab.faults.FaultProxy`` makes each of these happen on every run, not by luck: it
+forwards exactly the chosen Produce requests and drops their responses. The producer here
+sends one record per Produce request and waits for its delivery report, and the proxy loses
+the ack of one request in two (``Rule(every=2)``), so each lost ack is followed by a retry
+that gets through, and K lost acks touch K different records.
+
+Experiments (each one function, returning a result object that is also JSON):
+
+==========================  ==============================================================
+``run_lost_ack``            ``kafkalab run lost-ack``: N records, K lost acks, idempotence
+                            on or off, optionally a producer restart; counts the log
+``run_retry_timeline``      a blackholed broker: each Produce attempt as the proxy saw it,
+                            and the delivery report's error, per producer configuration
+``run_in_flight``           how many Produce requests each producer keeps in flight while
+                            the proxy holds the first response
+``measure_throughput``      records/s with and without idempotence (shown, never asserted)
+==========================  ==============================================================
+
+Sources: KIP-98 (idempotent producer: PID, epoch, per-partition sequence numbers);
+Kafka protocol guide (Produce API) and documentation, Implementation > Message Format
+(record batch v2: producerId, producerEpoch, baseSequence); librdkafka CONFIGURATION.md
+(v2.16: ``enable.idempotence`` default false, ``socket.timeout.ms``, ``request.timeout.ms``,
+``message.timeout.ms``/``delivery.timeout.ms``, ``retries``, ``retry.backoff.ms``,
+``socket.max.fails``); Java ``ProducerConfig`` (``enable.idempotence`` true since 3.0,
+KIP-679; ``delivery.timeout.ms`` 120000, ``request.timeout.ms`` 30000).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+import click
+
+from .. import cluster, config, workloads
+from ..errors import KafkalabError
+from ..faults import FaultProxy, Rule
+from ..ledger import Ledger, read_events
+from ..waiting import wait_until
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Teaching value of librdkafka's ``socket.timeout.ms``: how long the client waits for a
+#: Produce response before it gives the request up and retries (librdkafka 2.16 default
+#: 60000 ms). In librdkafka it is this setting, not ``request.timeout.ms``, that times a
+#: request out on the client (CONFIGURATION.md). librdkafka checks for timed-out requests
+#: once a second, so a lost ack costs 2-3 s here. 2 s stays far above the broker's answer
+#: time on a loaded 2-core machine (median about 1 ms, slowest seen 0.4 s), so only the
+#: acks the proxy drops ever time out.
+TEACHING_SOCKET_TIMEOUT_MS = 2000
+#: Teaching value of ``message.timeout.ms`` (alias ``delivery.timeout.ms``): the most time a
+#: record may take to be delivered, retries included (librdkafka default 300000 ms; Java
+#: ``delivery.timeout.ms`` default 120000 ms).
+TEACHING_MESSAGE_TIMEOUT_MS = 30000
+#: librdkafka 2.16 producer defaults of the settings article 003 discusses, under the Java
+#: client's names where librdkafka has an equivalent (librdkafka CONFIGURATION.md, v2.16).
+LIBRDKAFKA_DEFAULTS: dict[str, str] = {
+    "enable.idempotence": "false",
+    "acks": "all (-1)",
+    "retries": "2147483647",
+    "retry.backoff.ms": "100",
+    "retry.backoff.max.ms": "1000",
+    "request.timeout.ms": "30000 (only sent to the broker)",
+    "delivery.timeout.ms": "300000 (alias of message.timeout.ms)",
+    "max.in.flight.requests.per.connection": "1000000 (5 when idempotent)",
+    "linger.ms": "5",
+    "socket.timeout.ms": "60000 (the client's wait for a response)",
+    "socket.max.fails": "1 (a timed-out request closes the connection)",
+}
+#: The Java client's defaults of the same settings, as kafka-clients 4.3.1 logs them at
+#: start-up (``ProducerConfig values:``); ``run_client_defaults`` reads them live. Kafka
+#: documentation, Producer Configs; KIP-679 (idempotence and acks=all by default, 3.0);
+#: KIP-91 (delivery.timeout.ms, 2.1); KIP-580 (retry.backoff.max.ms); KIP-1030 (linger.ms 5, 4.0).
+JAVA_DEFAULTS: dict[str, str] = {
+    "enable.idempotence": "true",
+    "acks": "-1",
+    "retries": "2147483647",
+    "retry.backoff.ms": "100",
+    "retry.backoff.max.ms": "1000",
+    "request.timeout.ms": "30000",
+    "delivery.timeout.ms": "120000",
+    "max.in.flight.requests.per.connection": "5",
+    "linger.ms": "5",
+}
+
+
+def defaults_table(java_config: dict[str, str] | None = None) -> "pd.DataFrame":
+    """Producer defaults side by side: librdkafka 2.16 (``LIBRDKAFKA_DEFAULTS``) and the Java
+    client, live from ``java_config`` (``DefaultsCheck.java_config``) or else ``JAVA_DEFAULTS``;
+    ``(no such setting)`` where a client lacks one."""
+    import pandas as pd
+
+    java = java_config if java_config is not None else JAVA_DEFAULTS
+    rows = {k: {"librdkafka 2.16 (CONFIGURATION.md)": v,
+                f"Java client {config.KAFKA_VERSION}" + (" (its start-up log)" if java_config is not None else ""):
+                    java.get(k, "(no such setting)")}
+            for k, v in LIBRDKAFKA_DEFAULTS.items()}
+    return pd.DataFrame(rows).T
+
+
+# ----------------------------------------------------------------------------- kafka-dump-log
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One record as ``kafka-dump-log --print-data-log`` shows it, with its batch's producer."""
+
+    partition: int
+    offset: int
+    sequence: int
+    key: str | None
+    value: str | None
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True)
+class LogBatch:
+    """One record batch header as ``kafka-dump-log`` prints it (Kafka 4.3).
+
+    ``producer_id``/``producer_epoch``/``base_sequence`` are -1 for a producer without
+    idempotence; an idempotent producer writes its PID, its epoch and the sequence number of
+    the batch's first record (the records carry ``base_sequence .. last_sequence``).
+    ``size`` is the batch's bytes on disk.
+    """
+
+    partition: int
+    base_offset: int
+    last_offset: int
+    count: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    last_sequence: int
+    is_transactional: bool
+    is_control: bool
+    size: int
+    records: tuple[LogRecord, ...] = ()
+    file: str = ""
+
+
+_FIELD = re.compile(r"(\w+): (\S+)")
+_RECORD = re.compile(r"^\| offset: (\d+) .*?sequence: (-?\d+) headerKeys: \[[^\]]*\](?: key: (.*?))?(?: payload: (.*))?$")
+_PARTITION_DIR = re.compile(r"-(\d+)$")
+
+
+def partition_of_path(path: str) -> int:
+    """Partition number from a segment path ``.../<topic>-<partition>/<offset>.log``.
+
+    Raises:
+        ValueError: the folder name does not end in ``-<number>``.
+    """
+    m = _PARTITION_DIR.search(Path(path).parent.name)
+    if not m:
+        raise ValueError(f"{path}: folder is not named <topic>-<partition>")
+    return int(m.group(1))
+
+
+def parse_dump(text: str) -> list[LogBatch]:
+    """Batches and records from the text of ``kafka-dump-log --files a.log,b.log
+    --print-data-log`` (Kafka 4.3, ``org.apache.kafka.tools.DumpLogSegments``).
+
+    Record lines (``| offset: ...``) belong to the batch line above them; keys and payloads
+    are read as text (they must not contain the word ``payload:`` for the key).
+
+    Raises:
+        ValueError: a batch line lacks a field this parser needs (the tool's format changed),
+            or a record line comes before any batch line.
+    """
+    batches: list[dict] = []
+    partition, current = -1, ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("Dumping "):
+            current = line[len("Dumping "):].strip()
+            partition = partition_of_path(current)
+        elif line.startswith("baseOffset:"):
+            f = dict(_FIELD.findall(line))
+            try:
+                batches.append({
+                    "partition": partition, "base_offset": int(f["baseOffset"]), "last_offset": int(f["lastOffset"]),
+                    "count": int(f["count"]), "producer_id": int(f["producerId"]),
+                    "producer_epoch": int(f["producerEpoch"]), "base_sequence": int(f["baseSequence"]),
+                    "last_sequence": int(f["lastSequence"]), "is_transactional": f["isTransactional"] == "true",
+                    "is_control": f["isControl"] == "true", "size": int(f["size"]), "records": [],
+                    "file": current,
+                })
+            except KeyError as e:
+                raise ValueError(f"kafka-dump-log batch line without {e.args[0]!r}: {line!r}") from None
+        elif line.startswith("| offset:"):
+            if not batches:
+                raise ValueError(f"record line before any batch line: {line!r}")
+            m = _RECORD.match(line)
+            if not m:
+                raise ValueError(f"unreadable kafka-dump-log record line: {line!r}")
+            b = batches[-1]
+            b["records"].append(LogRecord(b["partition"], int(m.group(1)), int(m.group(2)), m.group(3), m.group(4),
+                                          b["producer_id"], b["producer_epoch"]))
+    return [LogBatch(**{**b, "records": tuple(b["records"])}) for b in batches]
+
+
+def leader_log_files(topic: str, partitions: int, status: cluster.ClusterStatus | None = None) -> list[str]:
+    """The ``.log`` segment files of each partition of ``topic`` on its leader broker.
+
+    Raises:
+        KafkalabError: the cluster runs in containers (no data folder on this machine), or a
+            partition folder is missing.
+    """
+    status = status or cluster.status()
+    md = workloads.admin().list_topics(topic, timeout=10).topics[topic]
+    files: list[str] = []
+    for p in range(partitions):
+        leader = md.partitions[p].leader
+        data_dir = Path(status.brokers[leader].data_dir)
+        folder = data_dir / f"{topic}-{p}"
+        if not folder.is_dir():
+            raise KafkalabError(f"no folder {folder}: kafka-dump-log needs the brokers' data folders on this "
+                                f"machine (local backend; the compose backend keeps them in volumes)")
+        files.extend(str(f) for f in sorted(folder.glob("*.log")))
+    return files
+
+
+def dump_log(topic: str, partitions: int, status: cluster.ClusterStatus | None = None) -> list[LogBatch]:
+    """Run Kafka's ``kafka-dump-log --print-data-log`` on the leader replica of every
+    partition of ``topic`` (one JVM, about 1 s) and parse its batches and records."""
+    files = leader_log_files(topic, partitions, status)
+    out = cluster.tool("kafka-dump-log", "--files", ",".join(files), "--print-data-log").stdout
+    return parse_dump(out)
+
+
+def batches_table(batches: Iterable[LogBatch]) -> "pd.DataFrame":
+    """One row per batch: partition, offsets, producer id, epoch, base/last sequence, count, bytes."""
+    import pandas as pd
+
+    cols = ["partition", "base_offset", "last_offset", "count", "producer_id", "producer_epoch",
+            "base_sequence", "last_sequence", "size"]
+    return pd.DataFrame([{c: getattr(b, c) for c in cols} for b in batches], columns=cols)
+
+
+# ----------------------------------------------------------------------------- producing
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A delivery report: ``offset`` None and ``error`` set when delivery failed."""
+
+    key: str
+    value: str
+    partition: int
+    offset: int | None
+    error: str | None
+    client_id: str
+
+
+class LogCapture(logging.Handler):
+    """Collects librdkafka's log lines (given to a client as ``"logger"``) with the time
+    they reached Python, ms since ``t0`` (monotonic)."""
+
+    def __init__(self, t0: float | None = None):
+        super().__init__(logging.DEBUG)
+        self.t0 = t0 if t0 is not None else time.monotonic()
+        self.lines: list[tuple[float, str]] = []
+        self.logger = logging.getLogger(f"kafkalab.rdkafka.{id(self)}")
+        self.logger.setLevel(logging.DEBUG)
+        self.logger.propagate = False
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append((round((time.monotonic() - self.t0) * 1000, 1), record.getMessage()))
+
+
+def producer_conf(client_id: str, bootstrap: str, idempotence: bool | None,
+                  socket_timeout_ms: int | None = TEACHING_SOCKET_TIMEOUT_MS,
+                  message_timeout_ms: int | None = TEACHING_MESSAGE_TIMEOUT_MS,
+                  retries: int | None = None, extra: dict | None = None) -> dict:
+    """librdkafka producer settings of these experiments: ``enable.idempotence`` as given
+    (None: librdkafka's default, false), ``socket.timeout.ms`` (the client-side request
+    timeout, ms) and ``message.timeout.ms`` (ms) at teaching values unless None, ``retries``
+    if given, ``linger.ms=0``, logs at warning level (notice level when ``extra`` has a
+    ``logger``, which receives them instead of stderr), then ``extra``."""
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 0, "log_level": 4}
+    if extra and "logger" in extra:
+        conf["log_level"] = 5  # notices too (e.g. "Timed out ProduceRequest in flight"): they go to the logger
+    if idempotence is not None:
+        conf["enable.idempotence"] = idempotence
+    if socket_timeout_ms is not None:
+        conf["socket.timeout.ms"] = socket_timeout_ms
+    if message_timeout_ms is not None:
+        conf["message.timeout.ms"] = message_timeout_ms
+    if retries is not None:
+        conf["retries"] = retries
+    conf.update(extra or {})
+    return conf
+
+
+def make_producer(conf: dict):
+    """``confluent_kafka.Producer(conf)``.
+
+    Raises:
+        KafkalabError: librdkafka refused the configuration (e.g. ``acks=1`` with idempotence),
+            with librdkafka's message.
+    """
+    from confluent_kafka import KafkaException, Producer
+
+    try:
+        return Producer(conf)
+    except KafkaException as e:
+        raise KafkalabError(e.args[0].str()) from None
+
+
+def send_one_by_one(producer, topic: str, records: Iterable[tuple[str, str, int]], client_id: str,
+                    ledger: Ledger | None = None, timeout_s: float = 60.0) -> list[Delivery]:
+    """Produce ``(key, value, partition)`` records one at a time: each goes out in its own
+    Produce request and the next is sent only after its delivery report (``flush``).
+    Records ``produced`` and ``acked`` events in ``ledger``.
+
+    Raises:
+        KafkalabError: a delivery report did not come within ``timeout_s``.
+    """
+    out: list[Delivery] = []
+    for key, value, partition in records:
+        got: list[Delivery] = []
+
+        def report(err, msg, key=key, value=value) -> None:
+            got.append(Delivery(key, value, msg.partition(), msg.offset() if err is None else None,
+                                err.name() if err is not None else None, client_id))
+
+        if ledger is not None:
+            ledger.record("produced", topic=topic, partition=partition, key=key, value=value, client_id=client_id)
+        producer.produce(topic, key=key.encode(), value=value.encode(), partition=partition, on_delivery=report)
+        if producer.flush(timeout_s) or not got:
+            raise KafkalabError(f"no delivery report for {value} within {timeout_s} s")
+        d = got[0]
+        if ledger is not None:
+            ledger.record("acked", topic=topic, partition=d.partition, offset=d.offset, key=key, value=value,
+                          client_id=client_id, error=d.error)
+        out.append(d)
+    return out
+
+
+def records_for(messages: int, partitions: int) -> list[tuple[str, str, int]]:
+    """``(key, value, partition)`` of ``messages`` records: values are flight record ids
+    (unique), keys their aircraft, partitions round-robin ``i % partitions``."""
+    from ..data import flights
+
+    rows = flights()
+    out = []
+    for i in range(messages):
+        f = rows[i % len(rows)]
+        value = f.record_id if i < len(rows) else f"{f.record_id}#{i // len(rows)}"
+        out.append((f.key, value, i % partitions))
+    return out
+
+
+# ----------------------------------------------------------------------------- reading the log
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A record read back from the topic."""
+
+    partition: int
+    offset: int
+    value: str
+
+
+def read_topic(topic: str, partitions: int, timeout_s: float = 30.0) -> list[Copy]:
+    """Every record of ``topic`` from the log start to the high watermark, read with a
+    librdkafka consumer (assign, no group commit) on the CLIENT listeners.
+
+    Raises:
+        WaitTimeout: the end was not reached within ``timeout_s``.
+    """
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-reader",
+                  "enable.auto.commit": False, "enable.partition.eof": False, "log_level": 3})
+    try:
+        ends = {}
+        for p in range(partitions):
+            lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            ends[p] = hi
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        got: list[Copy] = []
+        next_offset = {p: 0 for p in range(partitions)}
+
+        def done() -> bool:
+            for m in c.consume(num_messages=500, timeout=0.2):
+                if m.error() is not None:
+                    raise KafkalabError(f"reading {topic}: {m.error()}")
+                got.append(Copy(m.partition(), m.offset(), m.value().decode()))
+                next_offset[m.partition()] = m.offset() + 1
+            return all(next_offset[p] >= ends[p] for p in ends)
+
+        wait_until(done, timeout_s=timeout_s, interval_s=0.0, what=f"{topic} read to its high watermarks {ends}")
+        return sorted(got, key=lambda x: (x.partition, x.offset))
+    finally:
+        c.close()
+
+
+# ----------------------------------------------------------------------------- the lost-ack experiment
+
+
+@dataclass
+class LostAckResult:
+    """What ``run_lost_ack`` saw. Counts are records.
+
+    Attributes:
+        ack_loss: how the proxy lost the acks (``ACK_LOSS``: ``timeout`` or ``disconnect``).
+        sent: records the application sent (each once, unless a restart resent some).
+        acked: records with a successful delivery report (any producer instance).
+        failed: delivery reports with an error (e.g. ``_MSG_TIMED_OUT`` with ``retries=0``).
+        records_in_log: records in the topic (sum over partitions of high watermark - start).
+        unique_in_log: distinct values in the topic.
+        duplicates: extra copies, ``records_in_log - unique_in_log``.
+        duplicated_values: values held at more than one offset (Jepsen: duplicate).
+        producer_ids: distinct producer ids in the topic's batches (-1: not idempotent).
+        producer_epochs: distinct producer epochs in the topic's batches.
+        dropped_responses: Produce responses the proxy dropped.
+        lost_ack_records: records the broker appended whose response the proxy dropped.
+        retry_offsets: per dropped response, ``[offset in the dropped answer, offset in the
+            answer to the retry]`` (equal when the broker recognised the retry as a duplicate).
+        resent: records a new producer instance sent again (``restart_producer``).
+        batches: the topic's record batches as ``kafka-dump-log`` shows them.
+    """
+
+    topic: str
+    partitions: int
+    idempotence: bool
+    drop_acks: int
+    restart_producer: bool
+    retries: int | None
+    ack_loss: str
+    sent: int
+    acked: int
+    failed: int
+    records_in_log: int
+    unique_in_log: int
+    duplicates: int
+    duplicated_values: int
+    producer_ids: list[int]
+    producer_epochs: list[int]
+    dropped_responses: int
+    lost_ack_records: int
+    retry_offsets: list[list[int]]
+    resent: int
+    produce_requests: int
+    acks_on_the_wire: list[int]
+    elapsed_ms: int
+    run_id: str
+    ledger_glob: str
+    client_ids: list[str]
+    batches: list[LogBatch] = field(default_factory=list)
+    log: list[Copy] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+    librdkafka_log: list[tuple[float, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        """The result as JSON: every count, the batches (without their records); not the
+        per-record log, deliveries or librdkafka log lines."""
+        d = {k: v for k, v in asdict(self).items() if k not in ("batches", "log", "deliveries", "librdkafka_log")}
+        d["batches"] = [{k: v for k, v in asdict(b).items() if k not in ("records", "file")} for b in self.batches]
+        return d
+
+    @property
+    def records(self) -> list[LogRecord]:
+        """Every record of the topic with its producer id and sequence (from the batches)."""
+        return [r for b in self.batches for r in b.records]
+
+    def copies_table(self) -> "pd.DataFrame":
+        """One row per value: copies in the log, their offsets, and the offset(s) the
+        producer was told in delivery reports."""
+        import pandas as pd
+
+        where: dict[str, list[str]] = defaultdict(list)
+        for c in self.log:
+            where[c.value].append(f"{c.partition}:{c.offset}")
+        told: dict[str, list[str]] = defaultdict(list)
+        for d in self.deliveries:
+            told[d.value].append(f"{d.partition}:{d.offset}" if d.error is None else d.error)
+        rows = [{"value": v, "copies": len(o), "log offsets": o, "delivery reports": told.get(v, [])}
+                for v, o in where.items()]
+        return pd.DataFrame(rows).set_index("value").sort_values("copies", ascending=False, kind="stable")
+
+
+def _retry_offsets(proxy: FaultProxy, client_id: str) -> list[list[int]]:
+    """For each Produce response of ``client_id`` the proxy dropped: ``[base offset in it,
+    base offset in the next answer for the same partition]``. The producer sends one record
+    per request and the proxy lets each retry through, so the next answer is the retry's."""
+    answers = [(e.results[0]["partition"], e.results[0]["base_offset"], e.action in ("dropped", "cut"))
+               for e in proxy.events(api="Produce", kind="response", client_id=client_id) if e.results]
+    out = []
+    for i, (partition, offset, lost) in enumerate(answers):
+        if lost:
+            nxt = next((o for p, o, x in answers[i + 1:] if p == partition and not x), -1)
+            out.append([offset, nxt])
+    return out
+
+
+#: How the proxy loses an ack: ``timeout`` drops the response and the client waits
+#: ``socket.timeout.ms`` for it; ``disconnect`` drops it and closes the connection, so the
+#: client retries at once (``kafkalab.faults`` actions drop_response and cut_at_response).
+ACK_LOSS = {"timeout": "drop_response", "disconnect": "cut_at_response"}
+
+
+def run_lost_ack(idempotence: bool, messages: int, drop_acks: int, restart_producer: bool = False,
+                 partitions: int = 1, retries: int | None = None, ack_loss: str = "timeout", every: int = 2,
+                 proxy: FaultProxy | None = None, keep_topic: bool = False, dump: bool = True,
+                 timeout_s: float = 90.0) -> LostAckResult:
+    """Send ``messages`` records through the fault proxy while ``drop_acks`` acks are lost,
+    then count what the log holds.
+
+    Without ``restart_producer``: one producer sends each record in its own Produce request
+    and waits for its delivery report; the proxy drops the responses of the 1st, 3rd, 5th...
+    Produce request (``drop_acks`` of them), so each lost ack is retried once, successfully.
+    Without idempotence every lost ack leaves one extra copy in the log; with it, none.
+
+    With ``restart_producer``: a producer *process* sends the first ``messages - drop_acks``
+    records one by one, then the last ``drop_acks`` together; the proxy drops the responses
+    of those last requests; once the broker has appended them (the proxy saw its answer,
+    error NONE) the process is killed with SIGKILL, and a new producer instance sends the
+    records that never got a delivery report again. It has a new producer id (with
+    idempotence), so the broker cannot tell: ``drop_acks`` duplicates either way.
+
+    Args:
+        idempotence: ``enable.idempotence`` of every producer.
+        messages: records to send, >= 1.
+        drop_acks: records whose ack is lost, 0 <= drop_acks <= messages (>= 1 with a restart).
+        restart_producer: crash the producer after unacknowledged appends and resend.
+        partitions: partitions of the fresh topic (records go round-robin).
+        retries: ``retries`` of the producer (None: librdkafka's default, INT32_MAX); 0 means a
+            lost ack becomes a failed delivery report instead of a retry (needs idempotence off).
+        ack_loss: ``"timeout"`` (the client waits ``socket.timeout.ms``, 2000 ms here, 60000 ms
+            by default) or ``"disconnect"`` (the connection closes at the lost response); see
+            ``ACK_LOSS``. The crashed producer of ``restart_producer`` always just waits.
+        every: the proxy loses the ack of one Produce request in ``every`` (default 2: each
+            lost ack's retry gets through; 1: a record can lose several acks in a row, and
+            then the other counts change too).
+        proxy: a running ``FaultProxy`` to use (the notebook's); default: one started here.
+        keep_topic: leave the topic in place (the notebook reads it with Spark, then deletes it).
+        dump: read the batches with ``kafka-dump-log`` (about 1 s); without it ``batches``,
+            ``producer_ids`` and ``producer_epochs`` are empty.
+        timeout_s: for each wait.
+
+    Returns:
+        LostAckResult.
+
+    Raises:
+        KafkalabError: bad arguments, librdkafka refused the configuration, or a delivery
+            report did not come.
+        WaitTimeout: the crashed producer's batch was not appended within ``timeout_s``.
+    """
+    from . import tour
+
+    if messages < 1 or not 0 <= drop_acks <= messages:
+        raise KafkalabError(f"need messages >= 1 and 0 <= drop-acks <= messages, got {messages} and {drop_acks}")
+    if restart_producer and drop_acks < 1:
+        raise KafkalabError("--restart-producer needs --drop-acks >= 1: the crash happens after an unacknowledged append")
+    if partitions < 1:
+        raise KafkalabError(f"partitions must be >= 1, not {partitions}")
+    if ack_loss not in ACK_LOSS:
+        raise KafkalabError(f"ack_loss must be one of {', '.join(ACK_LOSS)}, not {ack_loss!r}")
+    t_start = time.monotonic()
+    own_proxy = proxy is None
+    if own_proxy:
+        proxy = FaultProxy().start()
+    run = tour.TourRun(prefix="lostack")
+    try:
+        topic = run.topic("flights")
+        workloads.create_topics({topic: partitions})
+        rdir = workloads.run_dir(run.run_id)
+        capture = LogCapture()
+        recs = records_for(messages, partitions)
+        deliveries: list[Delivery] = []
+        resent = 0
+        if not restart_producer:
+            cid = f"{run.run_id}-producer"
+            client_ids = [cid]
+            rule = proxy.add_rule(Rule(ACK_LOSS[ack_loss], "Produce", client_id=cid, every=every, times=drop_acks))
+            try:
+                producer = make_producer(producer_conf(cid, proxy.bootstrap_servers, idempotence, retries=retries,
+                                                       extra={"logger": capture.logger}))
+                try:
+                    with Ledger(rdir / f"{cid}.jsonl", run.run_id) as ledger:
+                        deliveries = send_one_by_one(producer, topic, recs, cid, ledger, timeout_s=timeout_s)
+                finally:
+                    producer.close()
+            finally:
+                proxy.remove_rule(rule)
+        else:
+            deliveries, resent, client_ids = _run_with_restart(proxy, topic, recs, idempotence, drop_acks, retries,
+                                                               run.run_id, rdir, capture, timeout_s)
+        log = read_topic(topic, partitions, timeout_s=timeout_s)
+        batches = dump_log(topic, partitions) if dump else []
+        counts = Counter(c.value for c in log)
+        produce_events = [e for e in proxy.events(api="Produce") if e.client_id in set(client_ids)]
+        dropped = [e for e in produce_events if e.kind == "response" and e.action in ("dropped", "cut")]
+        requests = {(e.conn, e.correlation_id): e for e in produce_events if e.kind == "request"}
+        lost_ack_records = sum(
+            requests[(e.conn, e.correlation_id)].records for e in dropped
+            if (e.conn, e.correlation_id) in requests and all(r["error_code"] == 0 for r in e.results))
+        return LostAckResult(
+            topic=topic, partitions=partitions, idempotence=idempotence, drop_acks=drop_acks,
+            restart_producer=restart_producer, retries=retries, ack_loss=ack_loss, sent=messages,
+            acked=sum(1 for d in deliveries if d.error is None), failed=sum(1 for d in deliveries if d.error),
+            records_in_log=len(log), unique_in_log=len(counts), duplicates=len(log) - len(counts),
+            duplicated_values=sum(1 for n in counts.values() if n > 1),
+            producer_ids=sorted({b.producer_id for b in batches if not b.is_control}),
+            producer_epochs=sorted({b.producer_epoch for b in batches if not b.is_control}),
+            dropped_responses=len(dropped), lost_ack_records=lost_ack_records,
+            retry_offsets=[] if restart_producer or retries == 0 else _retry_offsets(proxy, client_ids[0]),
+            resent=resent,
+            produce_requests=sum(1 for e in produce_events if e.kind == "request"),
+            acks_on_the_wire=sorted({e.acks for e in produce_events if e.kind == "request" and e.acks is not None}),
+            elapsed_ms=int((time.monotonic() - t_start) * 1000), run_id=run.run_id,
+            ledger_glob=str(rdir / "*.jsonl"), client_ids=client_ids, batches=batches, log=log,
+            deliveries=deliveries, librdkafka_log=capture.lines,
+        )
+    finally:
+        if not keep_topic:
+            run.cleanup()
+        if own_proxy:
+            proxy.stop()
+
+
+def _run_with_restart(proxy: FaultProxy, topic: str, recs: list[tuple[str, str, int]], idempotence: bool,
+                      drop_acks: int, retries: int | None, run_id: str, rdir: Path, capture: LogCapture,
+                      timeout_s: float) -> tuple[list[Delivery], int, list[str]]:
+    """The crash-and-resend part of ``run_lost_ack``: returns deliveries, records resent and
+    the client ids of both producer instances."""
+    first, second = f"{run_id}-producer-1", f"{run_id}-producer-2"
+    n_sync = len(recs) - drop_acks
+    rule = proxy.add_rule(Rule("drop_response", "Produce", client_id=first, skip=n_sync))
+    ledger1 = rdir / f"{first}.jsonl"
+    spec = {"topic": topic, "run_id": run_id, "ledger": str(ledger1), "client_id": first, "sync": n_sync,
+            "records": recs,
+            # the client waits 60 s (librdkafka's default) for the lost acks: it is killed long before it retries
+            # linger.ms=1000: the last records wait in the queue until the final flush() sends them in one
+            # request (flush() ignores linger.ms, so the records sent one by one do not wait)
+            "conf": producer_conf(first, proxy.bootstrap_servers, idempotence, socket_timeout_ms=60000,
+                                  message_timeout_ms=120000, retries=retries, extra={"linger.ms": 1000})}
+    child = subprocess.Popen([sys.executable, "-m", "kafkalab.experiments.idempotence", json.dumps(spec)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        def appended_unacked() -> bool:
+            if child.poll() is not None:
+                raise KafkalabError(f"producer process exited early ({child.returncode}): "
+                                    f"{child.stderr.read().decode(errors='replace')[-2000:]}")
+            return _lost_ack_records(proxy, first) >= drop_acks
+
+        wait_until(appended_unacked, timeout_s=timeout_s, interval_s=0.02,
+                   what=f"the broker appending the last {drop_acks} records of {first} (ack dropped by the proxy)")
+    finally:
+        child.kill()  # SIGKILL: a crash, nothing flushed, no retry
+        child.wait(10)
+        child.stderr.close()
+        proxy.remove_rule(rule)
+    events = read_events(ledger1)
+    acked = {e.value for e in events if e.kind == "acked" and e.error is None}
+    unacked = [(e.key, e.value, e.partition) for e in events if e.kind == "produced" and e.value not in acked]
+    deliveries = [Delivery(e.key, e.value, e.partition, e.offset, e.error, first)
+                  for e in events if e.kind == "acked"]
+    producer = make_producer(producer_conf(second, proxy.bootstrap_servers, idempotence, retries=retries,
+                                           extra={"logger": capture.logger}))
+    try:
+        with Ledger(rdir / f"{second}.jsonl", run_id) as ledger:
+            deliveries += send_one_by_one(producer, topic, unacked, second, ledger, timeout_s=timeout_s)
+    finally:
+        producer.close()
+    return deliveries, len(unacked), [first, second]
+
+
+def _lost_ack_records(proxy: FaultProxy, client_id: str) -> int:
+    """Records of ``client_id``'s Produce requests whose answer (error NONE) the proxy dropped."""
+    evs = proxy.events(api="Produce", client_id=client_id)
+    requests = {(e.conn, e.correlation_id): e for e in evs if e.kind == "request"}
+    return sum(requests[(e.conn, e.correlation_id)].records for e in evs
+               if e.kind == "response" and e.action in ("dropped", "cut") and (e.conn, e.correlation_id) in requests
+               and e.results and all(r["error_code"] == 0 for r in e.results))
+
+
+def producer_processes() -> list[int]:
+    """Pids of this process's live descendants that run the crashing producer of
+    ``run_lost_ack(restart_producer=True)`` (zombies and vanished ones are skipped).
+    Empty after every run: the process is killed and reaped before ``run_lost_ack`` returns."""
+    import psutil
+
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and "kafkalab.experiments.idempotence" in " ".join(p.cmdline()):
+                out.append(p.pid)
+        except psutil.Error:
+            continue
+    return out
+
+
+def _crashing_producer(spec: dict) -> None:
+    """``python -m kafkalab.experiments.idempotence SPEC``: the producer process that
+    ``run_lost_ack(restart_producer=True)`` kills. Sends ``sync`` records one by one, then
+    the rest at once, and waits for delivery reports (it is killed before they come)."""
+    from ..worker import die_with_parent
+
+    die_with_parent()
+    producer = make_producer(spec["conf"])
+    cid = spec["client_id"]
+    recs = [tuple(r) for r in spec["records"]]
+    with Ledger(spec["ledger"], spec["run_id"], write_through=True) as ledger:
+        send_one_by_one(producer, spec["topic"], recs[:spec["sync"]], cid, ledger)
+
+        def report(err, msg) -> None:
+            ledger.record("acked", topic=spec["topic"], partition=msg.partition(),
+                          offset=msg.offset() if err is None else None, key=msg.key().decode(),
+                          value=msg.value().decode(), client_id=cid, error=err.name() if err else None)
+
+        for key, value, partition in recs[spec["sync"]:]:
+            ledger.record("produced", topic=spec["topic"], partition=partition, key=key, value=value, client_id=cid)
+            producer.produce(spec["topic"], key=key.encode(), value=value.encode(), partition=partition,
+                             on_delivery=report)
+        producer.flush(300)
+
+
+def exchanges(proxy: FaultProxy, client_id: str, first: int | None = None) -> "pd.DataFrame":
+    """The Produce requests and responses of ``client_id`` as the proxy saw them, oldest first
+    (the first ``first`` rows): time (ms since the proxy started), connection, correlation id,
+    what the proxy did, and per request the partition, producer id, base sequence and record
+    count; per response the broker's error and base offset."""
+    import pandas as pd
+
+    rows = []
+    for e in proxy.events(api="Produce", client_id=client_id):
+        row = {"t_ms": round(e.t_ms), "conn": e.conn, "corr": e.correlation_id, "kind": e.kind, "proxy": e.action}
+        if e.batches:
+            b = e.batches[0]
+            row.update(partition=b["partition"], producer_id=b["producer_id"], base_sequence=b["base_sequence"],
+                       records=e.records)
+        if e.results:
+            r = e.results[0]
+            row.update(partition=r["partition"], broker_says=r["error"], base_offset=r["base_offset"])
+        rows.append(row)
+    cols = ["t_ms", "conn", "corr", "kind", "proxy", "partition", "producer_id", "base_sequence", "records",
+            "broker_says", "base_offset"]
+    df = pd.DataFrame(rows, columns=cols)
+    for c in ("partition", "producer_id", "base_sequence", "records", "base_offset"):
+        df[c] = df[c].astype("Int64")
+    return (df.head(first) if first is not None else df).fillna({"broker_says": ""})
+
+
+# ----------------------------------------------------------------------------- retries against a blackhole
+
+
+@dataclass
+class Attempt:
+    """One Produce request the proxy received from a producer (and swallowed)."""
+
+    t_ms: float
+    connection: int
+
+
+@dataclass
+class ProducerTimeline:
+    """What one producer configuration did while the broker was blackholed: its attempts
+    (Produce requests the proxy swallowed), when its delivery report came (ms) with which
+    error, librdkafka's request-timeout log lines, and ``broker_timeout_ms``: the
+    ``timeout_ms`` its Produce requests carried (the time the leader may wait for replicas)."""
+
+    name: str
+    conf: dict
+    attempts: list[Attempt]
+    report_ms: float | None
+    error: str | None
+    retriable: bool | None
+    timeouts_logged: list[tuple[float, str]]
+    broker_timeout_ms: list[int] = field(default_factory=list)
+
+    @property
+    def connections(self) -> int:
+        return len({a.connection for a in self.attempts})
+
+
+@dataclass
+class RetryTimeline:
+    """``run_retry_timeline``'s result: the blackholed ``broker`` (leader of the topic's only
+    partition) and one ``ProducerTimeline`` per configuration, times in ms since the records
+    were produced."""
+
+    topic: str
+    broker: int
+    producers: dict[str, ProducerTimeline]
+
+    def table(self) -> "pd.DataFrame":
+        """One row per configuration: its settings, attempt times, connections and the report."""
+        import pandas as pd
+
+        rows = [{"producer": p.name, "settings": ", ".join(f"{k}={v}" for k, v in p.conf.items()),
+                 "attempts at (ms)": [round(a.t_ms) for a in p.attempts], "connections": p.connections,
+                 "timeout_ms sent to the broker": p.broker_timeout_ms,
+                 "report at (ms)": round(p.report_ms) if p.report_ms is not None else None, "error": p.error}
+                for p in self.producers.values()]
+        return pd.DataFrame(rows).set_index("producer")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def run_retry_timeline(configs: dict[str, dict], proxy: FaultProxy | None = None, timeout_s: float = 30.0
+                       ) -> RetryTimeline:
+    """Blackhole the Produce requests to the leader of a fresh one-partition topic (the proxy
+    swallows them; the broker itself runs on, and replication is untouched) and send one
+    record from each producer configuration at the same time; return when each got its
+    delivery report.
+
+    ``configs`` maps a name to librdkafka settings added to ``producer_conf(name, ...,
+    idempotence=None, socket_timeout_ms=None, message_timeout_ms=None)``: librdkafka's
+    defaults except what the configuration sets. Each attempt is a Produce request the proxy
+    received; with ``socket.max.fails=1`` (default) a timed-out request also closes the
+    connection, so each attempt comes on a new one.
+
+    Raises:
+        KafkalabError: a producer got no delivery report within ``timeout_s``.
+    """
+    from . import tour
+
+    own = proxy is None
+    if own:
+        proxy = FaultProxy().start()
+    run = tour.TourRun(prefix="retries")
+    rule = None
+    producers: dict[str, Any] = {}
+    try:
+        topic = run.topic("t")
+        workloads.create_topics({topic: 1})
+        t0 = time.monotonic()
+        captures = {name: LogCapture(t0) for name in configs}
+        for name, extra in configs.items():
+            cid = f"{run.run_id}-{name}"
+            producers[name] = make_producer(producer_conf(cid, proxy.bootstrap_servers, None, None, None,
+                                                          extra={"log_level": 5, **extra, "logger": captures[name].logger}))
+        # metadata first, so the only thing the blackhole meets is the Produce request
+        for p in producers.values():
+            p.list_topics(topic, timeout=10)
+        leader = workloads.admin().list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+        rule = proxy.add_rule(Rule("drop_request", "Produce", brokers=(leader,)))
+        reports: dict[str, tuple[float, str | None, bool | None]] = {}
+        t_produce = time.monotonic()
+        t_proxy = proxy.now_ms()
+        for name, p in producers.items():
+            p.produce(topic, value=name.encode(), partition=0,
+                      on_delivery=lambda err, msg, name=name: reports.setdefault(
+                          name, ((time.monotonic() - t_produce) * 1000, err.name() if err else None,
+                                 err.retriable() if err else None)))
+        threads = [threading.Thread(target=p.flush, args=(timeout_s,)) for p in producers.values()]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout_s + 5)
+        missing = set(configs) - set(reports)
+        if missing:
+            raise KafkalabError(f"no delivery report within {timeout_s} s for {sorted(missing)}")
+        out: dict[str, ProducerTimeline] = {}
+        for name in configs:
+            cid = f"{run.run_id}-{name}"
+            requests = proxy.events(api="Produce", kind="request", client_id=cid)
+            attempts = [Attempt(round(e.t_ms - t_proxy, 1), e.conn) for e in requests]
+            ms, err, retriable = reports[name]
+            timeouts = [(round(t - (t_produce - t0) * 1000, 1), line) for t, line in captures[name].lines
+                        if "Timed out ProduceRequest" in line]
+            out[name] = ProducerTimeline(name, configs[name], attempts, round(ms, 1), err, retriable, timeouts,
+                                         sorted({e.timeout_ms for e in requests if e.timeout_ms is not None}))
+        return RetryTimeline(topic, leader, out)
+    finally:
+        if rule is not None:
+            proxy.remove_rule(rule)
+        for p in producers.values():
+            p.close()
+        run.cleanup()
+        if own:
+            proxy.stop()
+
+
+# ----------------------------------------------------------------------------- client defaults
+
+
+@dataclass
+class DefaultsCheck:
+    """Two producers left at their defaults: librdkafka (through confluent-kafka) and Kafka's
+    Java client (``kafka-producer-perf-test`` from the broker's own jars).
+
+    Attributes:
+        librdkafka_producer_ids / java_producer_ids: producer ids in each topic's batches on
+            disk (-1: the producer was not idempotent).
+        java_producer_epochs: producer epochs of the Java client's batches.
+        java_config: the Java client's effective settings, as it logs them at start-up
+            (``ProducerConfig values:``), for the keys of ``JAVA_CONFIG_KEYS``.
+        java_logged_producer_id: the producer id the Java client logged (``ProducerId set to
+            N with epoch E``), or None.
+    """
+
+    librdkafka_version: str
+    java_client_version: str
+    librdkafka_producer_ids: list[int]
+    java_producer_ids: list[int]
+    java_producer_epochs: list[int]
+    java_config: dict[str, str] = field(default_factory=dict)
+    java_logged_producer_id: int | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+#: Settings read from the Java client's start-up log: the rows of ``JAVA_DEFAULTS``.
+JAVA_CONFIG_KEYS = tuple(JAVA_DEFAULTS)
+
+_CONFIG_LINE = re.compile(r"^\s+([a-z0-9.]+) = (.*)$")
+_PID_LINE = re.compile(r"ProducerId set to (-?\d+) with epoch (-?\d+)")
+
+#: log4j2 settings for a Java tool whose INFO lines we read (the lab's default shows warnings only).
+TOOLS_INFO_LOG4J2 = """\
+# Written by kafkalab.experiments.idempotence: Kafka tool logging at INFO on stderr, message only.
+rootLogger.level = info
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %m%n
+"""
+
+
+def parse_producer_config_log(text: str) -> tuple[dict[str, str], int | None]:
+    """The ``key = value`` lines after ``ProducerConfig values:`` in a Java client's INFO log,
+    and the producer id of its ``ProducerId set to N with epoch E`` line (None if absent).
+
+    Raises:
+        ValueError: the text has no ``ProducerConfig values:`` block.
+    """
+    lines = text.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if "ProducerConfig values:" in line)
+    except StopIteration:
+        raise ValueError("no 'ProducerConfig values:' block in the Java client's log") from None
+    values: dict[str, str] = {}
+    for line in lines[start + 1:]:
+        m = _CONFIG_LINE.match(line)
+        if not m:
+            break
+        values[m.group(1)] = m.group(2).strip()
+    pid = _PID_LINE.search(text)
+    return values, int(pid.group(1)) if pid else None
+
+
+def run_client_defaults(records: int = 5) -> DefaultsCheck:
+    """Send ``records`` records with each client at its defaults to its own fresh topic, read
+    the producer ids from the segments (one ``kafka-dump-log`` run for both), and the Java
+    client's effective settings from its start-up log.
+
+    Raises:
+        KafkalabError: a tool failed (with its output).
+
+    Sources: librdkafka CONFIGURATION.md (``enable.idempotence`` false); Kafka Producer
+    Configs and KIP-679 (Java ``enable.idempotence`` true since 3.0).
+    """
+    import confluent_kafka
+
+    from . import tour
+
+    run = tour.TourRun(prefix="defaults")
+    try:
+        t_c, t_java = run.topic("librdkafka"), run.topic("java")
+        workloads.create_topics({t_c: 1, t_java: 1})
+        workloads.produce(t_c, [(None, f"r{i}".encode()) for i in range(records)], conf={"log_level": 3})
+        log4j = config.state_dir() / "tools" / "log4j2-info.properties"
+        if not log4j.is_file() or log4j.read_text() != TOOLS_INFO_LOG4J2:
+            log4j.parent.mkdir(parents=True, exist_ok=True)
+            log4j.write_text(TOOLS_INFO_LOG4J2)
+        cmd = [f"-Dlog4j2.configurationFile={log4j}" if a.startswith("-Dlog4j2.configurationFile=") else a
+               for a in cluster.tool_command("kafka-producer-perf-test", ["--topic", t_java, "--num-records", str(records),
+                                                                          "--record-size", "20", "--throughput", "-1"])]
+        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if cp.returncode != 0:
+            raise KafkalabError(f"kafka-producer-perf-test exited {cp.returncode}:\n{cp.stderr[-2000:]}")
+        java_config, logged_pid = parse_producer_config_log(cp.stderr)
+        files = leader_log_files(t_c, 1) + leader_log_files(t_java, 1)
+        batches = parse_dump(cluster.tool("kafka-dump-log", "--files", ",".join(files)).stdout)
+        c_batches = [b for b in batches if Path(b.file).parent.name.startswith(t_c)]
+        j_batches = [b for b in batches if Path(b.file).parent.name.startswith(t_java)]
+        return DefaultsCheck(confluent_kafka.libversion()[0], config.KAFKA_VERSION,
+                             sorted({b.producer_id for b in c_batches}), sorted({b.producer_id for b in j_batches}),
+                             sorted({b.producer_epoch for b in j_batches}),
+                             {k: java_config[k] for k in JAVA_CONFIG_KEYS if k in java_config}, logged_pid)
+    finally:
+        run.cleanup()
+
+
+# ----------------------------------------------------------------------------- in flight, throughput
+
+
+@dataclass
+class InFlight:
+    """Most Produce requests one producer had on a connection without a response."""
+
+    idempotence: bool
+    records: int
+    requests: int
+    max_in_flight: int
+    acks: list[int]
+
+
+def run_in_flight(records: int = 200, batch: int = 10, hold_ms: int = 300, proxy: FaultProxy | None = None
+                  ) -> dict[bool, InFlight]:
+    """For idempotence off and on: produce ``records`` records to one partition in batches of
+    ``batch`` (``batch.num.messages``) while the proxy holds the *first* Produce response for
+    ``hold_ms``; count the requests each producer sends meanwhile without an answer.
+
+    librdkafka caps them at ``max.in.flight.requests.per.connection``: 1000000 by default,
+    5 when idempotent (CONFIGURATION.md).
+    """
+    from . import tour
+
+    own = proxy is None
+    if own:
+        proxy = FaultProxy().start()
+    run = tour.TourRun(prefix="inflight")
+    out: dict[bool, InFlight] = {}
+    try:
+        topic = run.topic("t")
+        workloads.create_topics({topic: 1})
+        for idempotence in (False, True):
+            cid = f"{run.run_id}-{'idempotent' if idempotence else 'plain'}"
+            rule = proxy.add_rule(Rule("delay_response", "Produce", client_id=cid, times=1, delay_ms=hold_ms))
+            try:
+                p = make_producer(producer_conf(cid, proxy.bootstrap_servers, idempotence,
+                                                extra={"batch.num.messages": batch}))
+                p.list_topics(topic, timeout=10)
+                for key, value, part in records_for(records, 1):
+                    p.produce(topic, key=key.encode(), value=value.encode(), partition=part)
+                    p.poll(0)
+                if p.flush(30):
+                    raise KafkalabError(f"{cid}: records undelivered after 30 s")
+                p.close()
+            finally:
+                proxy.remove_rule(rule)
+            reqs = proxy.events(api="Produce", kind="request", client_id=cid)
+            out[idempotence] = InFlight(idempotence, records, len(reqs), max((e.in_flight for e in reqs), default=0),
+                                        sorted({e.acks for e in reqs if e.acks is not None}))
+        return out
+    finally:
+        run.cleanup()
+        if own:
+            proxy.stop()
+
+
+@dataclass
+class Throughput:
+    """One timed burst: ``records`` of ``value_bytes`` each, from the first ``produce`` to
+    the last delivery report."""
+
+    idempotence: bool
+    records: int
+    value_bytes: int
+    seconds: float
+    batch_num_messages: int | None = None
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.records * self.value_bytes / self.seconds / 1e6
+
+
+def measure_throughput(records: int = 100_000, value_bytes: int = 200, partitions: int = 3, rounds: int = 2,
+                       batch_num_messages: int | None = None) -> list[Throughput]:
+    """Produce ``records`` records (``value_bytes`` each) to a fresh topic of ``partitions``
+    partitions on the CLIENT listeners (no proxy), idempotence off then on, ``rounds`` times
+    (alternating, so both see the same machine). librdkafka defaults otherwise (acks=all,
+    linger.ms=5, batches of up to 10000 records), or ``batch.num.messages`` if given (small
+    batches make many requests, where keeping several in flight matters). A warm-up record
+    per producer is not timed (connections, metadata, and the idempotent producer's
+    ``InitProducerId``). Returns every burst; numbers are for showing, never for asserting.
+    """
+    from . import tour
+
+    run = tour.TourRun(prefix="throughput")
+    value = b"x" * value_bytes
+    out: list[Throughput] = []
+    extra = {"batch.num.messages": batch_num_messages} if batch_num_messages else {}
+    try:
+        topic = run.topic("t")
+        workloads.create_topics({topic: partitions})
+        for _ in range(rounds):
+            for idempotence in (False, True):
+                p = make_producer({"bootstrap.servers": config.bootstrap_servers(), "enable.idempotence": idempotence,
+                                   "log_level": 3, **extra})
+                # warm up: connections, metadata and (idempotent) the producer id are not timed
+                p.produce(topic, value=value, partition=0)
+                p.flush(30)
+                t0 = time.perf_counter()
+                for i in range(records):
+                    while True:
+                        try:
+                            p.produce(topic, value=value, partition=i % partitions)
+                            break
+                        except BufferError:
+                            p.poll(0.01)
+                    if i % 1000 == 0:
+                        p.poll(0)
+                if p.flush(120):
+                    raise KafkalabError("throughput burst not delivered within 120 s")
+                out.append(Throughput(idempotence, records, value_bytes, time.perf_counter() - t0, batch_num_messages))
+                p.close()
+        return out
+    finally:
+        run.cleanup()
+
+
+def throughput_table(bursts: Iterable[Throughput]) -> "pd.DataFrame":
+    """One row per burst: batching, idempotence, records/s, MB/s, seconds."""
+    import pandas as pd
+
+    return pd.DataFrame([{"batch.num.messages": b.batch_num_messages or "default (10000)", "idempotence": b.idempotence,
+                          "records/s": round(b.records_per_s), "MB/s": round(b.mb_per_s, 1),
+                          "seconds": round(b.seconds, 2)} for b in bursts])
+
+
+# ----------------------------------------------------------------------------- Spark
+
+
+def spark_copies(spark: "SparkSession", topics: Iterable[str], ledger_globs: Iterable[str]) -> "DataFrame":
+    """Per topic and value (the topics read by Spark's Kafka connector): ``copies`` in the log
+    and their ``offsets``, joined with the producers' ledgers: ``acks`` (successful delivery
+    reports) and ``acked_offsets`` (what the producer was told). A value acked once but held
+    twice is the duplicate of a lost ack; a value with copies 0 and acks >= 1 would be a lost
+    write. Lazy DataFrame, one row per (topic, value).
+
+    Source: Spark "Structured Streaming + Kafka Integration Guide" (batch query, ``subscribe``
+    with a comma-separated list); the ledger format of ``kafkalab.ledger``.
+    """
+    from pyspark.sql import functions as F
+
+    from .. import ledger as kledger
+    from .. import spark as kspark
+
+    topics = list(topics)
+    log = (kspark.read_topic(spark, ",".join(topics))
+           .select("topic", F.col("value").cast("string").alias("value"), "partition", "offset")
+           .groupBy("topic", "value")
+           .agg(F.count(F.lit(1)).alias("copies"),
+                F.array_sort(F.collect_list(F.struct("partition", "offset"))).alias("offsets")))
+    acks = (kledger.load(spark, list(ledger_globs))
+            .where((F.col("kind") == "acked") & F.col("error").isNull() & F.col("topic").isin(topics))
+            .groupBy("topic", "value")
+            .agg(F.count(F.lit(1)).alias("acks"), F.array_sort(F.collect_list("offset")).alias("acked_offsets")))
+    return log.join(acks, ["topic", "value"], "full_outer").fillna({"copies": 0, "acks": 0})
+
+
+def spark_in_background(app_name: str = "kafkalab") -> "Future":
+    """Start ``kafkalab.spark.session(app_name)`` in a background thread; returns a
+    ``concurrent.futures.Future`` whose ``result()`` is the SparkSession.
+
+    Spark's JVM takes 10-40 s to start on 2 cores, and its first aggregation as long again
+    (class loading, code generation); notebook 04's Kafka experiments spend most of their
+    time waiting for timeouts, so the two overlap. The thread also runs one small
+    aggregation and join on generated rows, so that the first real query is warm. PySpark
+    installs its SIGINT handler only from the main thread; a session made here behaves the
+    same otherwise.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    def start() -> "SparkSession":
+        from pyspark.sql import functions as F
+
+        from .. import spark as kspark
+
+        session = kspark.session(app_name)
+        rows = session.range(100).select((F.col("id") % 7).alias("k"), F.col("id").cast("string").alias("v"))
+        per_k = rows.groupBy("k").agg(F.array_sort(F.collect_list(F.struct("k", "v"))).alias("l"))
+        rows.groupBy("k").agg(F.count("v").alias("n")).join(per_k, "k", "full_outer").fillna({"n": 0}).collect()
+        return session
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-start")
+    future = pool.submit(start)
+    pool.shutdown(wait=False)
+    return future
+
+
+def stop_spark(future: "Future", timeout_s: float = 300.0) -> None:
+    """Stop the session of ``spark_in_background`` (waiting for it to finish starting);
+    nothing to do if it failed to start."""
+    try:
+        session = future.result(timeout=timeout_s)
+    except Exception:  # it never started: nothing to stop
+        return
+    session.stop()
+
+
+def delete_topics(topics: Iterable[str], timeout_s: float = 30.0) -> None:
+    """Delete ``topics`` (kept with ``keep_topic=True``) and wait until the metadata no longer
+    lists them.
+
+    Raises:
+        WaitTimeout: a topic is still listed after ``timeout_s``.
+    """
+    names = set(topics)
+    workloads.delete_topics(names, timeout_s=timeout_s)
+    wait_until(lambda: not names & set(workloads.admin().list_topics(timeout=5).topics), timeout_s=timeout_s,
+               what=f"topics {sorted(names)} gone from the metadata")
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+@click.command("lost-ack")
+@click.option("--idempotence", type=click.Choice(["on", "off"]), required=True, help="enable.idempotence of the producer.")
+@click.option("--messages", type=click.IntRange(1, 5000), default=20, show_default=True, help="Records to send (N).")
+@click.option("--drop-acks", type=click.IntRange(0), default=3, show_default=True,
+              help="Records whose ack the proxy drops (K <= N).")
+@click.option("--restart-producer", is_flag=True,
+              help="Kill the producer after the broker appended records it never acknowledged; a new instance resends them.")
+@click.option("--partitions", type=click.IntRange(1, 50), default=1, show_default=True)
+@click.option("--retries", type=click.IntRange(0), default=None, help="Producer retries (default: librdkafka's, INT32_MAX).")
+@click.option("--ack-loss", type=click.Choice(list(ACK_LOSS)), default="timeout", show_default=True,
+              help="timeout: the client waits socket.timeout.ms (2000 ms here); disconnect: the connection closes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def cli_command(idempotence: str, messages: int, drop_acks: int, restart_producer: bool, partitions: int,
+                retries: int | None, ack_loss: str, as_json: bool) -> None:
+    """Lost acks through the fault proxy: does the log hold duplicates?"""
+    r = run_lost_ack(idempotence == "on", messages, drop_acks, restart_producer=restart_producer,
+                     partitions=partitions, retries=retries, ack_loss=ack_loss)
+    if as_json:
+        click.echo(json.dumps(r.to_json(), indent=2))
+        return
+    click.echo(f"{r.topic}: sent {r.sent}, acked {r.acked}, failed {r.failed}; proxy dropped {r.dropped_responses} "
+               f"responses covering {r.lost_ack_records} appended records")
+    click.echo(f"log: {r.records_in_log} records, {r.unique_in_log} unique, {r.duplicates} duplicates; "
+               f"producer ids {r.producer_ids}" + (f"; resent by a new producer: {r.resent}" if r.restart_producer else ""))
+
+
+if __name__ == "__main__":  # the crashing producer process of run_lost_ack(restart_producer=True)
+    _crashing_producer(json.loads(sys.argv[1]))

@@ -1,0 +1,65 @@
+"""Plots of notebook 04 (the idempotent producer). Plotting only: no claim lives here.
+
+``retry_timeline``: each producer configuration's Produce attempts against a blackholed
+broker and the moment its delivery report failed. ``throughput``: records/s of each burst
+with and without idempotence.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from .idempotence import RetryTimeline, Throughput
+
+
+def retry_timeline(timeline: "RetryTimeline", ax: "Axes | None" = None) -> "Axes":
+    """One row per configuration: a dot per Produce attempt (ms since ``produce``), a cross
+    where the delivery report arrived with its error, and the delivery timeout as a line."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 0.8 + 0.7 * len(timeline.producers)))
+    names = list(timeline.producers)
+    for y, name in enumerate(names):
+        p = timeline.producers[name]
+        ax.scatter([a.t_ms for a in p.attempts], [y] * len(p.attempts), marker="o", s=60, color="tab:blue",
+                   label="Produce attempt (seen by the proxy)" if y == 0 else None, zorder=3)
+        if p.report_ms is not None:
+            ax.scatter([p.report_ms], [y], marker="x", s=80, color="tab:red",
+                       label="delivery report (error)" if y == 0 else None, zorder=3)
+            ax.annotate(p.error or "ok", (p.report_ms, y), textcoords="offset points", xytext=(6, 6), fontsize=8)
+        timeout = p.conf.get("message.timeout.ms") or p.conf.get("delivery.timeout.ms")
+        if timeout:
+            ax.plot([timeout, timeout], [y - 0.3, y + 0.3], color="grey", linestyle="--", linewidth=1)
+    ax.set_yticks(range(len(names)), names)
+    ax.set_ylim(-0.6, len(names) - 0.4)
+    ax.set_xlabel("ms since produce()")
+    ax.set_title("Producer against a blackholed broker (dashed: message.timeout.ms)")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    return ax
+
+
+def throughput(bursts: Iterable["Throughput"], ax: "Axes | None" = None) -> "Axes":
+    """Records/s of each burst, grouped by batching, idempotence off (grey) and on (green)."""
+    import matplotlib.pyplot as plt
+
+    bursts = list(bursts)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3))
+    labels, rounds = [], {}
+    for b in bursts:
+        batching = f"batch {b.batch_num_messages}" if b.batch_num_messages else "default batching"
+        key = (batching, b.idempotence)
+        rounds[key] = rounds.get(key, 0) + 1
+        labels.append(f"{batching}\n{'on' if b.idempotence else 'off'} #{rounds[key]}")
+    colors = ["tab:green" if b.idempotence else "tab:grey" for b in bursts]
+    ax.bar(range(len(bursts)), [b.records_per_s for b in bursts], color=colors)
+    ax.set_xticks(range(len(bursts)), labels, fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("records/s (log scale)")
+    ax.set_title("enable.idempotence off (grey) / on (green), same run")
+    return ax

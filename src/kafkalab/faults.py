@@ -1,0 +1,1323 @@
+"""The fault proxy: a Kafka-protocol-aware TCP proxy between clients and brokers.
+
+Each broker binds a FAULT listener (127.0.0.1:9095/9195/9295) and *advertises* it at the
+proxy ports (9096/9196/9296, ``config.Node.fault_proxy_port``). ``FaultProxy`` listens on
+the proxy ports and forwards to the FAULT listeners, so a client bootstrapped on
+``config.Topology().fault_bootstrap_servers`` reaches every broker through the proxy (the
+metadata it receives lists the proxy ports), while replication between brokers uses the
+INTERNAL listener and is never touched.
+
+The proxy reads the stream as Kafka frames (Kafka protocol guide, "Network" and "Common
+Request and Response Structure"):
+
+- a request is ``int32 size`` + header (``int16 api_key``, ``int16 api_version``,
+  ``int32 correlation_id``, ``client_id`` nullable string, tagged fields in flexible
+  versions) + body;
+- a response is ``int32 size`` + ``int32 correlation_id`` (+ tagged fields in flexible
+  versions) + body, and answers the request with the same correlation id on the same
+  connection. A Produce request with ``acks=0`` gets no response at all.
+
+Rules (``Rule``) decide per request, deterministically, by counting the requests that match
+them: forward the request and drop its response (the broker wrote, the client never hears:
+a *lost ack*), drop the request (the broker never sees it: a blackhole), delay the request or
+its response, or cut the connection before the request or at its response. Produce requests
+and responses are parsed down to the record batch headers (producer id, producer epoch, base
+sequence, record count; response error code and base offset), so the proxy can say how many
+records a dropped response covered and whether the broker had appended them.
+
+Usage (a notebook)::
+
+    with FaultProxy() as proxy:
+        proxy.add_rule(Rule("drop_response", api="Produce", times=2, every=2))
+        ...  # a producer on proxy.bootstrap_servers
+        proxy.stats()["lost_ack_records"]
+
+and from a terminal, ``kafkalab fault serve`` plus ``kafkalab fault drop-acks ...`` (see
+``cli_group``).
+
+Sources: Kafka protocol guide (kafka.apache.org/protocol, 4.3); message schemas
+``RequestHeader.json``, ``ResponseHeader.json``, ``ProduceRequest.json`` (v3-v13; v9+ flexible;
+v13 names topics by id, KIP-516) and ``ProduceResponse.json`` in apache/kafka
+clients/src/main/resources/common/message; record batch v2 layout: Kafka documentation,
+Implementation > Message Format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import errno
+import itertools
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import click
+
+from . import config
+from .errors import KafkalabError, PortInUse
+from .waiting import wait_until
+
+# ----------------------------------------------------------------------------- protocol constants
+
+#: Api keys by name (Kafka protocol guide, "Api Keys"), the ones a client of this lab sends.
+API_KEYS: dict[str, int] = {
+    "Produce": 0, "Fetch": 1, "ListOffsets": 2, "Metadata": 3, "OffsetCommit": 8, "OffsetFetch": 9,
+    "FindCoordinator": 10, "JoinGroup": 11, "Heartbeat": 12, "LeaveGroup": 13, "SyncGroup": 14,
+    "DescribeGroups": 15, "ListGroups": 16, "SaslHandshake": 17, "ApiVersions": 18, "CreateTopics": 19,
+    "DeleteTopics": 20, "DeleteRecords": 21, "InitProducerId": 22, "OffsetForLeaderEpoch": 23,
+    "AddPartitionsToTxn": 24, "AddOffsetsToTxn": 25, "EndTxn": 26, "TxnOffsetCommit": 28,
+    "DescribeConfigs": 32, "AlterConfigs": 33, "DescribeLogDirs": 35, "SaslAuthenticate": 36,
+    "CreatePartitions": 37, "DeleteGroups": 42, "IncrementalAlterConfigs": 44, "OffsetDelete": 47,
+    "DescribeCluster": 60, "DescribeProducers": 61, "DescribeTransactions": 65, "ListTransactions": 66,
+    "ConsumerGroupHeartbeat": 68, "ConsumerGroupDescribe": 69, "GetTelemetrySubscriptions": 71,
+    "PushTelemetry": 72, "ShareGroupHeartbeat": 76,
+}
+API_NAMES: dict[int, str] = {v: k for k, v in API_KEYS.items()}
+PRODUCE = API_KEYS["Produce"]
+
+#: First flexible version of Produce (``"flexibleVersions": "9+"``): compact strings and
+#: arrays, tagged fields, request header v2 and response header v1.
+PRODUCE_FLEXIBLE_FROM = 9
+#: First Produce version that names topics by id instead of by name (KIP-516, Kafka 4.1).
+PRODUCE_TOPIC_ID_FROM = 13
+
+#: Kafka error codes the proxy reports by name (Kafka protocol guide, "Error Codes").
+ERROR_NAMES: dict[int, str] = {
+    -1: "UNKNOWN_SERVER_ERROR", 0: "NONE", 2: "CORRUPT_MESSAGE", 3: "UNKNOWN_TOPIC_OR_PARTITION",
+    6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT", 10: "MESSAGE_TOO_LARGE",
+    19: "NOT_ENOUGH_REPLICAS", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND", 45: "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    46: "DUPLICATE_SEQUENCE_NUMBER", 47: "INVALID_PRODUCER_EPOCH", 53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    59: "UNKNOWN_PRODUCER_ID", 87: "INVALID_RECORD", 90: "PRODUCER_FENCED", 100: "UNKNOWN_TOPIC_ID",
+}
+
+#: Largest frame the proxy accepts, bytes (a safety limit like ``socket.request.max.bytes``,
+#: whose broker default is 104857600).
+MAX_FRAME_BYTES = 104_857_600
+
+#: Bytes of a record batch v2 header, up to and including ``recordsCount``.
+BATCH_HEADER_BYTES = 61
+
+
+class ProtocolError(KafkalabError, ValueError):
+    """Bytes that are not a well-formed Kafka frame of the kind expected (message says where)."""
+
+
+def api_key_of(api: str | int) -> int:
+    """``"Produce"`` or ``0`` -> 0.
+
+    Raises:
+        KafkalabError: an unknown api name (the message lists the known ones).
+    """
+    if isinstance(api, int):
+        return api
+    if api.isdigit():
+        return int(api)
+    for name, key in API_KEYS.items():
+        if name.lower() == api.lower():
+            return key
+    raise KafkalabError(f"unknown Kafka api {api!r}; known: {', '.join(API_KEYS)} (or a number)")
+
+
+def api_name(key: int) -> str:
+    """0 -> ``"Produce"``; an api key the table lacks -> ``"api-<key>"``."""
+    return API_NAMES.get(key, f"api-{key}")
+
+
+# ----------------------------------------------------------------------------- framing
+
+
+def encode_frame(payload: bytes) -> bytes:
+    """``int32 size`` (big-endian, bytes that follow) + ``payload``: one Kafka frame."""
+    return struct.pack(">i", len(payload)) + payload
+
+
+class FrameReader:
+    """Cuts a TCP byte stream into Kafka frames.
+
+    ``feed(chunk)`` returns the payloads (without the 4-byte size) of every frame completed
+    by ``chunk``, in order; bytes of an incomplete frame wait for the next chunk. TCP may
+    split or join frames anywhere, so this is the only safe way to read them.
+
+    Raises (from ``feed``):
+        ProtocolError: a negative size or one above ``max_frame_bytes``.
+    """
+
+    def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES):
+        self._buf = bytearray()
+        self.max_frame_bytes = max_frame_bytes
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        self._buf += chunk
+        frames: list[bytes] = []
+        while len(self._buf) >= 4:
+            size = struct.unpack_from(">i", self._buf, 0)[0]
+            if size < 0 or size > self.max_frame_bytes:
+                raise ProtocolError(f"frame size {size} is not in 0..{self.max_frame_bytes}: not a Kafka stream")
+            if len(self._buf) < 4 + size:
+                break
+            frames.append(bytes(self._buf[4:4 + size]))
+            del self._buf[:4 + size]
+        return frames
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes received that do not yet form a whole frame."""
+        return len(self._buf)
+
+
+class _Reader:
+    """Big-endian cursor over one frame's payload with Kafka's primitive types."""
+
+    def __init__(self, data: bytes, pos: int = 0):
+        self.data = data
+        self.pos = pos
+
+    def _take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise ProtocolError(f"needs {n} bytes at position {self.pos}, frame has {len(self.data)}")
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+    def int8(self) -> int:
+        return struct.unpack(">b", self._take(1))[0]
+
+    def int16(self) -> int:
+        return struct.unpack(">h", self._take(2))[0]
+
+    def int32(self) -> int:
+        return struct.unpack(">i", self._take(4))[0]
+
+    def uint32(self) -> int:
+        return struct.unpack(">I", self._take(4))[0]
+
+    def int64(self) -> int:
+        return struct.unpack(">q", self._take(8))[0]
+
+    def uvarint(self) -> int:
+        shift = value = 0
+        while True:
+            b = self._take(1)[0]
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+            if shift > 35:
+                raise ProtocolError(f"unsigned varint longer than 5 bytes at position {self.pos}")
+
+    def uuid(self) -> str:
+        return str(uuid.UUID(bytes=self._take(16)))
+
+    def nullable_string(self) -> str | None:
+        n = self.int16()
+        return None if n < 0 else self._take(n).decode("utf-8", "replace")
+
+    def compact_nullable_string(self) -> str | None:
+        n = self.uvarint() - 1
+        return None if n < 0 else self._take(n).decode("utf-8", "replace")
+
+    def nullable_bytes(self) -> bytes | None:
+        n = self.int32()
+        return None if n < 0 else self._take(n)
+
+    def compact_nullable_bytes(self) -> bytes | None:
+        n = self.uvarint() - 1
+        return None if n < 0 else self._take(n)
+
+    def array_length(self, compact: bool) -> int:
+        n = (self.uvarint() - 1) if compact else self.int32()
+        return max(n, 0)
+
+    def skip_tagged_fields(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()  # tag
+            self._take(self.uvarint())
+
+
+# ----------------------------------------------------------------------------- requests and responses
+
+
+@dataclass(frozen=True)
+class RequestHeader:
+    """The fixed start of every request (request header v1/v2). ``size``: payload bytes."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    size: int
+
+    @property
+    def api(self) -> str:
+        return api_name(self.api_key)
+
+
+def parse_request_header(payload: bytes) -> tuple[RequestHeader, int]:
+    """Header of a request frame's ``payload`` and the position where the header ends.
+
+    The position is exact for Produce (it skips the tagged fields of header v2 when the
+    version is flexible); for other apis it is the end of ``client_id``, which is all the
+    proxy needs from them.
+
+    Raises:
+        ProtocolError: fewer bytes than a header.
+    """
+    r = _Reader(payload)
+    api_key, version, corr = r.int16(), r.int16(), r.int32()
+    client_id = r.nullable_string()
+    if api_key == PRODUCE and version >= PRODUCE_FLEXIBLE_FROM:
+        r.skip_tagged_fields()
+    return RequestHeader(api_key, version, corr, client_id, len(payload)), r.pos
+
+
+def response_correlation_id(payload: bytes) -> int:
+    """The correlation id a response frame starts with.
+
+    Raises:
+        ProtocolError: fewer than 4 bytes.
+    """
+    return _Reader(payload).int32()
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """One record batch in a Produce request, from its v2 header (61 bytes).
+
+    ``producer_id`` is -1 and ``base_sequence`` -1 for a producer without idempotence. The
+    batch's records carry sequences ``base_sequence .. base_sequence + record_count - 1``.
+    ``topic`` is the name (Produce v3-v12) or the topic id (v13+, KIP-516).
+    """
+
+    topic: str
+    partition: int
+    magic: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+    transactional: bool
+    size: int
+
+    @property
+    def last_sequence(self) -> int:
+        return self.base_sequence + self.record_count - 1 if self.base_sequence >= 0 else -1
+
+
+@dataclass(frozen=True)
+class ProduceRequestInfo:
+    """What a Produce request carries: ``acks`` (-1 = all ISR, 1 = leader, 0 = no response),
+    the broker-side ``timeout_ms`` (the client's ``request.timeout.ms``), and its batches."""
+
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    batches: tuple[BatchInfo, ...]
+
+    @property
+    def record_count(self) -> int:
+        return sum(b.record_count for b in self.batches)
+
+
+def parse_record_batches(topic: str, partition: int, records: bytes | None) -> list[BatchInfo]:
+    """The batch headers in a Produce partition's ``records`` bytes (magic 2 only; older
+    message sets are reported with ``magic`` and counts of -1).
+
+    Raises:
+        ProtocolError: a batch header is cut short.
+    """
+    if not records:
+        return []
+    out: list[BatchInfo] = []
+    pos = 0
+    while pos + 17 <= len(records):
+        r = _Reader(records, pos)
+        r.int64()  # baseOffset (0 from a producer)
+        length = r.int32()
+        r.int32()  # partitionLeaderEpoch
+        magic = r.int8()
+        if magic != 2:
+            out.append(BatchInfo(topic, partition, magic, -1, -1, -1, -1, False, len(records) - pos))
+            break
+        if pos + BATCH_HEADER_BYTES > len(records):
+            raise ProtocolError(f"record batch at {pos} is shorter than its {BATCH_HEADER_BYTES}-byte header")
+        r.uint32()  # crc
+        attributes = r.int16()
+        r.int32()  # lastOffsetDelta
+        r.int64()  # baseTimestamp
+        r.int64()  # maxTimestamp
+        pid, epoch, base_seq, count = r.int64(), r.int16(), r.int32(), r.int32()
+        out.append(BatchInfo(topic, partition, magic, pid, epoch, base_seq, count, bool(attributes & 0x10), length + 12))
+        pos += 12 + length
+    return out
+
+
+def parse_produce_request(payload: bytes) -> tuple[RequestHeader, ProduceRequestInfo]:
+    """Header and body of a Produce request frame (versions 3 to 13).
+
+    Raises:
+        ProtocolError: not a Produce request, a version below 3, or a truncated body.
+    """
+    header, pos = parse_request_header(payload)
+    if header.api_key != PRODUCE:
+        raise ProtocolError(f"api key {header.api_key} is not Produce (0)")
+    v = header.api_version
+    if v < 3:
+        raise ProtocolError(f"Produce v{v} predates record batch v2 (Kafka 4 accepts v3+)")
+    flexible = v >= PRODUCE_FLEXIBLE_FROM
+    r = _Reader(payload, pos)
+    txn = r.compact_nullable_string() if flexible else r.nullable_string()
+    acks, timeout_ms = r.int16(), r.int32()
+    batches: list[BatchInfo] = []
+    for _ in range(r.array_length(flexible)):
+        if v >= PRODUCE_TOPIC_ID_FROM:
+            topic = r.uuid()
+        else:
+            topic = (r.compact_nullable_string() if flexible else r.nullable_string()) or ""
+        for _ in range(r.array_length(flexible)):
+            partition = r.int32()
+            records = r.compact_nullable_bytes() if flexible else r.nullable_bytes()
+            batches.extend(parse_record_batches(topic, partition, records))
+            if flexible:
+                r.skip_tagged_fields()
+        if flexible:
+            r.skip_tagged_fields()
+    return header, ProduceRequestInfo(txn, acks, timeout_ms, tuple(batches))
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    """One partition of a Produce response: ``error_code`` (0 = appended) and the offset the
+    broker gave the batch's first record (``base_offset``; for a duplicate that an idempotent
+    producer retried, the offset of the copy already in the log)."""
+
+    topic: str
+    partition: int
+    error_code: int
+    base_offset: int
+
+    @property
+    def error(self) -> str:
+        return ERROR_NAMES.get(self.error_code, f"error {self.error_code}")
+
+
+def parse_produce_response(payload: bytes, version: int) -> list[PartitionResult]:
+    """Partitions of a Produce response frame (versions 3 to 13) answering a request of ``version``.
+
+    Raises:
+        ProtocolError: a truncated body.
+    """
+    flexible = version >= PRODUCE_FLEXIBLE_FROM
+    r = _Reader(payload)
+    r.int32()  # correlation id
+    if flexible:
+        r.skip_tagged_fields()  # response header v1
+    out: list[PartitionResult] = []
+    for _ in range(r.array_length(flexible)):
+        if version >= PRODUCE_TOPIC_ID_FROM:
+            topic = r.uuid()
+        else:
+            topic = (r.compact_nullable_string() if flexible else r.nullable_string()) or ""
+        for _ in range(r.array_length(flexible)):
+            partition, error_code, base_offset = r.int32(), r.int16(), r.int64()
+            r.int64()  # log_append_time_ms (v2+)
+            if version >= 5:
+                r.int64()  # log_start_offset
+            if version >= 8:
+                for _ in range(r.array_length(flexible)):
+                    r.int32()
+                    r.compact_nullable_string() if flexible else r.nullable_string()
+                    if flexible:
+                        r.skip_tagged_fields()
+                r.compact_nullable_string() if flexible else r.nullable_string()
+            if flexible:
+                r.skip_tagged_fields()  # current_leader (v10+) is a tagged field
+            out.append(PartitionResult(topic, partition, error_code, base_offset))
+        if flexible:
+            r.skip_tagged_fields()
+    return out
+
+
+# ----------------------------------------------------------------------------- rules
+
+#: What a rule does to the requests it applies to.
+ACTIONS: dict[str, str] = {
+    "drop_response": "forward the request, discard its response: the broker wrote, the client never hears",
+    "drop_request": "discard the request: the broker never sees it and nothing answers (a blackhole)",
+    "delay_request": "hold the request for delay_ms before forwarding it (later frames on the connection wait too)",
+    "delay_response": "hold the response for delay_ms before passing it on",
+    "cut": "close the connection instead of forwarding the request",
+    "cut_at_response": "forward the request; when its response arrives, discard it and close the connection",
+}
+#: Actions that act on the response, so they never apply to a request that gets none (acks=0).
+RESPONSE_ACTIONS = frozenset({"drop_response", "delay_response", "cut_at_response"})
+
+
+@dataclass
+class Rule:
+    """A deterministic fault: which requests it applies to, and what it does.
+
+    A request *matches* when its api is ``api``, it reaches one of ``brokers`` (None: any)
+    and, if ``client_id`` is set, comes from that ``client.id``. Matching requests are
+    numbered 1, 2, 3... in the order the proxy reads them (over all connections of the
+    brokers in scope). The rule lets the first ``skip`` pass, then applies to one in every
+    ``every`` of the rest (the 1st after the skip, then the ``every+1``-th, ...), at most
+    ``times`` times (None: without end).
+
+    Example: with a producer that sends one record per request and waits for its ack,
+    ``Rule("drop_response", times=3, every=2)`` loses the acks of requests 1, 3 and 5: each
+    lost ack is followed by the retry (request 2, 4, 6), which gets through, so 3 different
+    records lose their first ack.
+
+    Args:
+        action: one of ``ACTIONS``.
+        api: api name or key (default ``"Produce"``).
+        brokers: broker ids in scope, or None for all.
+        client_id: only requests with this ``client.id`` (request header), or None.
+        skip: matching requests let through before the rule starts.
+        every: apply to one in ``every`` matching requests after the skip (>= 1).
+        times: most applications, or None.
+        delay_ms: for the delay actions, milliseconds.
+        name: a label in the proxy's events (default: derived from the fields).
+
+    Raises:
+        KafkalabError: unknown action or api, ``every < 1``, negative ``skip``/``times``/``delay_ms``.
+    """
+
+    action: str
+    api: str | int = "Produce"
+    brokers: tuple[int, ...] | None = None
+    client_id: str | None = None
+    skip: int = 0
+    every: int = 1
+    times: int | None = None
+    delay_ms: int = 0
+    name: str = ""
+    seen: int = field(default=0, init=False)
+    applied: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise KafkalabError(f"unknown fault action {self.action!r}; choose one of {', '.join(ACTIONS)}")
+        self.api_key = api_key_of(self.api)
+        if self.brokers is not None:
+            self.brokers = tuple(int(b) for b in self.brokers)
+        if self.every < 1 or self.skip < 0 or (self.times is not None and self.times < 0) or self.delay_ms < 0:
+            raise KafkalabError(f"rule needs every >= 1 and skip, times, delay_ms >= 0: {self!r}")
+        if not self.name:
+            parts = [self.action, api_name(self.api_key)]
+            if self.brokers is not None:
+                parts.append("broker " + ",".join(map(str, self.brokers)))
+            if self.client_id:
+                parts.append(f"client {self.client_id}")
+            if self.skip:
+                parts.append(f"skip {self.skip}")
+            if self.every != 1:
+                parts.append(f"every {self.every}")
+            if self.times is not None:
+                parts.append(f"{self.times}x")
+            if self.delay_ms:
+                parts.append(f"{self.delay_ms} ms")
+            self.name = " ".join(parts)
+
+    def matches(self, api_key: int, broker: int, client_id: str | None, expects_response: bool = True) -> bool:
+        """Whether a request is in the rule's scope (pure; does not count it)."""
+        if api_key != self.api_key:
+            return False
+        if self.brokers is not None and broker not in self.brokers:
+            return False
+        if self.client_id is not None and client_id != self.client_id:
+            return False
+        return expects_response or self.action not in RESPONSE_ACTIONS
+
+    def decide(self) -> bool:
+        """Count one matching request and say whether the rule applies to it."""
+        self.seen += 1
+        n = self.seen - self.skip
+        if n < 1 or (self.times is not None and self.applied >= self.times) or (n - 1) % self.every:
+            return False
+        self.applied += 1
+        return True
+
+    @property
+    def exhausted(self) -> bool:
+        """True once it applied ``times`` times (never for ``times=None``)."""
+        return self.times is not None and self.applied >= self.times
+
+    def to_json(self) -> dict:
+        d = {k: getattr(self, k) for k in ("action", "api", "brokers", "client_id", "skip", "every", "times",
+                                           "delay_ms", "name", "seen", "applied")}
+        d["brokers"] = list(self.brokers) if self.brokers is not None else None
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Rule":
+        """Inverse of ``to_json`` for the fields a caller sets (counts start at 0)."""
+        keys = ("action", "api", "brokers", "client_id", "skip", "every", "times", "delay_ms", "name")
+        kw = {k: d[k] for k in keys if k in d and d[k] is not None}
+        if "brokers" in kw:
+            kw["brokers"] = tuple(kw["brokers"])
+        return cls(**kw)
+
+
+class RuleBook:
+    """The ordered rules of a proxy and the decision for one request (pure, thread-unsafe:
+    ``FaultProxy`` calls it under its lock).
+
+    For each request, rules are asked in the order they were added; every rule whose scope
+    matches counts the request, until one applies: its action is the decision. A request
+    no rule applies to is forwarded.
+    """
+
+    def __init__(self) -> None:
+        self.rules: list[Rule] = []
+
+    def add(self, rule: Rule) -> Rule:
+        self.rules.append(rule)
+        return rule
+
+    def clear(self) -> None:
+        self.rules.clear()
+
+    def decide(self, api_key: int, broker: int, client_id: str | None, expects_response: bool) -> Rule | None:
+        """The rule that applies to this request, or None (forward it)."""
+        for rule in self.rules:
+            if rule.matches(api_key, broker, client_id, expects_response) and rule.decide():
+                return rule
+        return None
+
+
+# ----------------------------------------------------------------------------- events and counters
+
+
+@dataclass
+class ProxyEvent:
+    """One thing the proxy saw or did.
+
+    Attributes:
+        t_ms: milliseconds since the proxy started (monotonic clock).
+        wall_ms: wall clock, ms since the Unix epoch (to line up with ledgers).
+        broker: broker id of the connection.
+        conn: connection number (1, 2, ... per proxy).
+        kind: ``"request"``, ``"response"``, ``"connect"`` or ``"close"``.
+        api: api name (``"Produce"``...), or ``""`` for connect/close.
+        api_version: version of the request (also for its response).
+        correlation_id: the request's correlation id (-1 for connect/close).
+        client_id: ``client.id`` of the request (also on its response).
+        action: ``"forwarded"``, ``"dropped"``, ``"delayed"``, ``"cut"`` (or ``"opened"``/``"closed"``).
+        rule: name of the rule that caused the action, or None.
+        acks: Produce ``acks`` (-1, 0, 1), or None.
+        timeout_ms: Produce ``timeout_ms``: how long the leader may wait for its replicas
+            (the client's ``request.timeout.ms``), or None.
+        batches: Produce request batches (``BatchInfo`` as dicts).
+        results: Produce response partitions (``PartitionResult`` as dicts).
+        in_flight: Produce requests forwarded on this connection and not yet answered, after this event.
+    """
+
+    t_ms: float
+    wall_ms: int
+    broker: int
+    conn: int
+    kind: str
+    api: str = ""
+    api_version: int = -1
+    correlation_id: int = -1
+    client_id: str | None = None
+    action: str = "forwarded"
+    rule: str | None = None
+    acks: int | None = None
+    timeout_ms: int | None = None
+    batches: list[dict] = field(default_factory=list)
+    results: list[dict] = field(default_factory=list)
+    in_flight: int = 0
+
+    @property
+    def records(self) -> int:
+        """Records in the request's batches (0 when not a Produce request)."""
+        return sum(b["record_count"] for b in self.batches)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+#: Counter names of ``FaultProxy.stats`` (per broker and api), in display order.
+COUNTERS: tuple[str, ...] = (
+    "requests", "forwarded", "dropped_requests", "delayed_requests", "responses", "dropped_responses",
+    "delayed_responses", "cuts", "records_sent", "lost_ack_records", "max_in_flight",
+)
+
+
+@dataclass
+class _Pending:
+    header: RequestHeader
+    produce: ProduceRequestInfo | None
+    rule: Rule | None
+    t_ms: float
+
+
+class _Connection:
+    def __init__(self, number: int, broker: int, client: asyncio.StreamWriter, upstream: asyncio.StreamWriter):
+        self.number = number
+        self.broker = broker
+        self.client = client
+        self.upstream = upstream
+        self.pending: dict[int, _Pending] = {}
+        self.closed = False
+
+    def produce_in_flight(self) -> int:
+        return sum(1 for p in self.pending.values() if p.header.api_key == PRODUCE)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            for w in (self.client, self.upstream):
+                try:
+                    w.close()
+                except Exception:  # already closed by the peer
+                    pass
+
+
+# ----------------------------------------------------------------------------- the proxy
+
+
+class FaultProxy:
+    """An asyncio TCP proxy from each broker's proxy port to its FAULT listener, with rules.
+
+    It runs its own event loop in a background thread, so notebooks and tests use it as a
+    plain object (thread-safe methods) or a context manager. ``stop()`` closes the listening
+    sockets and every connection and joins the thread; it is registered with ``atexit`` too,
+    so no proxy outlives the Python process that started it.
+
+    Args:
+        brokers: broker ids to proxy (default: all of ``config.Topology()``).
+        topology: the cluster's shape (default ``config.Topology()``).
+        max_events: events kept (oldest dropped first).
+        control_socket: path of a Unix socket for ``kafkalab fault`` commands (CLI ``serve``
+            only), or None.
+
+    Raises (``start``):
+        PortInUse: a proxy port is taken (e.g. by ``kafkalab fault serve`` in a terminal).
+    """
+
+    def __init__(self, brokers: Iterable[int] | None = None, topology: config.Topology | None = None,
+                 max_events: int = 50_000, control_socket: str | os.PathLike | None = None):
+        self.topology = topology or config.Topology()
+        ids = list(brokers) if brokers is not None else [b.node_id for b in self.topology.brokers]
+        self.nodes = {i: self.topology.node(i) for i in ids}
+        self.host = "127.0.0.1"
+        self.control_socket = Path(control_socket) if control_socket else None
+        self.rules = RuleBook()
+        self._lock = threading.Lock()
+        self._events: deque[ProxyEvent] = deque(maxlen=max_events)
+        self._stats: dict[tuple[int, int], dict[str, int]] = {}
+        self._connections_opened: dict[int, int] = {i: 0 for i in ids}
+        self._conns: dict[int, _Connection] = {}
+        self._numbers = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        self._t0 = time.monotonic()
+        self.running = False
+
+    # --- life cycle
+    @property
+    def bootstrap_servers(self) -> str:
+        """``127.0.0.1:9096,...``: the proxy ports of the brokers in scope."""
+        return ",".join(f"{self.host}:{n.fault_proxy_port}" for n in self.nodes.values())
+
+    def start(self, timeout_s: float = 10.0) -> "FaultProxy":
+        """Bind every proxy port and start serving; returns self.
+
+        Raises:
+            PortInUse: a proxy port is taken (the message names the process).
+            KafkalabError: the event loop did not start within ``timeout_s``.
+        """
+        if self.running:
+            return self
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="kafkalab-fault-proxy", daemon=True)
+        self._thread.start()
+        fut = asyncio.run_coroutine_threadsafe(self._start_servers(), self._loop)
+        try:
+            fut.result(timeout=timeout_s)
+        except BaseException:
+            self._stop_loop()
+            raise
+        self._t0 = time.monotonic()
+        self.running = True
+        atexit.register(self.stop)
+        return self
+
+    async def _start_servers(self) -> None:
+        for broker, node in self.nodes.items():
+            try:
+                server = await asyncio.start_server(
+                    lambda r, w, b=broker: self._serve_client(b, r, w), self.host, node.fault_proxy_port,
+                    reuse_address=True)
+            except OSError as e:
+                for s in self._servers:
+                    s.close()
+                if e.errno == errno.EADDRINUSE:
+                    from .cluster import port_owner
+
+                    raise PortInUse(
+                        f"fault proxy port {node.fault_proxy_port} (broker {broker}) is taken by "
+                        f"{port_owner(node.fault_proxy_port)}. Another fault proxy runs: stop it "
+                        "(Ctrl-C in the terminal of `kafkalab fault serve`, or stop() the notebook's proxy)."
+                    ) from None
+                raise
+            self._servers.append(server)
+        if self.control_socket is not None:
+            self.control_socket.parent.mkdir(parents=True, exist_ok=True)
+            if self.control_socket.exists():
+                self.control_socket.unlink()  # stale: the ports were free, so no proxy owns it
+            self._servers.append(await asyncio.start_unix_server(self._serve_control, str(self.control_socket)))
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Close the proxy ports and every proxied connection; join the thread. Idempotent."""
+        if not self.running:
+            return
+        self.running = False
+        atexit.unregister(self.stop)
+        try:
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(timeout=timeout_s)
+        finally:
+            self._stop_loop()
+            if self.control_socket is not None and self.control_socket.exists():
+                self.control_socket.unlink()
+
+    async def _shutdown(self) -> None:
+        for s in self._servers:
+            s.close()
+        for conn in list(self._conns.values()):
+            conn.close()
+        # closed sockets end every pump; give the handlers a moment to return on their own
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if tasks:
+            _, still = await asyncio.wait(tasks, timeout=2)
+            for t in still:
+                t.cancel()
+            await asyncio.gather(*still, return_exceptions=True)
+        self._servers.clear()
+
+    def _stop_loop(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._thread is not None:
+                self._thread.join(timeout=10)
+            self._loop.close()
+            self._loop = None
+            self._thread = None
+
+    def __enter__(self) -> "FaultProxy":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # --- rules
+    def add_rule(self, rule: Rule) -> Rule:
+        """Add ``rule`` after the existing ones; returns it (its ``seen``/``applied`` count live)."""
+        with self._lock:
+            return self.rules.add(rule)
+
+    def remove_rule(self, rule: Rule) -> None:
+        """Remove ``rule`` if it is there (its counts stay readable on the object)."""
+        with self._lock:
+            if rule in self.rules.rules:
+                self.rules.rules.remove(rule)
+
+    def now_ms(self) -> float:
+        """Milliseconds since the proxy started: the clock of ``ProxyEvent.t_ms``."""
+        return self._now()
+
+    def clear_rules(self) -> None:
+        """Remove every rule: from now on everything is forwarded."""
+        with self._lock:
+            self.rules.clear()
+
+    def drop_acks(self, count: int, every: int = 2, brokers: Iterable[int] | None = None,
+                  client_id: str | None = None, skip: int = 0) -> Rule:
+        """Lose the responses of ``count`` Produce requests: the 1st, then one in ``every``
+        (default 2: a lost ack, then its retry gets through). See ``Rule``."""
+        return self.add_rule(Rule("drop_response", "Produce", tuple(brokers) if brokers is not None else None,
+                                  client_id, skip=skip, every=every, times=count))
+
+    def blackhole(self, brokers: Iterable[int], api: str | int = "Produce") -> Rule:
+        """Swallow every ``api`` request to ``brokers`` (no forward, no answer) until rules are cleared."""
+        return self.add_rule(Rule("drop_request", api, tuple(brokers)))
+
+    def cut_connections(self, broker: int | None = None) -> int:
+        """Close the proxied connections (of ``broker``, or all) now; returns how many.
+        Clients reconnect through the proxy on their own."""
+        async def cut() -> int:
+            victims = [c for c in self._conns.values() if broker is None or c.broker == broker]
+            for c in victims:
+                self._record(ProxyEvent(self._now(), _wall_ms(), c.broker, c.number, "close", action="cut",
+                                        rule="cut_connections"))
+                self._bump(c.broker, -1, "cuts")
+                c.close()
+            return len(victims)
+
+        return asyncio.run_coroutine_threadsafe(cut(), self._loop).result(timeout=10)
+
+    # --- what happened
+    def events(self, api: str | int | None = None, kind: str | None = None, client_id: str | None = None,
+               broker: int | None = None) -> list[ProxyEvent]:
+        """Events so far (oldest first), filtered by api, kind, client id and broker."""
+        key = api_key_of(api) if api is not None else None
+        with self._lock:
+            evs = list(self._events)
+        return [e for e in evs
+                if (key is None or e.api == api_name(key)) and (kind is None or e.kind == kind)
+                and (client_id is None or e.client_id == client_id) and (broker is None or e.broker == broker)]
+
+    def stats(self, api: str | int | None = "Produce", broker: int | None = None) -> dict[str, int]:
+        """Counters summed over brokers (or of ``broker``) for ``api`` (None: every api).
+
+        ``requests``: requests read; ``forwarded``: passed to the broker; ``dropped_requests``;
+        ``delayed_requests``; ``responses``: responses read from the broker;
+        ``dropped_responses``; ``delayed_responses``; ``cuts``: connections closed by a rule or
+        ``cut_connections``; ``records_sent``: records in forwarded Produce requests;
+        ``lost_ack_records``: records the broker appended (error NONE) whose response the
+        proxy dropped or cut; ``max_in_flight``: most Produce requests awaiting a response on
+        one connection at once (a maximum, not a sum); ``connections``: accepted.
+        """
+        key = api_key_of(api) if api is not None else None
+        out = {c: 0 for c in COUNTERS}
+        with self._lock:
+            for (b, k), counts in self._stats.items():
+                if (broker is None or b == broker) and (key is None or k == key or k == -1):
+                    for c, v in counts.items():
+                        out[c] = max(out[c], v) if c == "max_in_flight" else out[c] + v
+            out["connections"] = sum(v for b, v in self._connections_opened.items() if broker is None or b == broker)
+        return out
+
+    def stats_table(self) -> list[dict]:
+        """One row per (broker, api) seen: ``broker``, ``api`` and the ``COUNTERS`` (for pandas)."""
+        with self._lock:
+            rows = [{"broker": b, "api": api_name(k) if k >= 0 else "(connection)", **{c: counts.get(c, 0) for c in COUNTERS}}
+                    for (b, k), counts in sorted(self._stats.items())]
+        return rows
+
+    def reset(self) -> None:
+        """Forget events and counters (rules keep their own counts)."""
+        with self._lock:
+            self._events.clear()
+            self._stats.clear()
+            self._connections_opened = {i: 0 for i in self.nodes}
+
+    def wait_for(self, condition: Callable[["FaultProxy"], Any], timeout_s: float, what: str) -> Any:
+        """``wait_until(lambda: condition(self), ...)``: e.g. until a dropped response was seen.
+
+        Raises:
+            WaitTimeout: naming ``what`` and the Produce counters.
+        """
+        return wait_until(lambda: condition(self), timeout_s=timeout_s, what=what, interval_s=0.02,
+                          on_timeout=lambda: f"proxy Produce counters: {self.stats()}")
+
+    # --- internals (event loop thread)
+    def _now(self) -> float:
+        return round((time.monotonic() - self._t0) * 1000, 3)
+
+    def _record(self, event: ProxyEvent) -> None:
+        with self._lock:
+            self._events.append(event)
+
+    def _bump(self, broker: int, api_key: int, name: str, n: int = 1) -> None:
+        with self._lock:
+            counts = self._stats.setdefault((broker, api_key), {c: 0 for c in COUNTERS})
+            counts[name] += n
+
+    async def _serve_client(self, broker: int, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
+        number = next(self._numbers)
+        node = self.nodes[broker]
+        try:
+            ureader, uwriter = await asyncio.wait_for(
+                asyncio.open_connection(self.host, node.ports["FAULT"]), timeout=10)
+        except (OSError, asyncio.TimeoutError):
+            # the broker is down: the client sees the connection close, as it would without the proxy
+            self._record(ProxyEvent(self._now(), _wall_ms(), broker, number, "close", action="refused"))
+            cwriter.close()
+            return
+        conn = _Connection(number, broker, cwriter, uwriter)
+        self._conns[number] = conn
+        with self._lock:
+            self._connections_opened[broker] = self._connections_opened.get(broker, 0) + 1
+        self._record(ProxyEvent(self._now(), _wall_ms(), broker, number, "connect", action="opened"))
+        tasks = [asyncio.create_task(self._pump_requests(conn, creader)),
+                 asyncio.create_task(self._pump_responses(conn, ureader))]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            pass  # proxy shutdown; asyncio's stream callback must not see a cancelled handler
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            conn.close()
+            self._conns.pop(number, None)
+            self._record(ProxyEvent(self._now(), _wall_ms(), broker, number, "close", action="closed"))
+
+    async def _pump_requests(self, conn: _Connection, reader: asyncio.StreamReader) -> None:
+        frames = FrameReader()
+        while True:
+            data = await reader.read(65536)
+            if not data:
+                return
+            for payload in frames.feed(data):
+                header, produce = _parse_request(payload)
+                if header is None:  # not even a header: pass it on untouched
+                    conn.upstream.write(encode_frame(payload))
+                    await conn.upstream.drain()
+                    continue
+                expects_response = not (produce is not None and produce.acks == 0)
+                with self._lock:
+                    rule = self.rules.decide(header.api_key, conn.broker, header.client_id, expects_response)
+                action = rule.action if rule else "forward"
+                self._bump(conn.broker, header.api_key, "requests")
+                event = ProxyEvent(self._now(), _wall_ms(), conn.broker, conn.number, "request", header.api,
+                                   header.api_version, header.correlation_id, header.client_id,
+                                   rule=rule.name if rule else None,
+                                   acks=produce.acks if produce else None,
+                                   timeout_ms=produce.timeout_ms if produce else None,
+                                   batches=[asdict(b) for b in produce.batches] if produce else [])
+                if action == "cut":
+                    event.action = "cut"
+                    self._record(event)
+                    self._bump(conn.broker, header.api_key, "cuts")
+                    conn.close()
+                    return
+                if action == "drop_request":
+                    event.action = "dropped"
+                    event.in_flight = conn.produce_in_flight()
+                    self._record(event)
+                    self._bump(conn.broker, header.api_key, "dropped_requests")
+                    continue
+                if action == "delay_request":
+                    event.action = "delayed"
+                    self._bump(conn.broker, header.api_key, "delayed_requests")
+                    await asyncio.sleep(rule.delay_ms / 1000)
+                if expects_response:
+                    conn.pending[header.correlation_id] = _Pending(
+                        header, produce, rule if action in RESPONSE_ACTIONS else None, self._now())
+                event.in_flight = conn.produce_in_flight()
+                self._record(event)
+                self._bump(conn.broker, header.api_key, "forwarded")
+                if produce is not None:
+                    self._bump(conn.broker, header.api_key, "records_sent", produce.record_count)
+                    with self._lock:  # reset() may have emptied the table since the bump
+                        counts = self._stats.setdefault((conn.broker, header.api_key), {c: 0 for c in COUNTERS})
+                        counts["max_in_flight"] = max(counts["max_in_flight"], event.in_flight)
+                conn.upstream.write(encode_frame(payload))
+                await conn.upstream.drain()
+
+    async def _pump_responses(self, conn: _Connection, reader: asyncio.StreamReader) -> None:
+        frames = FrameReader()
+        while True:
+            data = await reader.read(65536)
+            if not data:
+                return
+            for payload in frames.feed(data):
+                try:
+                    corr = response_correlation_id(payload)
+                except ProtocolError:
+                    conn.client.write(encode_frame(payload))
+                    await conn.client.drain()
+                    continue
+                pending = conn.pending.pop(corr, None)
+                if pending is None:  # not a request we saw (cannot happen with Kafka): pass it on
+                    conn.client.write(encode_frame(payload))
+                    await conn.client.drain()
+                    continue
+                h = pending.header
+                results: list[PartitionResult] = []
+                if h.api_key == PRODUCE:
+                    try:
+                        results = parse_produce_response(payload, h.api_version)
+                    except ProtocolError:
+                        results = []
+                rule = pending.rule
+                action = rule.action if rule else "forward"
+                self._bump(conn.broker, h.api_key, "responses")
+                event = ProxyEvent(self._now(), _wall_ms(), conn.broker, conn.number, "response", h.api,
+                                   h.api_version, corr, h.client_id, rule=rule.name if rule else None,
+                                   results=[asdict(r) | {"error": r.error} for r in results],
+                                   in_flight=conn.produce_in_flight())
+                if action in ("drop_response", "cut_at_response"):
+                    event.action = "dropped" if action == "drop_response" else "cut"
+                    self._record(event)
+                    self._bump(conn.broker, h.api_key, "dropped_responses")
+                    if pending.produce is not None:
+                        self._bump(conn.broker, h.api_key, "lost_ack_records", _appended_records(pending.produce, results))
+                    if action == "cut_at_response":
+                        self._bump(conn.broker, h.api_key, "cuts")
+                        conn.close()
+                        return
+                    continue
+                if action == "delay_response":
+                    event.action = "delayed"
+                    self._bump(conn.broker, h.api_key, "delayed_responses")
+                    await asyncio.sleep(rule.delay_ms / 1000)
+                self._record(event)
+                conn.client.write(encode_frame(payload))
+                await conn.client.drain()
+
+    # --- control socket (kafkalab fault serve)
+    async def _serve_control(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await reader.readline()
+            try:
+                reply = self._control(json.loads(line))
+            except (KafkalabError, ValueError, TypeError, KeyError) as e:
+                reply = {"ok": False, "error": str(e)}
+            writer.write((json.dumps(reply) + "\n").encode())
+            await writer.drain()
+        finally:
+            writer.close()
+
+    def _control(self, cmd: dict) -> dict:
+        op = cmd.get("op")
+        if op == "status":
+            with self._lock:
+                rules = [r.to_json() for r in self.rules.rules]
+            return {"ok": True, "bootstrap_servers": self.bootstrap_servers, "rules": rules,
+                    "stats": self.stats_table(), "produce": self.stats()}
+        if op == "add":
+            return {"ok": True, "rule": self.add_rule(Rule.from_json(cmd["rule"])).to_json()}
+        if op == "clear":
+            self.clear_rules()
+            return {"ok": True}
+        if op == "events":
+            evs = self.events(api=cmd.get("api"))[-int(cmd.get("last", 20)):]
+            return {"ok": True, "events": [e.to_json() for e in evs]}
+        if op == "cut":
+            # runs on the loop thread: close directly
+            victims = [c for c in self._conns.values() if cmd.get("broker") is None or c.broker == cmd["broker"]]
+            for c in victims:
+                self._bump(c.broker, -1, "cuts")
+                c.close()
+            return {"ok": True, "cut": len(victims)}
+        if op == "reset":
+            self.reset()
+            return {"ok": True}
+        raise KafkalabError(f"unknown control op {op!r}")
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _parse_request(payload: bytes) -> tuple[RequestHeader | None, ProduceRequestInfo | None]:
+    """Header (None if unreadable) and, for a Produce request, its body (None if unreadable)."""
+    try:
+        header, _ = parse_request_header(payload)
+    except ProtocolError:
+        return None, None
+    if header.api_key != PRODUCE:
+        return header, None
+    try:
+        return header, parse_produce_request(payload)[1]
+    except ProtocolError:
+        return header, None
+
+
+def _appended_records(request: ProduceRequestInfo, results: list[PartitionResult]) -> int:
+    """Records of ``request`` in partitions the broker answered with error NONE (appended, or
+    recognised as a duplicate of what it had appended before)."""
+    ok = {(r.topic, r.partition) for r in results if r.error_code == 0}
+    return sum(b.record_count for b in request.batches if (b.topic, b.partition) in ok)
+
+
+# ----------------------------------------------------------------------------- the command line
+
+
+def control_socket_path() -> Path:
+    """Where ``kafkalab fault serve`` listens for the other ``kafkalab fault`` commands."""
+    return config.state_dir() / "faults" / "control.sock"
+
+
+def send_control(cmd: dict, timeout_s: float = 5.0) -> dict:
+    """Send one command to the proxy of ``kafkalab fault serve`` and return its reply.
+
+    Raises:
+        KafkalabError: no proxy serves (start ``kafkalab fault serve``), or it refused the command.
+    """
+    path = control_socket_path()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout_s)
+            s.connect(str(path))
+            s.sendall((json.dumps(cmd) + "\n").encode())
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+    except (FileNotFoundError, ConnectionRefusedError):
+        raise KafkalabError(f"no fault proxy is serving (no {path}); start one: kafkalab fault serve") from None
+    reply = json.loads(data)
+    if not reply.get("ok"):
+        raise KafkalabError(f"fault proxy refused {cmd.get('op')}: {reply.get('error')}")
+    return reply
+
+
+class _FaultGroup(click.Group):
+    """Like kafkalab.cli's group: a KafkalabError is one red line and exit code 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KafkalabError as e:
+            click.secho(f"kafkalab: {e}", fg="red", err=True)
+            sys.exit(1)
+
+
+@click.group("fault", cls=_FaultGroup)
+def cli_group() -> None:
+    """The fault proxy between clients and brokers (ports 9096/9196/9296 -> FAULT listeners).
+
+    Run `kafkalab fault serve` in one terminal; in another, point a client at
+    127.0.0.1:9096,127.0.0.1:9196,127.0.0.1:9296 and add rules: `kafkalab fault drop-acks 2`,
+    `kafkalab fault blackhole --broker 2`, `kafkalab fault status`, `kafkalab fault clear`.
+    """
+
+
+def _print_stats(rows: list[dict]) -> None:
+    if not rows:
+        click.echo("  (no traffic)")
+    for r in rows:
+        shown = ", ".join(f"{c}={r[c]}" for c in COUNTERS if r[c])
+        click.echo(f"  broker {r['broker']} {r['api']}: {shown}")
+
+
+@cli_group.command("serve")
+@click.option("--broker", "brokers", type=int, multiple=True, help="Proxy only these brokers (default all).")
+@click.option("--duration", type=float, default=None, help="Stop after this many seconds (default: until Ctrl-C).")
+@click.option("--json", "as_json", is_flag=True, help="Print the final counters as JSON.")
+def serve_cmd(brokers: tuple[int, ...], duration: float | None, as_json: bool) -> None:
+    """Run the proxy in the foreground until Ctrl-C (or --duration); print counters at exit."""
+    proxy = FaultProxy(brokers or None, control_socket=control_socket_path())
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) if threading.current_thread() is threading.main_thread() else None
+    with proxy:
+        if not as_json:
+            for b, n in proxy.nodes.items():
+                click.echo(f"broker {b}: 127.0.0.1:{n.fault_proxy_port} -> 127.0.0.1:{n.ports['FAULT']}")
+            click.echo(f"bootstrap.servers={proxy.bootstrap_servers}; rules: kafkalab fault --help")
+        try:
+            stop.wait(duration)
+        except KeyboardInterrupt:
+            pass
+        table = proxy.stats_table()
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+    if as_json:
+        click.echo(json.dumps({"stats": table}, indent=2))
+    else:
+        click.echo("fault proxy stopped; counters:")
+        _print_stats(table)
+
+
+def _add(rule: Rule) -> None:
+    r = send_control({"op": "add", "rule": rule.to_json()})["rule"]
+    click.echo(f"added rule: {r['name']}")
+
+
+@cli_group.command("drop-acks")
+@click.argument("count", type=click.IntRange(1))
+@click.option("--every", type=click.IntRange(1), default=2, show_default=True,
+              help="Lose one ack in EVERY Produce requests (2: each lost ack's retry gets through).")
+@click.option("--skip", type=click.IntRange(0), default=0, help="Produce requests to let through first.")
+@click.option("--broker", "brokers", type=int, multiple=True, help="Only requests to these brokers.")
+@click.option("--client-id", default=None, help="Only requests of this client.id.")
+def drop_acks_cmd(count: int, every: int, skip: int, brokers: tuple[int, ...], client_id: str | None) -> None:
+    """Forward COUNT Produce requests but drop their responses (the broker wrote; the client never hears)."""
+    _add(Rule("drop_response", "Produce", brokers or None, client_id, skip=skip, every=every, times=count))
+
+
+@cli_group.command("blackhole")
+@click.option("--broker", "brokers", type=int, multiple=True, required=True, help="Broker(s) to silence.")
+@click.option("--api", default="Produce", show_default=True, help="Api to swallow (name or key).")
+def blackhole_cmd(brokers: tuple[int, ...], api: str) -> None:
+    """Swallow every API request to the broker(s): no forward, no answer, until `fault clear`."""
+    _add(Rule("drop_request", api, brokers))
+
+
+@cli_group.command("add")
+@click.argument("action", type=click.Choice(list(ACTIONS)))
+@click.option("--api", default="Produce", show_default=True)
+@click.option("--broker", "brokers", type=int, multiple=True)
+@click.option("--client-id", default=None)
+@click.option("--skip", type=click.IntRange(0), default=0)
+@click.option("--every", type=click.IntRange(1), default=1)
+@click.option("--times", type=click.IntRange(0), default=None, help="Most applications (default: no limit).")
+@click.option("--delay-ms", type=click.IntRange(0), default=0)
+def add_cmd(action: str, api: str, brokers: tuple[int, ...], client_id: str | None, skip: int, every: int,
+            times: int | None, delay_ms: int) -> None:
+    """Add any rule (see kafkalab.faults.Rule): drop_response, drop_request, delay_request,
+    delay_response, cut, cut_at_response."""
+    _add(Rule(action, api, brokers or None, client_id, skip=skip, every=every, times=times, delay_ms=delay_ms))
+
+
+@cli_group.command("cut")
+@click.option("--broker", type=int, default=None, help="Only this broker's connections (default all).")
+def cut_cmd(broker: int | None) -> None:
+    """Close the proxied connections now; clients reconnect through the proxy."""
+    n = send_control({"op": "cut", "broker": broker})["cut"]
+    click.echo(f"cut {n} connection(s)")
+
+
+@cli_group.command("clear")
+def clear_cmd() -> None:
+    """Remove every rule: the proxy forwards everything."""
+    send_control({"op": "clear"})
+    click.echo("rules cleared")
+
+
+@cli_group.command("status")
+@click.option("--json", "as_json", is_flag=True)
+def status_cmd(as_json: bool) -> None:
+    """Rules (with how often each applied) and counters per broker and api."""
+    reply = send_control({"op": "status"})
+    if as_json:
+        click.echo(json.dumps(reply, indent=2))
+        return
+    click.echo(f"serving {reply['bootstrap_servers']}")
+    for r in reply["rules"] or []:
+        click.echo(f"  rule {r['name']}: matched {r['seen']}, applied {r['applied']}")
+    if not reply["rules"]:
+        click.echo("  no rules")
+    _print_stats(reply["stats"])
+
+
+@cli_group.command("events")
+@click.option("--last", type=click.IntRange(1), default=20, show_default=True)
+@click.option("--api", default="Produce", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def events_cmd(last: int, api: str, as_json: bool) -> None:
+    """The last requests and responses of API the proxy saw, with what it did."""
+    evs = send_control({"op": "events", "last": last, "api": api})["events"]
+    if as_json:
+        click.echo(json.dumps(evs, indent=2))
+        return
+    for e in evs:
+        detail = ""
+        if e["batches"]:
+            detail = " ".join(f"p{b['partition']} pid={b['producer_id']} seq={b['base_sequence']} n={b['record_count']}"
+                              for b in e["batches"])
+        if e["results"]:
+            detail = " ".join(f"p{r['partition']} {r['error']} offset={r['base_offset']}" for r in e["results"])
+        click.echo(f"{e['t_ms']:>10.1f} ms  broker {e['broker']} conn {e['conn']} {e['kind']:<8} "
+                   f"{e['api']} v{e['api_version']} corr={e['correlation_id']} {e['action']:<9} {detail}")

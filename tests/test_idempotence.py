@@ -1,0 +1,241 @@
+"""kafkalab.experiments.idempotence (notebook 04): the kafka-dump-log parser and the result
+objects on captured samples, then `kafkalab run lost-ack` on the live cluster with other
+message counts and lost-ack counts than the notebook uses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from kafkalab.errors import KafkalabError
+from kafkalab.experiments import idempotence as idem
+
+#: Captured from ``kafka-dump-log --print-data-log`` (Kafka 4.3.1) on this lab: an idempotent
+#: librdkafka producer; a record without key, one with a header, one without value.
+DUMP_4_3 = """\
+Dumping /work/main/.kafkalab/cluster/node-1/data/dumpcap-r810957-0/00000000000000000000.log
+Log starting offset: 0
+baseOffset: 0 lastOffset: 1 count: 2 baseSequence: 0 lastSequence: 1 producerId: 3049 producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1795251221048 size: 98 magic: 2 compresscodec: none crc: 3184948792 isvalid: true
+| offset: 0 CreateTime: 1795251221048 keySize: -1 valueSize: 6 sequence: 0 headerKeys: [] payload: no-key
+| offset: 1 CreateTime: 1795251221048 keySize: 2 valueSize: 11 sequence: 1 headerKeys: [h] key: k1 payload: with header
+Dumping /work/main/.kafkalab/cluster/node-2/data/dumpcap-r810957-1/00000000000000000000.log
+Log starting offset: 0
+baseOffset: 0 lastOffset: 0 count: 1 baseSequence: 0 lastSequence: 0 producerId: 3049 producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1795251221048 size: 70 magic: 2 compresscodec: none crc: 2098030991 isvalid: true
+| offset: 0 CreateTime: 1795251221048 keySize: 2 valueSize: -1 sequence: 0 headerKeys: [] key: k2
+"""
+
+#: A librdkafka producer without idempotence (same tool, same version).
+DUMP_PLAIN = """\
+Dumping /d/lostack-rc7600e-flights-0/00000000000000000000.log
+Log starting offset: 0
+baseOffset: 0 lastOffset: 0 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1795249666988 size: 103 magic: 2 compresscodec: none crc: 2075871002 isvalid: true
+| offset: 0 CreateTime: 1795249666988 keySize: 6 valueSize: 29 sequence: -1 headerKeys: [] key: N14228 payload: flight-2013-01-01-UA-1545-EWR
+"""
+
+
+def test_parse_dump_reads_batches_records_and_partitions() -> None:
+    batches = idem.parse_dump(DUMP_4_3)
+    assert [(b.partition, b.base_offset, b.count, b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence, b.size)
+            for b in batches] == [(0, 0, 2, 3049, 0, 0, 1, 98), (1, 0, 1, 3049, 0, 0, 0, 70)]
+    r0, r1 = batches[0].records
+    assert (r0.offset, r0.sequence, r0.key, r0.value) == (0, 0, None, "no-key")
+    assert (r1.offset, r1.sequence, r1.key, r1.value) == (1, 1, "k1", "with header")
+    [r2] = batches[1].records
+    assert (r2.partition, r2.key, r2.value, r2.producer_id) == (1, "k2", None, 3049)
+    assert batches[1].file.endswith("dumpcap-r810957-1/00000000000000000000.log")
+
+
+def test_parse_dump_of_a_producer_without_idempotence() -> None:
+    [b] = idem.parse_dump(DUMP_PLAIN)
+    assert (b.producer_id, b.producer_epoch, b.base_sequence) == (-1, -1, -1) and not b.is_transactional
+    assert b.records[0].value == "flight-2013-01-01-UA-1545-EWR" and b.records[0].sequence == -1
+
+
+def test_parse_dump_names_what_it_cannot_read() -> None:
+    with pytest.raises(ValueError, match="producerId"):
+        idem.parse_dump("Dumping /d/t-0/0.log\nbaseOffset: 0 lastOffset: 0 count: 1\n")
+    with pytest.raises(ValueError, match="before any batch"):
+        idem.parse_dump("| offset: 0 CreateTime: 1 keySize: -1 valueSize: 1 sequence: 0 headerKeys: [] payload: x\n")
+    with pytest.raises(ValueError, match="topic>-<partition"):
+        idem.partition_of_path("/d/meta/00000000000000000000.log")
+    assert idem.partition_of_path("/d/my-topic-12/00000000000000000000.log") == 12
+
+
+def test_batches_table_has_the_header_fields() -> None:
+    df = idem.batches_table(idem.parse_dump(DUMP_4_3))
+    assert list(df.columns) == ["partition", "base_offset", "last_offset", "count", "producer_id", "producer_epoch",
+                                "base_sequence", "last_sequence", "size"]
+    assert df.producer_id.tolist() == [3049, 3049]
+
+
+def test_records_are_unique_flights_round_robin_over_partitions() -> None:
+    recs = idem.records_for(2005, 3)
+    assert len({v for _, v, _ in recs}) == 2005, "values stay unique past the 2000 flights of the sample"
+    assert [p for _, _, p in recs[:5]] == [0, 1, 2, 0, 1]
+    assert recs[0] == ("N14228", "flight-2013-01-01-UA-1545-EWR", 0)
+
+
+def test_producer_conf_teaching_values_and_defaults() -> None:
+    conf = idem.producer_conf("c", "s:1", True)
+    assert conf["socket.timeout.ms"] == idem.TEACHING_SOCKET_TIMEOUT_MS == 2000
+    assert conf["message.timeout.ms"] == 30000 and conf["enable.idempotence"] is True and "retries" not in conf
+    bare = idem.producer_conf("c", "s:1", None, None, None)
+    assert not {"enable.idempotence", "socket.timeout.ms", "message.timeout.ms"} & set(bare), "librdkafka's defaults"
+    assert idem.producer_conf("c", "s:1", False, extra={"logger": object()})["log_level"] == 5
+
+
+def test_make_producer_turns_librdkafkas_refusal_into_one_message() -> None:
+    with pytest.raises(KafkalabError, match="acks"):
+        idem.make_producer({"bootstrap.servers": "127.0.0.1:1", "enable.idempotence": True, "acks": 1})
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"messages": 0, "drop_acks": 0}, "messages >= 1"),
+    ({"messages": 3, "drop_acks": 4}, "drop-acks <= messages"),
+    ({"messages": 3, "drop_acks": 0, "restart_producer": True}, "needs --drop-acks >= 1"),
+    ({"messages": 3, "drop_acks": 1, "partitions": 0}, "partitions"),
+    ({"messages": 3, "drop_acks": 1, "ack_loss": "lost"}, "ack_loss"),
+])
+def test_run_lost_ack_refuses_bad_arguments_before_touching_the_cluster(kwargs: dict, message: str) -> None:
+    with pytest.raises(KafkalabError, match=message):
+        idem.run_lost_ack(idempotence=False, **kwargs)
+
+
+def _result(**kw) -> idem.LostAckResult:
+    base = dict(topic="t", partitions=1, idempotence=False, drop_acks=1, restart_producer=False, retries=None,
+                ack_loss="timeout", sent=2, acked=2, failed=0, records_in_log=3, unique_in_log=2, duplicates=1,
+                duplicated_values=1, producer_ids=[-1], producer_epochs=[-1], dropped_responses=1, lost_ack_records=1,
+                retry_offsets=[[0, 1]], resent=0, produce_requests=3, acks_on_the_wire=[-1], elapsed_ms=1, run_id="r",
+                ledger_glob="x/*.jsonl", client_ids=["r-producer"])
+    base.update(kw)
+    return idem.LostAckResult(**base)
+
+
+def test_result_json_has_the_fields_the_cli_promises() -> None:
+    r = _result(batches=idem.parse_dump(DUMP_PLAIN))
+    d = json.loads(json.dumps(r.to_json()))
+    for k in ("sent", "acked", "records_in_log", "unique_in_log", "duplicates", "producer_ids"):
+        assert k in d
+    assert d["batches"][0]["producer_id"] == -1 and "records" not in d["batches"][0] and "log" not in d
+
+
+def test_copies_table_puts_the_duplicate_first_with_what_the_producer_was_told() -> None:
+    log = [idem.Copy(0, 0, "a"), idem.Copy(0, 1, "a"), idem.Copy(0, 2, "b")]
+    deliveries = [idem.Delivery("k", "a", 0, 1, None, "p"), idem.Delivery("k", "b", 0, 2, None, "p")]
+    df = _result(log=log, deliveries=deliveries).copies_table()
+    assert df.index.tolist() == ["a", "b"]
+    assert df.loc["a", "copies"] == 2 and df.loc["a", "log offsets"] == ["0:0", "0:1"]
+    assert df.loc["a", "delivery reports"] == ["0:1"]
+
+
+def test_cli_needs_the_idempotence_choice() -> None:
+    r = CliRunner().invoke(idem.cli_command, ["--messages", "3"])
+    assert r.exit_code == 2 and "--idempotence" in r.output
+    assert idem.cli_command.name == "lost-ack"
+
+
+# ----------------------------------------------------------------------------- live: other N and K than the notebook
+
+
+def _run_cli(*args: str) -> dict:
+    r = CliRunner().invoke(idem.cli_command, [*args, "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("messages, drop_acks, ack_loss", [(7, 2, "timeout"), (31, 5, "disconnect"), (4, 4, "disconnect")])
+def test_cli_verdicts_hold_for_other_message_and_lost_ack_counts(messages: int, drop_acks: int, ack_loss: str) -> None:
+    off = _run_cli("--idempotence", "off", "--messages", str(messages), "--drop-acks", str(drop_acks),
+                   "--ack-loss", ack_loss)
+    assert off["lost_ack_records"] == off["dropped_responses"] == drop_acks
+    assert off["duplicates"] == off["duplicated_values"] == drop_acks
+    assert (off["sent"], off["acked"], off["records_in_log"]) == (messages, messages, messages + drop_acks)
+    assert off["producer_ids"] == [-1]
+    on = _run_cli("--idempotence", "on", "--messages", str(messages), "--drop-acks", str(drop_acks),
+                  "--ack-loss", ack_loss, "--partitions", "2")
+    assert on["lost_ack_records"] == drop_acks and on["duplicates"] == 0
+    assert on["records_in_log"] == on["unique_in_log"] == on["acked"] == messages
+    assert len(on["producer_ids"]) == 1 and on["producer_ids"][0] >= 0 and on["producer_epochs"] == [0]
+    assert all(first == retry for first, retry in on["retry_offsets"])
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("idempotence", ["on", "off"])
+def test_cli_restart_producer_duplicates_with_or_without_idempotence(idempotence: str) -> None:
+    r = _run_cli("--idempotence", idempotence, "--messages", "9", "--drop-acks", "4", "--restart-producer")
+    assert r["lost_ack_records"] == r["resent"] == r["duplicates"] == 4
+    assert r["records_in_log"] == 13 and r["acked"] == 9
+    if idempotence == "on":
+        assert len(r["producer_ids"]) == 2, "the new instance has a new producer id"
+    else:
+        assert r["producer_ids"] == [-1]
+    assert not idem.producer_processes(), "the crashed producer process is gone"
+
+
+@pytest.mark.cluster
+def test_without_retries_a_lost_ack_is_a_failed_report_for_a_record_in_the_log() -> None:
+    r = _run_cli("--idempotence", "off", "--messages", "6", "--drop-acks", "3", "--retries", "0", "--ack-loss", "disconnect")
+    assert (r["failed"], r["acked"], r["records_in_log"], r["duplicates"]) == (3, 3, 6, 0)
+
+
+@pytest.mark.cluster
+def test_in_flight_idempotent_at_most_five_plain_pipelines() -> None:
+    res = idem.run_in_flight(records=100, batch=10, hold_ms=300)
+    assert res[True].max_in_flight <= 5 < res[False].max_in_flight
+    assert min(res[True].requests, res[False].requests) >= 10, "batch.num.messages=10 caps a request at 10 records"
+
+
+@pytest.mark.cluster
+def test_retry_timeline_against_a_blackhole() -> None:
+    tl = idem.run_retry_timeline({"a": {"socket.timeout.ms": 1000, "message.timeout.ms": 3000},
+                                  "r0": {"socket.timeout.ms": 1000, "message.timeout.ms": 3000, "retries": 0}})
+    a, r0 = tl.producers["a"], tl.producers["r0"]
+    assert a.error == r0.error == "_MSG_TIMED_OUT"
+    assert len(a.attempts) >= 2 and a.connections == len(a.attempts) and a.report_ms >= 3000
+    assert len(r0.attempts) == 1 and r0.report_ms < 3000
+
+
+#: The start of kafka-producer-perf-test's INFO log (Kafka 4.3.1 Java client), shortened.
+JAVA_CONFIG_LOG = """\
+ProducerConfig values: 
+\tacks = -1
+\tbatch.size = 16384
+\tdelivery.timeout.ms = 120000
+\tenable.idempotence = true
+\ttransactional.id = null
+\tvalue.serializer = class org.apache.kafka.common.serialization.ByteArraySerializer
+
+initializing Kafka metrics collector
+[Producer clientId=perf-producer-client] Instantiated an idempotent producer.
+[Producer clientId=perf-producer-client] ProducerId set to 3107 with epoch 0
+"""
+
+
+def test_parse_producer_config_log_reads_the_values_block_and_the_producer_id() -> None:
+    values, pid = idem.parse_producer_config_log(JAVA_CONFIG_LOG)
+    assert values["acks"] == "-1" and values["enable.idempotence"] == "true" and values["transactional.id"] == "null"
+    assert values["delivery.timeout.ms"] == "120000" and "initializing" not in " ".join(values)
+    assert pid == 3107
+    with pytest.raises(ValueError, match="ProducerConfig values"):
+        idem.parse_producer_config_log("nothing here")
+
+
+def test_defaults_table_shows_both_clients_and_what_one_lacks() -> None:
+    df = idem.defaults_table()
+    java = [c for c in df.columns if c.startswith("Java")][0]
+    assert df.loc["enable.idempotence"].tolist() == ["false", "true"]
+    assert df.loc["socket.timeout.ms", java] == "(no such setting)"
+    assert df.loc["delivery.timeout.ms", java] == "120000"
+    live = idem.defaults_table({"enable.idempotence": "true"})
+    assert any("start-up log" in c for c in live.columns) and live.loc["acks"].iloc[1] == "(no such setting)"
+
+
+@pytest.mark.cluster
+def test_client_defaults_librdkafka_plain_java_idempotent_with_the_documented_settings() -> None:
+    d = idem.run_client_defaults(records=3)
+    assert d.librdkafka_producer_ids == [-1]
+    assert d.java_producer_ids == [d.java_logged_producer_id] and d.java_producer_epochs == [0]
+    assert d.java_config == idem.JAVA_DEFAULTS
