@@ -64,6 +64,19 @@ def test_killed_broker_is_fenced_and_comes_back_with_start(local: cluster.LocalC
     assert not [p for p in cluster.under_replicated() if p[0] == topic]
 
 
+def test_start_right_after_a_kill_waits_for_the_new_process(local: cluster.LocalCluster) -> None:
+    try:
+        old_pid = local.status().brokers[3].pid
+        local.kill(3)
+        st = local.start(3)  # broker 3 is still registered (not fenced yet) at this point
+        assert st.alive and st.pid != old_pid
+        log = (local.topology.node(3).log_dir / "server.log").read_text()
+        assert log.rstrip().splitlines()[-1] and "Kafka Server started" in log.split("Kafka Server started")[-2] + "Kafka Server started"
+        assert 3 in registered_brokers()
+    finally:
+        cluster.restore()
+
+
 def test_paused_broker_is_alive_but_drops_out_of_the_isr(local: cluster.LocalCluster, topic: str) -> None:
     try:
         local.pause(2)

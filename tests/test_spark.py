@@ -41,7 +41,7 @@ def test_session_conf_takes_the_master_from_the_environment(monkeypatch: pytest.
 
 
 def test_missing_connector_jars_name_make_jars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KAFKALAB_STATE", str(tmp_path))
+    monkeypatch.setenv("KAFKALAB_JARS", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="make jars"):
         kspark.spark_jars()
 

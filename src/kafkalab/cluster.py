@@ -330,6 +330,7 @@ class LocalCluster:
 
     def __init__(self, topology: Topology | None = None):
         self.topology = topology or self._saved_topology() or Topology()
+        self._log_marks: dict[int, int] = {}
 
     # --- persistence of the chosen topology
     @staticmethod
@@ -447,6 +448,9 @@ class LocalCluster:
 
     def _spawn(self, node: Node, java: str, classpath: str) -> psutil.Process:
         check_ports_free(node)
+        server_log = node.log_dir / "server.log"
+        # where this incarnation's log starts: readiness is read from what it writes
+        self._log_marks[node.node_id] = server_log.stat().st_size if server_log.exists() else 0
         cmd = self._jvm_command(node, java, classpath, "kafka.Kafka", [str(node.config_path)], node.heap_mb)
         with open(node.dir / "stdout.log", "ab") as out:
             out.write(f"\n=== kafkalab start {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(cmd)}\n".encode())
@@ -468,8 +472,23 @@ class LocalCluster:
                 if self.process(n) is None:
                     raise NodeFailedToStart(f"{n.name} exited while starting.\n{last_log_lines(n)}")
 
+        def started_since_spawn(n: Node) -> bool:
+            # A killed broker stays registered until the controller fences it, so the
+            # metadata alone would call a restarting broker ready too early.
+            mark = self._log_marks.get(n.node_id)
+            if mark is None:
+                return True
+            try:
+                with open(n.log_dir / "server.log", "rb") as f:
+                    f.seek(mark)
+                    return b"Kafka Server started" in f.read()
+            except OSError:
+                return False
+
         def ready() -> bool:
             dead_node_error()
+            if not all(started_since_spawn(n) for n in nodes):
+                return False
             if any(not port_accepts(n.controller_port) for n in self.topology.controller_nodes):
                 return False
             if self.quorum_leader() is None:
@@ -753,12 +772,14 @@ def kill(node_id: int) -> None:
     cluster().kill(node_id)
 
 
-def stop(node_id: int) -> None:
-    cluster().stop(node_id)
+def stop(node_id: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """Controlled shutdown of node ``node_id`` (SIGTERM; SIGKILL after ``timeout_s``)."""
+    cluster().stop(node_id, timeout_s=timeout_s)
 
 
-def start(node_id: int) -> NodeStatus:
-    return cluster().start(node_id)
+def start(node_id: int, timeout_s: float = UP_TIMEOUT_S) -> NodeStatus:
+    """Start node ``node_id`` and wait until this new process serves (see LocalCluster.start)."""
+    return cluster().start(node_id, timeout_s=timeout_s)
 
 
 def pause(node_id: int) -> None:
