@@ -1,0 +1,1191 @@
+"""Notebook 05: transactions, read_committed and exactly-once consume-transform-produce.
+
+Every step of the notebook is one function here; ``run_eos`` is also ``kafkalab run eos``.
+
+======================================  ==========================================================
+``write_transactions``                  a transactional producer commits and aborts (section 1)
+``read_all`` / ``Reader``               read a topic as a read_committed or read_uncommitted
+                                        consumer: records, positions (sections 1, 2)
+``end_offsets`` / ``offsets_table``     high watermark and last stable offset (ListOffsets with
+                                        each isolation level) (section 2)
+``control_records``, ``txn_index_files``  the COMMIT/ABORT markers and aborted-transaction
+                                        indexes in the partition leaders' files (sections 1, 5, 6)
+``abandon_transaction``                 a processor SIGKILLed mid-transaction, never restarted
+                                        (section 3)
+``coordinator_of`` and friends          the transaction coordinator of a transactional.id (4)
+``fence_zombie``                        two producers, one transactional.id (section 5)
+``wait_released`` / ``timeout_report``  what the coordinator did at transaction.timeout.ms (6)
+``run_eos`` / ``spark_audit``           the processor under K crashes, audited (sections 7, 8)
+``run_streaming_stage``                 Kafka -> Spark Structured Streaming -> Kafka (section 9)
+``measure_throughput``                  records/s against records per transaction (section 10)
+======================================  ==========================================================
+
+Client facts used throughout (librdkafka 2.16 via confluent-kafka 2.16.1):
+
+- ``isolation.level`` defaults to ``read_committed`` in librdkafka, ``read_uncommitted`` in the
+  Java consumer (librdkafka CONFIGURATION.md; Java ConsumerConfig) and so in Spark's Kafka source.
+- ``transaction.timeout.ms`` defaults to 60000 in both clients; the broker caps it with
+  ``transaction.max.timeout.ms`` (900000) and looks for expired transactions every
+  ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` (10000).
+- librdkafka speaks the original transaction protocol (KIP-98, with KIP-360/KIP-447
+  additions), not KIP-890's "transactions V2": the producer epoch changes only at
+  ``init_transactions``, not at every commit, even on this cluster whose
+  ``transaction.version`` feature is 2.
+
+Sources: KIP-98 (exactly-once delivery and transactional messaging), KIP-447, KIP-890, Kafka
+documentation 4.3 (Design > Message Delivery Semantics; Broker Configs), librdkafka
+INTRODUCTION.md ("Transactional Producer", "Exactly Once Semantics") and CONFIGURATION.md.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import click
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import OffsetSpec
+
+from .. import cluster, config, workloads
+from ..errors import KafkalabError
+from ..waiting import wait_until
+from . import eos_processor as eosp
+from . import transactions_analysis as ta
+from .tour import TourRun
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+#: Processor batches (records per transaction) in the experiments, unless given.
+DEFAULT_BATCH = 50
+
+#: Crash points cycled through by ``crash_plan`` for each mode (``eos_processor.CRASH_POINTS``).
+DEFAULT_CRASH_CYCLE = {
+    "transactional": ("after-produce", "after-offsets", "mid-produce", "after-commit"),
+    "at-least-once": ("after-produce", "mid-produce", "after-commit"),
+}
+
+
+# ----------------------------------------------------------------------------- this run's names
+
+
+class TxnRun(TourRun):
+    """Names of one run's topics, groups and transactional ids (``txn-<run id>-<name>``), its
+    folder for ledgers and sinks (``.kafkalab/runs/txn-<run id>/``), and its cleanup: every
+    processor it started is killed, then topics and groups are deleted (also at interpreter
+    exit if the notebook stopped early). Transactional ids cannot be deleted; the broker
+    forgets them after ``transactional.id.expiration.ms`` (7 days by default)."""
+
+    def __init__(self, prefix: str = "txn"):
+        super().__init__(prefix=prefix)
+        self.dir = workloads.run_dir(self.prefix)
+        self.processors: list[eosp.Processor] = []
+        self.readers: list[Reader] = []
+
+    def transactional_id(self, name: str) -> str:
+        """A transactional.id for this run."""
+        return f"{self.prefix}-{name}"
+
+    def reader(self, topic: str, isolation_level: str | None = None) -> "Reader":
+        """A ``Reader`` of ``topic``, closed at cleanup."""
+        r = Reader(topic, isolation_level)
+        self.readers.append(r)
+        return r
+
+    def spawn(self, spec: eosp.ProcessorSpec) -> eosp.Processor:
+        """Start a processor incarnation, remembered for cleanup."""
+        p = eosp.spawn(spec)
+        self.processors.append(p)
+        return p
+
+    def cleanup(self, timeout_s: float = 30.0) -> list[str]:
+        """SIGKILL this run's processors still running, close its readers, then delete its
+        topics and groups (``TourRun.cleanup``). Returns the topics deleted.
+
+        Raises:
+            WaitTimeout: a topic is still in the metadata after ``timeout_s``.
+        """
+        for p in self.processors:
+            if p.alive:
+                p.kill()
+        for r in self.readers:
+            r.close()
+        self.readers.clear()
+        return super().cleanup(timeout_s)
+
+
+#: Extra driver JVM flags for this notebook's short Spark jobs: C1-only JIT and the serial GC,
+#: the flags ``cluster.tool_command`` gives Kafka's tools. On 2 cores they halve the driver's
+#: CPU time for a notebook's handful of small jobs (C2 compiler threads are the main cost).
+SHORT_JOB_JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+
+def notebook_spark_session(app_name: str) -> "SparkSession":
+    """``kafkalab.spark.session`` with ``SHORT_JOB_JVM_FLAGS`` added to
+    ``spark.driver.extraJavaOptions`` (every other setting from ``kafkalab.spark.session_conf``).
+    As with ``session``, an already running session is returned as it is.
+
+    Raises:
+        FileNotFoundError: the Kafka connector jars are missing (``make jars``).
+    """
+    from pyspark.sql import SparkSession
+
+    from .. import spark as kspark
+
+    conf = kspark.session_conf(app_name)
+    conf["spark.driver.extraJavaOptions"] = " ".join([conf.get("spark.driver.extraJavaOptions", ""),
+                                                      *SHORT_JOB_JVM_FLAGS]).strip()
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def spark_in_background(app_name: str, warmup_topic: str | None = None) -> "Future[SparkSession]":
+    """Start ``notebook_spark_session(app_name)`` in a background thread; the returned future
+    yields the session. The JVM start (10 to 20 s on 2 busy cores) then overlaps with
+    experiments that mostly wait on Kafka.
+
+    With ``warmup_topic`` (an existing, empty topic), the thread also writes 10 small JSON
+    records to it and runs one audit job over it with Spark's Kafka source (``spark_verdicts``),
+    so the first real audit does not pay for class loading and code generation.
+    """
+    from .. import spark as kspark
+
+    def start() -> "SparkSession":
+        s = notebook_spark_session(app_name)
+        if warmup_topic is None:
+            s.range(10).count()
+            return s
+        workloads.produce(warmup_topic, [(None, json.dumps({"record_id": f"w-{i}"}).encode()) for i in range(10)])
+        ids = ta.spark_ids(kspark.read_topic(s, warmup_topic))
+        ta.spark_verdicts({"a": ids, "b": ids}, {"a": ids, "b": ta.spark_ids(kspark.read_topic(
+            s, warmup_topic, kafka_isolation_level="read_committed"))},
+            {"a": s.createDataFrame([(0, 0)], "partition int, offset long")})
+        return s
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-start")
+    fut = pool.submit(start)
+    pool.shutdown(wait=False)
+    return fut
+
+
+def stop_spark(future: "Future[SparkSession]", timeout_s: float = 120.0) -> None:
+    """Stop the session ``spark_in_background`` started (waiting for its start if needed)."""
+    try:
+        future.result(timeout=timeout_s).stop()
+    except Exception:  # never started (the start failed): nothing to stop
+        pass
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class Read:
+    """One record a consumer received: where it is and its value as text."""
+
+    partition: int
+    offset: int
+    key: str | None
+    value: str
+
+
+def _partitions(client, topic: str) -> list[int]:
+    md = client.list_topics(topic, timeout=10).topics.get(topic)
+    if md is None or md.error is not None:
+        raise KafkalabError(f"topic {topic!r} is not in the metadata: {md.error if md else 'missing'}")
+    return sorted(md.partitions)
+
+
+def _reader_conf(isolation_level: str | None) -> dict:
+    conf = {"bootstrap.servers": config.bootstrap_servers(), "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False, "enable.partition.eof": True, "log_level": 3}
+    if isolation_level is not None:
+        if isolation_level not in ("read_committed", "read_uncommitted"):
+            raise KafkalabError(f"isolation level must be read_committed or read_uncommitted, not {isolation_level!r}")
+        conf["isolation.level"] = isolation_level
+    return conf
+
+
+class Reader:
+    """A confluent-kafka consumer that reads every partition of ``topic`` from the beginning
+    (``assign``, no group membership, never commits) and can be asked to catch up again.
+
+    Args:
+        topic: topic name.
+        isolation_level: ``"read_committed"``, ``"read_uncommitted"``, or None for librdkafka's
+            default (``read_committed``, CONFIGURATION.md).
+    """
+
+    def __init__(self, topic: str, isolation_level: str | None = None):
+        self.topic = topic
+        self.isolation_level = isolation_level or "read_committed (librdkafka default)"
+        self.consumer = Consumer(_reader_conf(isolation_level))
+        self.partitions = _partitions(self.consumer, topic)
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in self.partitions])
+        self.position: dict[int, int] = {p: 0 for p in self.partitions}
+        self.records: list[Read] = []
+        self._closed = False
+
+    def catch_up(self, timeout_s: float = 15.0, until_stable: bool = False) -> list[Read]:
+        """Poll until this reader's position in every partition reaches the end offset its
+        isolation level allows (the last stable offset for read_committed, the high watermark
+        for read_uncommitted, asked with ListOffsets at every round). Control records are
+        skipped by the client; the position moves past them. Returns the records read by this
+        call.
+
+        ``until_stable=True`` waits for the high watermark whatever the level: for a
+        read_committed reader, until no transaction is open in the topic and every marker is
+        written. ``commit_transaction()`` returns once the decision is logged by the
+        coordinator; the markers reach the partitions a moment later (KIP-98), and until then
+        the last stable offset has not moved.
+
+        Raises:
+            WaitTimeout: the position did not reach the end within ``timeout_s``.
+        """
+        level = "read_uncommitted" if until_stable or self.isolation_level == "read_uncommitted" else "read_committed"
+        new: list[Read] = []
+        target: dict[int, int] = {}
+
+        def reached() -> bool:
+            for m in self.consumer.consume(num_messages=1000, timeout=0.1):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        self.position[m.partition()] = max(self.position[m.partition()], m.offset())
+                        continue
+                    raise KafkalabError(f"reader of {self.topic}: {err}")
+                r = Read(m.partition(), m.offset(), m.key().decode() if m.key() else None,
+                         m.value().decode() if m.value() is not None else "")
+                new.append(r)
+                self.position[m.partition()] = max(self.position[m.partition()], m.offset() + 1)
+            target.update(end_offsets(self.topic, level))
+            return all(self.position[p] >= target[p] for p in self.partitions)
+
+        wait_until(reached, timeout_s=timeout_s, interval_s=0.0,
+                   what=f"{self.isolation_level} reader of {self.topic} at the {level} end offsets",
+                   on_timeout=lambda: f"positions {self.position}, end offsets {target}")
+        self.records.extend(new)
+        return new
+
+    def close(self) -> None:
+        """Close the consumer (it never joined a group; nothing to leave). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self.consumer.close()
+
+
+def read_all(topic: str, isolation_level: str | None = None, timeout_s: float = 30.0) -> list[Read]:
+    """Every record of ``topic`` that a consumer with ``isolation_level`` receives, reading all
+    partitions from the beginning to the high watermark, once no transaction is open
+    (``Reader.catch_up(until_stable=True)``).
+
+    Raises:
+        WaitTimeout: not at the end within ``timeout_s`` (for read_committed: a transaction
+            stayed open).
+    """
+    r = Reader(topic, isolation_level)
+    try:
+        return r.catch_up(timeout_s, until_stable=True)
+    finally:
+        r.close()
+
+
+def end_offsets(topic: str, isolation_level: str = "read_uncommitted") -> dict[int, int]:
+    """Partition -> the latest offset ListOffsets returns for ``isolation_level``: the high
+    watermark for ``read_uncommitted``, the last stable offset (LSO) for ``read_committed``.
+
+    Source: KIP-98 ("last stable offset"); Kafka protocol ListOffsets (IsolationLevel field).
+    """
+    level = {"read_uncommitted": IsolationLevel.READ_UNCOMMITTED,
+             "read_committed": IsolationLevel.READ_COMMITTED}[isolation_level]
+    a = workloads.admin()
+    parts = _partitions(a, topic)
+    futs = a.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in parts},
+                          isolation_level=level, request_timeout=10)
+    return {tp.partition: f.result().offset for tp, f in futs.items()}
+
+
+def offsets_table(topic: str, readers: Sequence[Reader] = ()) -> "pd.DataFrame":
+    """Per partition: high watermark, last stable offset, and for each reader its position and
+    lag (high watermark minus position, the lag a monitoring tool reports)."""
+    import pandas as pd
+
+    hw, lso = end_offsets(topic, "read_uncommitted"), end_offsets(topic, "read_committed")
+    rows = []
+    for p in sorted(hw):
+        row: dict[str, Any] = {"partition": p, "high watermark": hw[p], "last stable offset": lso[p]}
+        for r in readers:
+            row[f"{r.isolation_level} position"] = r.position[p]
+            row[f"{r.isolation_level} lag"] = hw[p] - r.position[p]
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("partition")
+
+
+# ----------------------------------------------------------------------------- section 1: commit, abort
+
+
+@dataclass
+class Transaction:
+    """One transaction ``write_transactions`` ran: its values (``"<label>-<i>"``) and outcome."""
+
+    label: str
+    outcome: str  # "commit" or "abort"
+    values: list[str]
+
+
+def transactional_producer(transactional_id: str, timeout_ms: int = 10000, **conf: Any) -> Producer:
+    """A confluent-kafka producer with ``transactional.id`` (idempotence is implied) and
+    ``transaction.timeout.ms=timeout_ms`` (teaching; default 60000), after ``init_transactions``.
+
+    Raises:
+        KafkaException: init_transactions failed (e.g. the coordinator is unavailable).
+    """
+    p = Producer({"bootstrap.servers": config.bootstrap_servers(), "transactional.id": transactional_id,
+                  "transaction.timeout.ms": timeout_ms, "log_level": 3, **conf})
+    p.init_transactions(30)
+    return p
+
+
+def write_transactions(producer: Producer, topic: str, plan: Sequence[tuple[str, str, int]],
+                       partitions: int) -> list[Transaction]:
+    """Run one transaction per ``(label, "commit" | "abort", records)`` of ``plan``; record ``i``
+    goes to partition ``i % partitions``, so every transaction spans the partitions. Before an
+    abort the records are flushed: they are in the log when the abort marker follows them.
+
+    Returns:
+        The transactions, in order.
+    """
+    done = []
+    for label, outcome, n in plan:
+        if outcome not in ("commit", "abort"):
+            raise KafkalabError(f"outcome must be commit or abort, not {outcome!r}")
+        values = [f"{label}-{i}" for i in range(n)]
+        producer.begin_transaction()
+        for i, v in enumerate(values):
+            producer.produce(topic, value=v.encode(), partition=i % partitions)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.flush(30)
+            producer.abort_transaction(30)
+        done.append(Transaction(label, outcome, values))
+    return done
+
+
+def partition_leaders(topic: str) -> dict[int, int]:
+    """Partition -> leader broker id, from the metadata."""
+    md = workloads.admin().list_topics(topic, timeout=10).topics[topic]
+    return {p: m.leader for p, m in sorted(md.partitions.items())}
+
+
+def control_records(topic: str, status: cluster.ClusterStatus | None = None) -> list[ta.LogRecord]:
+    """Every record, data and control, in the first segment of each partition of ``topic``,
+    read from the partition leader's ``.log`` file with Kafka's ``kafka-dump-log
+    --print-data-log`` (one JVM for all partitions). Sorted by (file, offset).
+
+    Control records (commit and abort markers) are written by the transaction coordinator to
+    the partition leaders after ``EndTxn`` and replicated like data; read after a reader has
+    seen the LSO move, they are on disk. Source: KIP-98 "Control messages".
+    """
+    from .. import segments
+
+    status = status or cluster.status()
+    files = []
+    for p, leader in partition_leaders(topic).items():
+        d = segments.partition_dirs(status.brokers[leader].data_dir, topic).get(p)
+        logs = [f for f in segments.segment_files(d) if f.kind == "log"] if d else []
+        if not logs:
+            raise KafkalabError(f"no .log file for {topic}-{p} on broker {leader}")
+        files.append(str(logs[0].path))
+    out = cluster.tool("kafka-dump-log", "--files", ",".join(files), "--print-data-log").stdout
+    return ta.parse_dump_records(out)
+
+
+def txn_index_files(topic: str, status: cluster.ClusterStatus | None = None) -> dict[int, list[str]]:
+    """Partition -> names of the ``.txnindex`` files in the partition leader's folder: the
+    index of aborted transactions (offset ranges) a leader keeps per segment, so that
+    read_committed fetches can drop aborted records. Source: KIP-98 ("Aborted transaction
+    index"); storage ``TransactionIndex``."""
+    from .. import segments
+
+    status = status or cluster.status()
+    out = {}
+    for p, leader in partition_leaders(topic).items():
+        d = segments.partition_dirs(status.brokers[leader].data_dir, topic).get(p)
+        out[p] = sorted(f.name for f in d.glob("*.txnindex")) if d else []
+    return out
+
+
+# ----------------------------------------------------------------------------- section 3: abandoned
+
+
+@dataclass
+class Abandoned:
+    """A transaction left open by a processor that was SIGKILLed and not restarted."""
+
+    transactional_id: str
+    output_topic: str
+    records: int
+    timeout_ms: int
+    crashed_at_ms: int  # wall clock, ms since the epoch, when the process was seen dead
+    returncode: int
+
+
+def input_records(n: int, offset: int = 0) -> list[tuple[bytes, bytes, str]]:
+    """``n`` input records ``(key, value, record_id)`` from the flights sample: key = aircraft
+    tail number, value = the flight as JSON with a unique ``record_id`` (flights past the
+    sample's 2000 repeat with ``#k`` appended to the id)."""
+    from ..data import flights
+
+    rows = flights()
+    out = []
+    for i in range(offset, offset + n):
+        f = rows[i % len(rows)]
+        rid = f.record_id if i < len(rows) else f"{f.record_id}#{i // len(rows)}"
+        d = f.to_dict()
+        d["record_id"] = rid
+        out.append((f.key.encode(), json.dumps(d, separators=(",", ":")).encode(), rid))
+    return out
+
+
+def produce_input(topic: str, n: int) -> list[str]:
+    """Write ``n`` input records to ``topic`` with an idempotent producer (so a retry cannot
+    put a record twice in the input), wait for every ack; returns their record ids."""
+    recs = input_records(n)
+    workloads.produce(topic, [(k, v) for k, v, _ in recs], conf={"enable.idempotence": True})
+    return [r for _, _, r in recs]
+
+
+def create_topic_led_by(topic: str, avoid_leader: int, timeout_s: float = 30.0) -> int:
+    """Create one-partition ``topic`` with 3 replicas whose preferred leader (the first replica)
+    is a live broker other than ``avoid_leader``; wait until it is the leader. Returns it.
+
+    Raises:
+        KafkalabError: fewer than two live brokers, or the topic could not be created.
+        WaitTimeout: the chosen broker did not become leader within ``timeout_s``.
+    """
+    from confluent_kafka.admin import NewTopic
+
+    a = workloads.admin()
+    live = sorted(a.list_topics(timeout=10).brokers)
+    others = [b for b in live if b != avoid_leader]
+    if not others:
+        raise KafkalabError(f"no live broker other than {avoid_leader} (live: {live})")
+    replicas = [others[0]] + [b for b in live if b != others[0]][:2]
+    fut = a.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas])],
+                          operation_timeout=timeout_s)[topic]
+    try:
+        fut.result()
+    except KafkaException as e:
+        raise KafkalabError(f"could not create topic {topic!r}: {e.args[0].str()}") from None
+    wait_until(lambda: partition_leaders(topic).get(0) == others[0] if topic in a.list_topics(timeout=5).topics
+               else False, timeout_s=timeout_s, what=f"broker {others[0]} leading {topic}-0")
+    return others[0]
+
+
+def abandon_transaction(run: TxnRun, name: str = "abandoned", records: int = 20, timeout_ms: int = 3000
+                        ) -> Abandoned:
+    """A processor reads ``records`` input records, produces their output in one transaction,
+    flushes, and is SIGKILLed before committing (crash point ``after-produce``); nobody
+    restarts it. The transaction stays open until the coordinator aborts it,
+    ``timeout_ms`` (``transaction.timeout.ms``) after it began, at its next check for expired
+    transactions (every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``).
+
+    Topics ``<name>-in`` and ``<name>-out`` (one partition each) are created for it. The
+    output partition is placed (``create_topic_led_by``) so that its leader is not the
+    transaction coordinator of the transactional id: chosen by design, not found by luck.
+
+    Raises:
+        KafkalabError: the processor did not die by its planned SIGKILL, or fewer than two
+            brokers are up.
+    """
+    tin, tout = run.topic(f"{name}-in"), run.topic(f"{name}-out")
+    tid = run.transactional_id(name)
+    workloads.create_topics({tin: 1})
+    create_topic_led_by(tout, avoid_leader=coordinator_of(tid)[1])
+    produce_input(tin, records)
+    spec = eosp.ProcessorSpec(name=f"{run.prefix}-{name}-0", run_id=run.run_id, ledger=str(run.dir / f"{name}-0.jsonl"),
+                              input_topic=tin, output_topic=tout, group_id=run.group(name), transactional_id=tid,
+                              batch=records, crash_at=1, crash_point="after-produce", transaction_timeout_ms=timeout_ms)
+    p = run.spawn(spec)
+    rc = p.wait(60)
+    if rc != -signal.SIGKILL:
+        raise KafkalabError(f"{spec.name} exited {rc}, not by its planned SIGKILL:\n{p.log_tail()}")
+    return Abandoned(tid, tout, records, timeout_ms, int(time.time() * 1000), rc)
+
+
+def wait_released(abandoned: Abandoned, timeout_s: float = 40.0) -> int:
+    """Until the last stable offset of the abandoned transaction's output partition reaches
+    its high watermark (the coordinator aborted the transaction and the abort marker is
+    written); returns the wall clock then, ms since the epoch.
+
+    Raises:
+        WaitTimeout: still held back after ``timeout_s``.
+    """
+    def released() -> bool:
+        return end_offsets(abandoned.output_topic, "read_committed") == end_offsets(abandoned.output_topic)
+
+    wait_until(released, timeout_s=timeout_s, interval_s=0.2,
+               what=f"the last stable offset of {abandoned.output_topic} to reach its high watermark",
+               on_timeout=lambda: f"LSO {end_offsets(abandoned.output_topic, 'read_committed')}, "
+                                  f"HW {end_offsets(abandoned.output_topic)}")
+    return int(time.time() * 1000)
+
+
+@dataclass
+class TimeoutReport:
+    """What the coordinator did with an abandoned transaction, after the fact.
+
+    ``described``: ``describe_transaction`` (CoordinatorId, state, epoch, start time...);
+    ``log``: the output partition's records and markers (``records_table``); ``held_ms``: from
+    the transaction's start (``CurrentTransactionStartTimeMs``) to the ABORT marker's timestamp,
+    both stamped by the brokers.
+    """
+
+    described: dict[str, str]
+    log: "pd.DataFrame"
+    held_ms: int
+
+
+def timeout_report(abandoned: Abandoned) -> TimeoutReport:
+    """Run ``kafka-transactions describe`` and ``kafka-dump-log`` on the abandoned transaction
+    (two JVMs, started side by side) once its readers are released (``wait_released`` first).
+
+    Raises:
+        KafkalabError: no ABORT marker in the output partition.
+    """
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        d = pool.submit(describe_transaction, abandoned.transactional_id)
+        recs = pool.submit(control_records, abandoned.output_topic)
+        described, records = d.result(), recs.result()
+    aborts = [r for r in records if r.kind == "ABORT"]
+    if not aborts:
+        raise KafkalabError(f"no ABORT marker in {abandoned.output_topic}")
+    held = aborts[0].timestamp - int(described["CurrentTransactionStartTimeMs"])
+    return TimeoutReport(described, ta.records_table(records), held)
+
+
+# ----------------------------------------------------------------------------- section 4: the coordinator
+
+
+def transaction_state_leaders() -> dict[int, int]:
+    """``__transaction_state`` partition -> leader broker id (the coordinator for the
+    transactional ids hashed to it). The topic exists once any transaction was used."""
+    return partition_leaders("__transaction_state")
+
+
+def coordinator_of(transactional_id: str, leaders: dict[int, int] | None = None) -> tuple[int, int]:
+    """``(partition of __transaction_state, broker id of its leader)`` for ``transactional_id``,
+    computed as the broker does (``transactions_analysis.transaction_state_partition``)."""
+    leaders = leaders or transaction_state_leaders()
+    p = ta.transaction_state_partition(transactional_id, len(leaders))
+    return p, leaders[p]
+
+
+def describe_transaction(transactional_id: str) -> dict[str, str]:
+    """Kafka's ``kafka-transactions describe --transactional-id ID`` (asks the coordinator),
+    parsed: ``CoordinatorId``, ``ProducerId``, ``ProducerEpoch``, ``TransactionState``
+    (Empty, Ongoing, PrepareCommit, CompleteCommit, PrepareAbort, CompleteAbort...),
+    ``TransactionTimeoutMs``, ``CurrentTransactionStartTimeMs``, ``TopicPartitions``.
+
+    Raises:
+        KafkalabError: the tool failed (e.g. unknown transactional id).
+    """
+    return ta.parse_transactions_describe(
+        cluster.tool("kafka-transactions", "describe", "--transactional-id", transactional_id).stdout)
+
+
+# ----------------------------------------------------------------------------- section 5: fencing
+
+
+@dataclass
+class Fencing:
+    """What happened when a second producer took over a transactional.id.
+
+    ``error_name``/``error_code``/``error_text``: the KafkaError the old producer (the zombie)
+    got from ``commit_transaction`` (librdkafka ``_FENCED``, -144); ``fatal``,
+    ``txn_requires_abort``, ``retriable``: its flags. ``commit_again_fatal``: calling
+    ``commit_transaction`` again (what librdkafka asks after a failed commit) gave the fatal
+    error again; ``init_again_fatal``: so did the zombie's own ``init_transactions``: a fatal
+    error is final for that producer object. ``zombie_values_in_log``: the zombie's values a
+    read_uncommitted reader found (0: they never reached the log); ``committed_values``: what a
+    read_committed reader found.
+    """
+
+    transactional_id: str
+    error_name: str
+    error_code: int
+    error_text: str
+    fatal: bool
+    txn_requires_abort: bool
+    retriable: bool
+    commit_again_fatal: bool
+    init_again_fatal: bool
+    zombie_values_in_log: int
+    committed_values: list[str]
+
+
+def _quiet_logger(name: str):
+    """A ``logging.Logger`` that drops everything: librdkafka's log lines of a producer whose
+    fatal error is the point of the demo would otherwise go to the kernel's stderr."""
+    import logging
+
+    log = logging.getLogger(f"kafkalab.quiet.{name}")
+    log.addHandler(logging.NullHandler())
+    log.propagate = False
+    return log
+
+
+def _fatal(call) -> bool:
+    """True if ``call()`` raised a KafkaException whose error is fatal."""
+    try:
+        call()
+    except KafkaException as e:
+        return e.args[0].fatal()
+    return False
+
+
+def fence_zombie(topic: str, transactional_id: str) -> Fencing:
+    """Producer A (``transactional_id``) commits one record ``A-0``. Producer B starts with the
+    same id: its ``init_transactions`` makes the coordinator bump the producer epoch, which
+    fences A. A, a zombie now, begins a transaction, produces ``A-zombie`` and commits; then
+    calls ``commit_transaction`` again and ``init_transactions``. B commits ``B-0``.
+
+    ``begin_transaction`` and ``produce`` succeed (they only touch the client's own state and
+    queue); the commit, whose requests reach the coordinator with the old epoch, fails.
+
+    Raises:
+        KafkalabError: A's commit succeeded after B took over (A was not fenced).
+
+    Source: KIP-98 "Zombie fencing"; librdkafka INTRODUCTION.md, "Transactional Producer"
+    (fatal errors, ``_FENCED``); confluent-kafka ``Producer.commit_transaction``.
+    """
+    a = transactional_producer(transactional_id, logger=_quiet_logger(transactional_id))
+    write_transactions(a, topic, [("A", "commit", 1)], 1)
+    b = transactional_producer(transactional_id)
+    err: KafkaError | None = None
+    a.begin_transaction()
+    a.produce(topic, value=b"A-zombie", partition=0)
+    try:
+        a.commit_transaction(30)
+    except KafkaException as e:
+        err = e.args[0]
+    if err is None:
+        raise KafkalabError("producer A committed after B took over its transactional.id: not fenced")
+    commit_again = _fatal(lambda: a.commit_transaction(30))
+    init_again = _fatal(lambda: a.init_transactions(10))
+    write_transactions(b, topic, [("B", "commit", 1)], 1)
+    ru = [r.value for r in read_all(topic, "read_uncommitted")]
+    rc = [r.value for r in read_all(topic, "read_committed")]
+    return Fencing(transactional_id, err.name(), err.code(), err.str(), err.fatal(), err.txn_requires_abort(),
+                   err.retriable(), commit_again, init_again, sum(v == "A-zombie" for v in ru), rc)
+
+
+# ----------------------------------------------------------------------------- sections 6-7: the processor
+
+
+def crash_plan(messages: int, batch: int, crashes: int, points: Sequence[str]) -> list[tuple[int, str]]:
+    """``(crash_at, crash_point)`` for each of ``crashes`` incarnations, ``points`` cycled.
+
+    Every incarnation crashes in its batch number ``c = max(1, ceil(messages / batch) //
+    (crashes + 1))``, so the crashes spread over the input and the last, crash-free
+    incarnation still has work. Batches may hold fewer than ``batch`` records (what
+    ``consume`` returned), which only leaves more input for the crashes.
+
+    Raises:
+        ValueError: the input is too small to reach every crash: an incarnation would find
+            no batch ``c`` left (e.g. more ``after-commit`` crashes than batches).
+    """
+    if crashes < 0 or messages < 1 or batch < 1:
+        raise ValueError("crashes >= 0, messages >= 1 and batch >= 1 are needed")
+    if crashes and not points:
+        raise ValueError("crash points are needed when crashes > 0")
+    for p in points:
+        if p not in eosp.CRASH_POINTS:
+            raise ValueError(f"unknown crash point {p!r}: one of {', '.join(eosp.CRASH_POINTS)}")
+    total = -(-messages // batch)
+    c = max(1, total // (crashes + 1))
+    plan = [(c, points[i % len(points)]) for i in range(crashes)]
+    remaining = messages
+    for at, point in plan:
+        if remaining <= (at - 1) * batch:
+            raise ValueError(f"{messages} messages in batches of {batch} are too few for {crashes} crashes "
+                             f"({', '.join(p for _, p in plan)}): an incarnation would find no batch {at} to crash in")
+        remaining -= (at - 1) * batch + (batch if point == "after-commit" else 0)
+    if remaining <= 0:
+        raise ValueError(f"{messages} messages in batches of {batch} leave nothing after {crashes} crashes "
+                         "for the final incarnation")
+    return plan
+
+
+@dataclass
+class EosResult:
+    """One ``run_eos``: the processor run to the end under a crash plan, its output audited.
+
+    The first five fields are what ``kafkalab run eos --json`` promises: ``input`` (records in),
+    ``output_read_committed`` / ``output_read_uncommitted`` (output records a consumer with that
+    isolation level reads), ``duplicates`` and ``lost`` (on the read_committed view: extra
+    copies, and input records missing; see ``transactions_analysis.Verdict``).
+
+    ``aborted_reads``: records the crashed incarnations left uncommitted that a read_committed
+    reader nevertheless returned (by partition and offset; Jepsen G1a); transactional mode only.
+    ``uncommitted``: output records the crashed incarnations produced after their last commit
+    (ledger). ``incarnations``: per process, its exit code, what its ledger counts, and
+    ``first_commit_ms``, from its start (spawn) to its first commit (None if it never
+    committed). ``sink``: the sqlite sink's own verdict when one was attached.
+    ``transaction_timeout_ms``: the processor's ``transaction.timeout.ms``.
+    """
+
+    input: int
+    output_read_committed: int
+    output_read_uncommitted: int
+    duplicates: int
+    lost: int
+    mode: str
+    exactly_once: bool
+    duplicated_ids: int
+    unexpected: int
+    aborted_reads: int
+    crashes: int
+    crash_plan: list[tuple[int, str]]
+    batch: int
+    uncommitted: int
+    incarnations: list[dict]
+    input_topic: str
+    output_topic: str
+    group_id: str
+    transactional_id: str | None
+    ledgers: list[str]
+    elapsed_ms: int
+    sink: dict | None = None
+    sink_path: str | None = None
+    transaction_timeout_ms: int = 10000
+
+    def to_json(self) -> dict:
+        """The result as a JSON-ready dict (``kafkalab run eos --json``)."""
+        return asdict(self)
+
+
+def run_eos(run: TxnRun, mode: str = "transactional", messages: int = 500, crashes: int = 3,
+            batch: int = DEFAULT_BATCH, partitions: int = 3, points: Sequence[str] | None = None,
+            name: str | None = None, sink_mode: str | None = None, transaction_timeout_ms: int = 10000,
+            timeout_s: float = 60.0) -> EosResult:
+    """Run the consume-transform-produce processor over ``messages`` input records, SIGKILLing
+    ``crashes`` incarnations at planned points and restarting it each time with the same
+    ``transactional.id`` and consumer group, then audit the output topic.
+
+    Args:
+        run: names and cleanup (``TxnRun``); topics ``<name>-in``/``<name>-out`` are created.
+        mode: ``"transactional"`` or ``"at-least-once"``.
+        messages: input records (flights).
+        crashes: incarnations that crash; one more runs to the end.
+        batch: most records per batch (= per transaction).
+        partitions: partitions of the input and output topics.
+        points: crash points to cycle (default ``DEFAULT_CRASH_CYCLE[mode]``).
+        name: topic/group name stem (default ``"eos-<mode>"``).
+        sink_mode: attach a sqlite sink (``"insert"`` or ``"upsert"``), or None.
+        transaction_timeout_ms: ``transaction.timeout.ms`` of the processor, ms.
+        timeout_s: longest wait for one incarnation, s.
+
+    Returns:
+        An ``EosResult``.
+
+    Raises:
+        ValueError: a crash plan that does not fit (``crash_plan``), an unknown mode.
+        KafkalabError: an incarnation did not end as planned (its log tail is in the message).
+    """
+    if mode not in eosp.MODES:
+        raise ValueError(f"mode must be one of {', '.join(eosp.MODES)}, not {mode!r}")
+    t0 = time.monotonic()
+    points = tuple(points) if points is not None else DEFAULT_CRASH_CYCLE[mode]
+    plan = crash_plan(messages, batch, crashes, points)
+    if mode == "at-least-once" and any(p == "after-offsets" for _, p in plan):
+        raise ValueError("after-offsets is a transactional crash point; the at-least-once loop commits offsets in one step")
+    name = name or f"eos-{mode}"
+    tin, tout = run.topic(f"{name}-in"), run.topic(f"{name}-out")
+    group = run.group(name)
+    tid = run.transactional_id(name) if mode == "transactional" else None
+    workloads.create_topics({tin: partitions, tout: partitions})
+    ids = produce_input(tin, messages)
+    sink_path = str(run.dir / f"{name}-sink.db") if sink_mode else None
+    ledgers, incs = [], []
+    for i, (at, point) in enumerate([*plan, (None, "after-produce")]):
+        ledger = str(run.dir / f"{name}-{i}.jsonl")
+        spec = eosp.ProcessorSpec(name=f"{name}-{i}", run_id=run.run_id, ledger=ledger, input_topic=tin,
+                                  output_topic=tout, group_id=group, mode=mode, transactional_id=tid, batch=batch,
+                                  crash_at=at, crash_point=point, transaction_timeout_ms=transaction_timeout_ms,
+                                  sink=sink_path, sink_mode=sink_mode or "insert", max_runtime_s=timeout_s)
+        started_ms = int(time.time() * 1000)
+        p = run.spawn(spec)
+        rc = p.wait(timeout_s + 15)
+        expected = -signal.SIGKILL if at is not None else 0
+        if rc != expected:
+            raise KafkalabError(f"{spec.name} exited {rc}, expected {expected} "
+                                f"({'its planned SIGKILL at ' + point if at else 'the end of the input'}):\n{p.log_tail()}")
+        ledgers.append(ledger)
+        incs.append((spec.name, rc, started_ms))
+    from ..ledger import read_events
+
+    events = [e for path in ledgers for e in read_events(path)]
+    by_name = {inc.name: inc for inc in ta.incarnations(events)}
+    rc_reads = read_all(tout, "read_committed")
+    ru_reads = read_all(tout, "read_uncommitted")
+    verdict = ta.audit_ids(ids, (eosp.record_id(r.value.encode()) for r in rc_reads))
+    left = {o for inc in by_name.values() for o in inc.uncommitted_offsets}
+    aborted_reads = len(left & {(r.partition, r.offset) for r in rc_reads}) if mode == "transactional" else 0
+    sink = None
+    if sink_path:
+        rows = eosp.sink_rows(sink_path)
+        sink = ta.audit_ids(ids, (r for r, _ in rows)).to_json()
+    first_commit = {}
+    for e in events:
+        if e.kind == "committed" and e.client_id not in first_commit:
+            first_commit[e.client_id] = e.ts_ms
+    incarnations = []
+    for (n, rc, started_ms) in incs:
+        inc = by_name.get(n, ta.Incarnation(n))
+        incarnations.append({"name": n, "returncode": rc, "consumed": inc.consumed, "produced": inc.produced,
+                             "transactions": inc.transactions, "uncommitted": inc.uncommitted,
+                             "sink_writes": inc.sink_writes, "uncommitted_sink_writes": inc.uncommitted_sink_writes,
+                             "first_commit_ms": first_commit[n] - started_ms if n in first_commit else None})
+    return EosResult(
+        input=verdict.input, output_read_committed=len(rc_reads), output_read_uncommitted=len(ru_reads),
+        duplicates=verdict.duplicates, lost=verdict.lost, mode=mode, exactly_once=verdict.exactly_once,
+        duplicated_ids=verdict.duplicated_ids, unexpected=verdict.unexpected, aborted_reads=aborted_reads,
+        crashes=crashes, crash_plan=plan, batch=batch, uncommitted=sum(i["uncommitted"] for i in incarnations),
+        incarnations=incarnations, input_topic=tin, output_topic=tout, group_id=group, transactional_id=tid,
+        ledgers=ledgers, elapsed_ms=int((time.monotonic() - t0) * 1000), sink=sink, sink_path=sink_path,
+        transaction_timeout_ms=transaction_timeout_ms,
+    )
+
+
+def run_eos_concurrently(run: TxnRun, *configs: dict) -> list[EosResult]:
+    """``run_eos(run, **config)`` for each config at the same time (one thread each; the
+    processors are separate processes on separate topics, so the runs do not interact).
+    Returns the results in the order given; the first exception is raised after all ended."""
+    with ThreadPoolExecutor(max_workers=max(1, len(configs)), thread_name_prefix="eos") as pool:
+        futures = [pool.submit(run_eos, run, **c) for c in configs]
+        return [f.result() for f in futures]
+
+
+def incarnations_table(result: EosResult) -> "pd.DataFrame":
+    """One row per incarnation: its planned crash, exit code and what the ledger says it did."""
+    import pandas as pd
+
+    plan = [f"batch {at}, {p}" for at, p in result.crash_plan] + ["(none: runs to the end)"]
+    rows = [{**inc, "planned crash": plan[i]} for i, inc in enumerate(result.incarnations)]
+    return pd.DataFrame(rows).set_index("name")
+
+
+def uncommitted_offsets(result: EosResult) -> list[tuple[int, int]]:
+    """``(partition, offset)`` of every output record the crashed incarnations of ``result``
+    produced after their last commit (from the ledgers): in transactional mode, the records of
+    aborted transactions."""
+    from ..ledger import read_events
+
+    events = [e for path in result.ledgers for e in read_events(path)]
+    return sorted({o for inc in ta.incarnations(events) for o in inc.uncommitted_offsets})
+
+
+def spark_audit(spark: "SparkSession", *results: EosResult) -> dict[tuple[str, str], ta.Verdict]:
+    """The exactly-once audit of each result, computed by Spark in one job: for each result
+    its output topic read with ``kafka.isolation.level`` read_committed and, for transactional
+    results, read_uncommitted too, each against its input topic. Each verdict's ``left_read``
+    counts the records read at the positions the crashed incarnations left uncommitted
+    (``uncommitted_offsets``). The topics are read with three Kafka scans in all (inputs,
+    read_committed outputs, read_uncommitted outputs; Spark's ``subscribe`` takes a list).
+
+    Returns:
+        ``{(mode, isolation level): Verdict}``.
+    """
+    from pyspark.sql import functions as F
+
+    from .. import spark as kspark
+
+    def read(topics: list[str], iso: str | None = None):
+        opts = {"kafka_isolation_level": iso} if iso else {}
+        return ta.spark_ids_with_topic(kspark.read_topic(spark, ",".join(topics), **opts))
+
+    views: dict[str, list[str]] = {}  # input topic -> views it is the input of
+    outs, left_rows = [], []
+    by_iso: dict[str, dict[str, str]] = {"read_committed": {}, "read_uncommitted": {}}  # output topic -> view
+    for r in results:
+        isos = ("read_committed", "read_uncommitted") if r.mode == "transactional" else ("read_committed",)
+        for iso in isos:
+            view = f"{r.mode}|{iso}"
+            views.setdefault(r.input_topic, []).append(view)
+            by_iso[iso][r.output_topic] = view
+            left_rows += [(view, p, o) for p, o in uncommitted_offsets(r)]
+    inp = read(list(views))
+    topic_views = F.create_map(*[x for t, vs in views.items() for x in (F.lit(t), F.array(*map(F.lit, vs)))])
+    inputs = inp.select(F.explode(topic_views[F.col("topic")]).alias("view"), "record_id")
+    for iso, topic_view in by_iso.items():
+        if not topic_view:
+            continue
+        out = read(list(topic_view), iso)
+        view_of = F.create_map(*[x for t, v in topic_view.items() for x in (F.lit(t), F.lit(v))])
+        outs.append(out.select(view_of[F.col("topic")].alias("view"), "record_id", "partition", "offset"))
+    out_all = outs[0] if len(outs) == 1 else outs[0].unionByName(outs[1])
+    left = spark.createDataFrame(left_rows or [("", -1, -1)], "view string, partition int, offset long") \
+        .withColumn("is_left", F.lit(1))
+    outputs = out_all.join(F.broadcast(left), ["view", "partition", "offset"], "left")
+    verdicts = ta.spark_verdicts_of(inputs, outputs)
+    return {tuple(v.split("|")): verdicts.get(v, ta.Verdict(0, 0, 0, 0, 0, 0, 0))
+            for vs in views.values() for v in vs}
+
+
+def spark_isolation_counts(spark: "SparkSession", topic: str) -> dict[str, int]:
+    """Records Spark's Kafka source reads from ``topic`` with no isolation option (the Java
+    consumer's default), with ``kafka.isolation.level=read_committed`` and with
+    ``read_uncommitted`` (one Spark job): ``{"default": n, "read_committed": n,
+    "read_uncommitted": n}``."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    from .. import spark as kspark
+
+    reads = {"default": kspark.read_topic(spark, topic)}
+    for iso in ("read_committed", "read_uncommitted"):
+        reads[iso] = kspark.read_topic(spark, topic, kafka_isolation_level=iso)
+    union = reduce(lambda a, b: a.unionByName(b),
+                   [df.select(F.lit(name).alias("reader"), "offset") for name, df in reads.items()])
+    counts = {r["reader"]: int(r["count"]) for r in union.groupBy("reader").count().collect()}
+    return {name: counts.get(name, 0) for name in reads}
+
+
+# ----------------------------------------------------------------------------- section 8: Spark as a stage
+
+
+@dataclass
+class StreamingRun:
+    """One ``run_streaming_stage``: micro-batches the query ran (batch id -> records), whether
+    it failed at the planned point, and the checkpoint's committed batch ids afterwards."""
+
+    batches: dict[int, int]
+    failed: bool
+    committed_batches: list[int]
+    elapsed_ms: int
+
+
+class PlannedFailure(RuntimeError):
+    """Raised inside ``foreachBatch`` after the sinks wrote: the planned crash point."""
+
+
+def run_streaming_stage(spark: "SparkSession", input_topic: str, output_topic: str, sink_path: str,
+                        checkpoint: str, fail_after_sinks: bool = False, timeout_s: float = 60.0) -> StreamingRun:
+    """Kafka -> Spark Structured Streaming -> Kafka, with the processor's transform in Spark SQL
+    (``record_id``, ``route``, ``delayed``), a checkpoint, and ``Trigger.AvailableNow`` (process
+    what is in the input now, then stop).
+
+    Each micro-batch goes to two sinks in ``foreachBatch``: the output topic through Spark's
+    Kafka writer (a plain Java producer, not transactional), and a sqlite table upserted by
+    ``record_id`` (idempotent). With ``fail_after_sinks`` the batch function raises
+    ``PlannedFailure`` after both sinks wrote and before Spark writes the batch to the
+    checkpoint's commit log: the state a driver crash at that moment leaves. The next run
+    with the same checkpoint replays the batch.
+
+    Returns:
+        A ``StreamingRun``.
+
+    Raises:
+        pyspark StreamingQueryException: any failure other than the planned one.
+
+    Source: Spark Structured Streaming Programming Guide ("Fault Tolerance Semantics",
+    ``foreachBatch``: "at-least-once write guarantees ... use the batchId to deduplicate");
+    Structured Streaming + Kafka Integration Guide ("Writing Data to Kafka": at least once).
+    """
+    from pyspark.errors import StreamingQueryException
+    from pyspark.sql import functions as F
+
+    t0 = time.monotonic()
+    db = sqlite3.connect(sink_path)
+    db.execute("CREATE TABLE IF NOT EXISTS sink (record_id TEXT PRIMARY KEY, route TEXT, delayed INTEGER, "
+                "batch_id INTEGER, writes INTEGER)")
+    db.commit()
+    db.close()
+    batches: dict[int, int] = {}
+
+    def write(df, batch_id: int) -> None:
+        df.persist()
+        try:
+            (df.select(F.col("key"), F.to_json(F.struct("record_id", "route", "delayed")).alias("value"))
+             .write.format("kafka").option("kafka.bootstrap.servers", config.bootstrap_servers())
+             .option("topic", output_topic).save())
+            rows = [(r.record_id, r.route, int(r.delayed), batch_id) for r in
+                    df.select("record_id", "route", "delayed").collect()]
+        finally:
+            df.unpersist()
+        con = sqlite3.connect(sink_path)
+        with con:
+            con.executemany("INSERT INTO sink VALUES (?, ?, ?, ?, 1) ON CONFLICT(record_id) DO UPDATE SET "
+                            "route=excluded.route, delayed=excluded.delayed, batch_id=excluded.batch_id, "
+                            "writes=writes+1", rows)
+        con.close()
+        batches[batch_id] = len(rows)
+        if fail_after_sinks:
+            raise PlannedFailure(f"planned failure after the sinks wrote batch {batch_id}")
+
+    value = F.col("value").cast("string")
+    delay = F.get_json_object(value, "$.dep_delay").cast("int")
+    src = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", config.bootstrap_servers())
+           .option("subscribe", input_topic).option("startingOffsets", "earliest").load()
+           .select(F.col("key"),
+                   F.get_json_object(value, "$.record_id").alias("record_id"),
+                   F.concat_ws("-", F.get_json_object(value, "$.origin"),
+                               F.get_json_object(value, "$.dest")).alias("route"),
+                   F.coalesce(delay > 15, F.lit(False)).alias("delayed")))
+    query = src.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+    failed = False
+    try:
+        finished = query.awaitTermination(timeout_s)
+        if not finished:
+            query.stop()
+            raise KafkalabError(f"the streaming query did not finish within {timeout_s} s")
+    except StreamingQueryException as e:
+        if "PlannedFailure" not in str(e) and "planned failure" not in str(e):
+            raise
+        failed = True
+    commits = Path(checkpoint) / "commits"
+    committed = sorted(int(f.name) for f in commits.iterdir() if f.name.isdigit()) if commits.is_dir() else []
+    return StreamingRun(batches, failed, committed, int((time.monotonic() - t0) * 1000))
+
+
+def spark_stage_audit(spark: "SparkSession", input_topic: str, output_topic: str, sink_path: str
+                      ) -> dict[str, ta.Verdict]:
+    """The streaming stage's two sinks against its input, in one Spark job:
+    ``{"Kafka sink": Verdict (output topic, read_committed), "upserting foreachBatch sink":
+    Verdict (sqlite rows)}``."""
+    from .. import spark as kspark
+
+    inp = ta.spark_ids(kspark.read_topic(spark, input_topic))
+    table = spark.createDataFrame([(r,) for r, _ in streaming_sink_rows(sink_path)] or [("",)], "record_id string")
+    if not streaming_sink_rows(sink_path):
+        table = table.where("false")
+    kafka = ta.spark_ids(kspark.read_topic(spark, output_topic, kafka_isolation_level="read_committed"))
+    return ta.spark_verdicts({"Kafka sink": inp, "upserting foreachBatch sink": inp},
+                             {"Kafka sink": kafka, "upserting foreachBatch sink": table})
+
+
+def streaming_sink_rows(sink_path: str) -> list[tuple[str, int]]:
+    """``(record_id, writes)`` of the streaming stage's sqlite table."""
+    db = sqlite3.connect(sink_path)
+    try:
+        return [(r, int(w)) for r, w in db.execute("SELECT record_id, writes FROM sink")]
+    finally:
+        db.close()
+
+
+# ----------------------------------------------------------------------------- section 9: the cost
+
+
+def measure_throughput(topic: str, sizes: Sequence[int] = (1, 10, 100, 1000), seconds: float = 1.0,
+                       value_bytes: int = 100, transactional_id: str | None = None,
+                       conf: dict | None = None) -> "pd.DataFrame":
+    """Records/s of one librdkafka producer writing ``value_bytes``-byte records to ``topic``
+    for ``seconds`` per point: transactions of each size in ``sizes`` (one transactional
+    producer, consecutive commits), and a baseline idempotent producer without transactions.
+    Both producers use ``linger.ms=5`` unless ``conf`` (extra librdkafka settings) says
+    otherwise. Measured, never asserted: it depends on the machine and on what else runs.
+
+    Returns:
+        DataFrame with ``records_per_txn`` (None for the baseline), ``records``, ``transactions``,
+        ``seconds``, ``records_per_s``.
+    """
+    import pandas as pd
+
+    value = b"x" * value_bytes
+    rows = []
+    extra = {"linger.ms": 5, **(conf or {})}
+    base = Producer({"bootstrap.servers": config.bootstrap_servers(), "enable.idempotence": True,
+                     "log_level": 3, **extra})
+    t0 = time.monotonic()
+    n = 0
+    while time.monotonic() - t0 < seconds:
+        for _ in range(1000):
+            try:
+                base.produce(topic, value=value)
+            except BufferError:
+                base.poll(0.01)
+                break
+            n += 1
+        base.poll(0)
+    base.flush(30)
+    dt = time.monotonic() - t0
+    rows.append({"records_per_txn": None, "records": n, "transactions": 0, "seconds": dt, "records_per_s": n / dt})
+    p = transactional_producer(transactional_id or f"throughput-{uuid.uuid4().hex[:8]}", **extra)
+    for size in sizes:
+        t0 = time.monotonic()
+        n = txns = 0
+        while time.monotonic() - t0 < seconds:
+            p.begin_transaction()
+            for _ in range(size):
+                while True:
+                    try:
+                        p.produce(topic, value=value)
+                        break
+                    except BufferError:
+                        p.poll(0.01)
+            p.commit_transaction(30)
+            n += size
+            txns += 1
+        dt = time.monotonic() - t0
+        rows.append({"records_per_txn": size, "records": n, "transactions": txns, "seconds": dt,
+                     "records_per_s": n / dt})
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- the CLI
+
+
+@click.command("eos")
+@click.option("--mode", type=click.Choice(list(eosp.MODES)), default="transactional", show_default=True,
+              help="transactional: Kafka transactions; at-least-once: the same loop committing offsets after producing.")
+@click.option("--messages", type=click.IntRange(1, 100_000), default=500, show_default=True, help="Input records.")
+@click.option("--crashes", type=click.IntRange(0, 50), default=3, show_default=True,
+              help="Incarnations SIGKILLed at planned points (one more runs to the end).")
+@click.option("--batch", type=click.IntRange(1, 10_000), default=DEFAULT_BATCH, show_default=True,
+              help="Most records per batch (= per transaction).")
+@click.option("--partitions", type=click.IntRange(1, 12), default=3, show_default=True,
+              help="Partitions of the input and output topics.")
+@click.option("--point", "points", multiple=True, type=click.Choice(list(eosp.CRASH_POINTS)),
+              help="Crash points to cycle through (repeat); default depends on --mode.")
+@click.option("--keep", is_flag=True, help="Keep this run's topics (for a look with Spark or kafka-dump-log).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def cli_command(mode: str, messages: int, crashes: int, batch: int, partitions: int, points: tuple[str, ...],
+                keep: bool, as_json: bool) -> None:
+    """The consume-transform-produce processor under planned SIGKILLs, audited:
+    output set = input set, no duplicates (read_committed view)."""
+    try:
+        crash_plan(messages, batch, crashes, points or DEFAULT_CRASH_CYCLE[mode])
+        if mode == "at-least-once" and "after-offsets" in points:
+            raise ValueError("--point after-offsets is a transactional crash point")
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    cluster.require_cluster()
+    run = TxnRun()
+    try:
+        r = run_eos(run, mode=mode, messages=messages, crashes=crashes, batch=batch, partitions=partitions,
+                    points=points or None)
+    finally:
+        if not keep:
+            run.cleanup()
+    if as_json:
+        click.echo(json.dumps(r.to_json(), indent=2))
+        return
+    click.echo(f"{mode}: {r.input} records in, {crashes} crashes ({', '.join(p for _, p in r.crash_plan) or 'none'})")
+    click.echo(f"  output read_committed {r.output_read_committed}, read_uncommitted {r.output_read_uncommitted}")
+    click.echo(f"  duplicates {r.duplicates}, lost {r.lost}, aborted reads {r.aborted_reads}: "
+               f"{'exactly once' if r.exactly_once else 'NOT exactly once'} ({r.elapsed_ms} ms)")

@@ -1,0 +1,159 @@
+"""kafkalab.experiments.transactions: the crash plan (pure) and, against the live cluster, the
+claims of notebook 05 with other numbers than the notebook uses: exactly-once under crashes,
+at-least-once duplicates, the last stable offset, the coordinator, fencing, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from kafkalab import workloads
+from kafkalab.experiments import transactions as tx
+from kafkalab.experiments.tour import describe_config
+
+# ----------------------------------------------------------------------------- the crash plan (pure)
+
+
+def test_crash_plan_spreads_crashes_over_the_input_and_cycles_the_points() -> None:
+    plan = tx.crash_plan(600, 50, 3, ("after-produce", "after-offsets"))
+    assert plan == [(3, "after-produce"), (3, "after-offsets"), (3, "after-produce")]
+
+
+def test_crash_plan_crashes_in_the_first_batch_when_the_input_is_short() -> None:
+    assert tx.crash_plan(60, 50, 3, ("after-produce",)) == [(1, "after-produce")] * 3
+
+
+def test_crash_plan_refuses_more_after_commit_crashes_than_batches() -> None:
+    with pytest.raises(ValueError, match="too few|nothing"):
+        tx.crash_plan(100, 50, 3, ("after-commit",))
+
+
+def test_crash_plan_rejects_unknown_points_and_bad_sizes() -> None:
+    with pytest.raises(ValueError, match="unknown crash point"):
+        tx.crash_plan(100, 10, 1, ("sometime",))
+    with pytest.raises(ValueError):
+        tx.crash_plan(0, 10, 1, ("after-produce",))
+    assert tx.crash_plan(5, 10, 0, ()) == []
+
+
+def test_input_records_are_unique_beyond_the_2000_flights_of_the_sample() -> None:
+    ids = [r for _, _, r in tx.input_records(2100)]
+    assert len(set(ids)) == 2100 and ids[2000].endswith("#1")
+    assert json.loads(tx.input_records(1)[0][1])["record_id"] == ids[0]
+
+
+# ----------------------------------------------------------------------------- live
+
+
+@pytest.fixture
+def run():
+    r = tx.TxnRun(prefix="test-txn")
+    yield r
+    r.cleanup()
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("messages, crashes, batch, partitions, points", [
+    (137, 2, 20, 2, ("mid-produce", "after-commit")),
+    (251, 5, 25, 3, None),  # the default cycle: after-produce, after-offsets, mid-produce, after-commit
+])
+def test_exactly_once_holds_for_other_message_and_crash_counts(run, messages, crashes, batch, partitions, points) -> None:
+    r = tx.run_eos(run, "transactional", messages=messages, crashes=crashes, batch=batch, partitions=partitions,
+                   points=points)
+    assert [i["returncode"] for i in r.incarnations] == [-9] * crashes + [0]
+    assert r.exactly_once and r.output_read_committed == r.input == messages, r.to_json()
+    assert r.aborted_reads == 0
+    assert r.output_read_uncommitted == messages + r.uncommitted, "read_uncommitted also sees the aborted attempts"
+
+
+@pytest.mark.cluster
+def test_at_least_once_duplicates_what_was_produced_after_the_last_commit(run) -> None:
+    r = tx.run_eos(run, "at-least-once", messages=160, crashes=2, batch=30, partitions=2,
+                   points=("after-produce", "after-commit"))
+    assert r.lost == 0 and r.duplicates == r.uncommitted > 0
+    assert r.incarnations[1]["uncommitted"] == 0, "a crash right after a commit duplicates nothing"
+
+
+@pytest.mark.cluster
+def test_an_open_transaction_holds_read_committed_readers_at_the_last_stable_offset(run) -> None:
+    topic = run.topic("lso")
+    workloads.create_topics({topic: 2})
+    p = tx.transactional_producer(run.transactional_id("lso"))
+    tx.write_transactions(p, topic, [("done", "commit", 4)], 2)
+    p.begin_transaction()
+    p.produce(topic, value=b"open", partition=1)
+    p.flush(10)
+    reader = run.reader(topic, "read_committed")
+    assert sorted(r.value for r in reader.catch_up()) == [f"done-{i}" for i in range(4)]
+    lso, hw = tx.end_offsets(topic, "read_committed"), tx.end_offsets(topic)
+    assert lso[1] == reader.position[1] == 3 and hw[1] == 4, "partition 1 is held at the open transaction"
+    assert lso[0] == hw[0], "partition 0 has no open transaction"
+    p.abort_transaction(10)
+    assert reader.catch_up(until_stable=True) == [] and reader.position[1] == 5, "past the record and its ABORT marker"
+
+
+@pytest.mark.cluster
+def test_the_coordinator_is_the_leader_of_the_hashed_transaction_state_partition(run) -> None:
+    topic = run.topic("coord")
+    tid = run.transactional_id("coord")
+    assert tx.create_topic_led_by(topic, avoid_leader=tx.coordinator_of(tid)[1]) == tx.partition_leaders(topic)[0]
+    p = tx.transactional_producer(tid)
+    tx.write_transactions(p, topic, [("x", "commit", 1)], 1)
+    described = tx.describe_transaction(tid)
+    _, leader = tx.coordinator_of(tid)
+    assert int(described["CoordinatorId"]) == leader != tx.partition_leaders(topic)[0]
+    assert described["TransactionState"] == "CompleteCommit"
+
+
+@pytest.mark.cluster
+def test_a_second_producer_with_the_same_transactional_id_fences_the_first(run) -> None:
+    topic = run.topic("fence")
+    workloads.create_topics({topic: 1})
+    f = tx.fence_zombie(topic, run.transactional_id("fence"))
+    assert (f.error_name, f.fatal, f.retriable) == ("_FENCED", True, False)
+    assert f.commit_again_fatal and f.init_again_fatal
+    assert f.zombie_values_in_log == 0 and f.committed_values == ["A-0", "B-0"]
+    data = {r.payload: r for r in tx.control_records(topic) if r.kind == "data"}
+    assert data["A-0"].producer_id == data["B-0"].producer_id
+    assert (data["A-0"].producer_epoch, data["B-0"].producer_epoch) == (0, 1)
+
+
+@pytest.mark.cluster
+def test_kafkalab_run_eos_prints_the_promised_json() -> None:
+    from kafkalab.cli import main
+
+    r = CliRunner().invoke(main, ["run", "eos", "--mode", "transactional", "--messages", "90", "--crashes", "2",
+                                  "--batch", "20", "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert {"input", "output_read_committed", "output_read_uncommitted", "duplicates", "lost"} <= set(out)
+    assert (out["input"], out["output_read_committed"], out["duplicates"], out["lost"]) == (90, 90, 0, 0)
+    assert out["output_read_uncommitted"] > 90
+
+
+def test_kafkalab_run_eos_says_when_the_crash_plan_does_not_fit() -> None:
+    from kafkalab.cli import main
+
+    r = CliRunner().invoke(main, ["run", "eos", "--messages", "2", "--crashes", "3", "--point", "after-commit"])
+    assert r.exit_code == 2 and "too few" in r.output, r.output
+    r = CliRunner().invoke(main, ["run", "eos", "--mode", "at-least-once", "--point", "after-offsets"])
+    assert r.exit_code == 2 and "transactional crash point" in r.output, r.output
+
+
+@pytest.mark.cluster
+def test_an_abandoned_transaction_is_aborted_by_its_coordinator_after_its_timeout(run) -> None:
+    ab = tx.abandon_transaction(run, records=5, timeout_ms=3000)
+    reader = run.reader(ab.output_topic, "read_committed")
+    reader.catch_up()
+    assert reader.position[0] == 0, "held at the open transaction"
+    tx.wait_released(ab, timeout_s=30)
+    report = tx.timeout_report(ab)
+    assert report.described["TransactionState"] == "CompleteAbort"
+    assert int(report.described["CoordinatorId"]) == tx.coordinator_of(ab.transactional_id)[1] != \
+        tx.partition_leaders(ab.output_topic)[0]
+    key = "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+    interval = int(describe_config("broker", 1, [key])[key].value)
+    assert 3000 <= report.held_ms <= 3000 + interval + 3000, "at least the timeout, at most one check interval more"
+    assert reader.catch_up() == [] and reader.position[0] == 6, "past 5 aborted records and the ABORT marker"
