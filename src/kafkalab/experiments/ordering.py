@@ -1,0 +1,761 @@
+"""Notebook 07: ordering. Within a partition yes, across partitions no; keys, partitioners,
+retries and ``max.in.flight.requests.per.connection``.
+
+Experiments (each one function returning a result object that is also JSON):
+
+========================  ==================================================================
+``run_group_order``       ``kafkalab run ordering --partitions P --consumers C --keys K
+                          --messages N``: one producer numbers N records, P partitions, C
+                          consumers in one group; inversions globally, per key, per partition
+``run_retry_reorder``     ``kafkalab run ordering --retry-reorder --idempotence on|off
+                          --max-in-flight M --messages N``: the fault proxy drops the first
+                          Produce request; does the retry land after later records?
+``run_partitioners``      the same keys from librdkafka (default and ``murmur2_random``) and
+                          from Kafka's Java console producer: which partition each lands in
+``run_add_partitions``    the same keys before and after growing a topic; shrinking is refused
+``measure_throughput``    records/s for producer settings (shown, never asserted)
+========================  ==================================================================
+
+How the anomalies are made certain rather than likely:
+
+- *Global order across partitions.* The N records are in the log before any consumer reads:
+  each member pauses its partitions in its ``on_assign`` callback, and all resume together
+  once the group is stable. A ``consume()`` call then returns several records of one
+  partition in a row, with records of other partitions between them in producer order, so
+  the merged order cannot be sorted (``ordering_analysis.interleaving_witness`` is the proof).
+- *Retries.* ``kafkalab.faults.FaultProxy`` swallows exactly one Produce request (the first
+  after a warm-up record); every record travels in its own request (``batch.num.messages=1``).
+  The producer waits ``socket.timeout.ms`` (2000 ms here) for an answer that never comes, then
+  retries, while the requests behind it were already appended.
+
+Sources: Kafka documentation, Introduction ("Kafka only provides a total order over records
+within a partition") and Producer Configs (``max.in.flight.requests.per.connection``: "if
+set to more than 1 and enable.idempotence is set to false, there is a risk of message
+reordering after a failed send due to retries"); KIP-98 (idempotent producer, sequence
+numbers); librdkafka CONFIGURATION.md v2.16 (``max.in.flight`` default 1000000,
+``enable.idempotence`` false, ``partitioner`` consistent_random, ``batch.num.messages``,
+``socket.timeout.ms``); Java ``ProducerConfig`` 4.3 (``max.in.flight.requests.per.connection``
+5, ``enable.idempotence`` true) and ``BuiltInPartitioner.partitionForKey`` (murmur2).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable
+
+import click
+
+from .. import cluster, config, defaults, workloads
+from ..errors import KafkalabError
+from ..faults import FaultProxy, Rule
+from ..waiting import wait_until
+from . import idempotence as idem
+from .ordering_analysis import Consumed, InversionCounts, count_inversions, interleaving_witness
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def key_of(seq: int, keys: int) -> str | None:
+    """Key of record ``seq`` when the producer cycles through ``keys`` keys: ``"k<seq % keys>"``,
+    or None when ``keys`` is 0 (no key)."""
+    return f"k{seq % keys}" if keys > 0 else None
+
+
+# ----------------------------------------------------------------------------- the proxy
+
+
+def start_proxy(timeout_s: float = 120.0) -> FaultProxy:
+    """Start a ``FaultProxy`` on the proxy ports, waiting while another process holds them
+    (another notebook's or a terminal's proxy: the ports are shared by the whole machine).
+
+    Raises:
+        WaitTimeout: the ports stayed taken for ``timeout_s`` (the message names the owner).
+    """
+    from ..errors import PortInUse
+
+    last: list[str] = []
+
+    def started() -> FaultProxy | None:
+        try:
+            return FaultProxy().start()
+        except PortInUse as e:
+            last[:] = [str(e)]
+            return None
+
+    return wait_until(started, timeout_s=timeout_s, interval_s=1.0, what="the fault proxy ports 9096/9196/9296 free",
+                      on_timeout=lambda: "; ".join(last))
+
+
+# ----------------------------------------------------------------------------- article 000: a group
+
+
+class _OrderMember:
+    """A group member that starts with its partitions paused and, once ``go`` is set, hands
+    every ``consume()`` batch to ``sink`` (under one lock for the whole group, so batches get
+    consecutive global indexes). ``snapshot()`` serves ``workloads.wait_group_stable``."""
+
+    def __init__(self, index: int, conf: dict, topic: str, go: threading.Event, sink) -> None:
+        from confluent_kafka import Consumer
+
+        self.state = workloads.MemberState(index=index, client_id=conf["client.id"])
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._go = go
+        self._sink = sink
+        self._resumed = False
+        self.consumer = Consumer(conf)
+        self.consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
+        self.thread = threading.Thread(target=self._loop, name=self.state.client_id, daemon=True)
+        self.thread.start()
+
+    def _assigned(self, consumer, partitions) -> None:
+        consumer.assign(partitions)
+        consumer.pause(partitions)  # nothing is handed over before every member has joined
+        with self._lock:
+            tps = [(p.topic, p.partition) for p in partitions]
+            self.state.assignment = set(tps)
+            self.state.assigned.extend(tps)
+            self.state.rebalances += 1
+            self._resumed = False
+
+    def _revoked(self, consumer, partitions) -> None:
+        with self._lock:
+            tps = [(p.topic, p.partition) for p in partitions]
+            self.state.assignment -= set(tps)
+            self.state.revoked.extend(tps)
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                if self._go.is_set() and not self._resumed:
+                    assignment = self.consumer.assignment()
+                    if assignment:
+                        self.consumer.resume(assignment)
+                    self._resumed = True
+                msgs = self.consumer.consume(num_messages=1000, timeout=0.2)
+                mid = self.consumer.memberid()
+                if mid:
+                    self.state.member_id = mid
+                msgs = [m for m in msgs if m.error() is None]
+                if msgs:
+                    self._sink(self.state.client_id, msgs)
+        except Exception as e:  # surfaced by snapshot()
+            self.state.error = repr(e)
+
+    def snapshot(self) -> workloads.MemberState:
+        with self._lock:
+            s = self.state
+            if s.error:
+                raise KafkalabError(f"{s.client_id} failed: {s.error}")
+            return workloads.MemberState(s.index, s.client_id, None, s.member_id, set(s.assignment),
+                                         list(s.revoked), list(s.assigned), s.rebalances)
+
+    def close(self) -> None:
+        self._stop.set()
+        self.thread.join(timeout=10)
+        self.consumer.close()
+
+
+@dataclass
+class GroupOrderResult:
+    """What ``run_group_order`` saw.
+
+    Attributes:
+        partitions, consumers, keys, messages: the experiment's shape (keys 0: no key).
+        partitions_used: partitions that received at least one record.
+        active_consumers: members that received at least one record.
+        records_per_consumer: ``client.id`` -> records received.
+        consumed: records handed to the application (equal to ``messages``: each once).
+        redelivered: records received more than once (0 unless a rebalance happened).
+        rebalances: assignments seen over all members (``consumers`` when the group formed once).
+        global_inversions, per_key_inversions, per_partition_inversions: ``InversionCounts``.
+        witness: ``interleaving_witness`` ``(a, b, c)`` or None.
+        consume_ms: from resuming the members to the last record received, ms.
+        records: every record received (``Consumed``), not in the JSON.
+    """
+
+    topic: str
+    group: str
+    partitions: int
+    consumers: int
+    keys: int
+    messages: int
+    partitions_used: int
+    active_consumers: int
+    records_per_consumer: dict[str, int]
+    consumed: int
+    redelivered: int
+    rebalances: int
+    global_inversions: int
+    per_key_inversions: int
+    per_partition_inversions: int
+    witness: tuple[int, int, int] | None
+    consume_ms: int
+    elapsed_ms: int
+    records: list[Consumed] = field(default_factory=list, repr=False)
+
+    @property
+    def counts(self) -> InversionCounts:
+        return InversionCounts(self.global_inversions, self.per_key_inversions, self.per_partition_inversions)
+
+    def to_json(self) -> dict:
+        """Every field but ``records``."""
+        return {k: v for k, v in asdict(self).items() if k != "records"}
+
+
+def run_group_order(partitions: int, consumers: int, keys: int, messages: int, timeout_s: float = 60.0
+                    ) -> GroupOrderResult:
+    """Article 000's experiment: one producer sends ``messages`` records numbered 0..N-1 (the
+    value is the number; key ``k<n % keys>``, or none) to a fresh topic of ``partitions``
+    partitions with librdkafka's default partitioner; then ``consumers`` consumers of one
+    group (classic protocol, range assignor) read them. Every member pauses its partitions
+    when they are assigned; once the coordinator reports the group stable, all resume
+    together. Counts inversions (``ordering_analysis``) over what they received.
+
+    Args:
+        partitions: partitions of the topic, >= 1.
+        consumers: members of the group, >= 1.
+        keys: distinct keys, cycled (0: records without a key, spread by librdkafka).
+        messages: records, >= 2.
+        timeout_s: for the group to form and for all records to arrive, each.
+
+    Returns:
+        GroupOrderResult (topic and group deleted).
+
+    Raises:
+        KafkalabError: bad arguments, a member failed, or a record was not delivered.
+        WaitTimeout: the group did not stabilise, or records were missing after ``timeout_s``.
+    """
+    from . import tour
+
+    if partitions < 1 or consumers < 1 or keys < 0 or messages < 2:
+        raise KafkalabError(f"need partitions >= 1, consumers >= 1, keys >= 0, messages >= 2; got "
+                            f"{partitions}, {consumers}, {keys}, {messages}")
+    t_start = time.monotonic()
+    run = tour.TourRun(prefix="ordering")
+    members: list[_OrderMember] = []
+    try:
+        topic, group = run.topic("seq"), run.group("readers")
+        workloads.create_topics({topic: partitions})
+        placed = workloads.produce(topic, [(key_of(i, keys).encode() if keys else None, str(i).encode())
+                                           for i in range(messages)], conf={"log_level": 3})
+        lock = threading.Lock()
+        got: list[Consumed] = []
+        batches = iter(range(1 << 62))
+
+        def sink(consumer: str, msgs: list) -> None:
+            with lock:
+                b = next(batches)
+                for m in msgs:
+                    k = m.key()
+                    got.append(Consumed(int(m.value()), k.decode() if k is not None else None, m.partition(),
+                                        m.offset(), consumer, len(got), b))
+
+        go = threading.Event()
+        members = [_OrderMember(i, workloads.consumer_config(group, i, "range"),
+                                topic, go, sink) for i in range(consumers)]
+        workloads.wait_group_stable(group, members, {topic: partitions}, timeout_s=timeout_s)
+        t_go = time.monotonic()
+        go.set()
+
+        def all_in() -> bool:
+            for m in members:
+                m.snapshot()  # raises if a member failed
+            with lock:
+                return len({(r.partition, r.offset) for r in got}) >= messages
+
+        wait_until(all_in, timeout_s=timeout_s, interval_s=0.05, what=f"{messages} records received by group {group}",
+                   on_timeout=lambda: f"received {len(got)}")
+        consume_ms = int((time.monotonic() - t_go) * 1000)
+        rebalances = sum(m.snapshot().rebalances for m in members)
+        with lock:
+            records = list(got)
+        counts = count_inversions(records)
+        positions = Counter((r.partition, r.offset) for r in records)
+        per_consumer = Counter(r.consumer for r in records)
+        return GroupOrderResult(
+            topic=topic, group=group, partitions=partitions, consumers=consumers, keys=keys, messages=messages,
+            partitions_used=len({p for p, _ in placed}), active_consumers=len(per_consumer),
+            records_per_consumer={m.state.client_id: per_consumer.get(m.state.client_id, 0) for m in members},
+            consumed=len(records), redelivered=sum(n - 1 for n in positions.values()), rebalances=rebalances,
+            witness=interleaving_witness(records), consume_ms=consume_ms,
+            elapsed_ms=int((time.monotonic() - t_start) * 1000), records=records, **counts.to_json())
+    finally:
+        for m in members:
+            m.close()
+        run.cleanup()
+
+
+# ----------------------------------------------------------------------------- article 003: retries
+
+
+@dataclass
+class RetryReorderResult:
+    """What ``run_retry_reorder`` saw (the warm-up record is left out of every count).
+
+    Attributes:
+        idempotence: ``enable.idempotence``.
+        max_in_flight: ``max.in.flight.requests.per.connection`` set, or None (librdkafka's
+            default: 1000000, or 5 when idempotent).
+        messages: records numbered 0..N-1, each in its own Produce request.
+        dropped_requests: Produce requests the proxy swallowed (1).
+        max_in_flight_seen: most Produce requests of this producer awaiting an answer on one
+            connection at once, as the proxy counted them.
+        out_of_order_answers: answers ``OUT_OF_ORDER_SEQUENCE_NUMBER`` (the broker refusing a
+            sequence gap: idempotence at work).
+        producer_epochs: producer epochs in the requests (-1 without idempotence).
+        log_order: sequence numbers in offset order.
+        duplicates: extra copies in the log.
+        global/per_key/per_partition_inversions: ``InversionCounts`` (one partition, one key,
+            read in offset order: the three are equal).
+        elapsed_ms: from the first record produced to the last delivery report.
+        exchanges: the Produce requests and answers of this producer (dicts), for a table.
+    """
+
+    topic: str
+    idempotence: bool
+    max_in_flight: int | None
+    messages: int
+    dropped_requests: int
+    max_in_flight_seen: int
+    out_of_order_answers: int
+    producer_epochs: list[int]
+    log_order: list[int]
+    duplicates: int
+    global_inversions: int
+    per_key_inversions: int
+    per_partition_inversions: int
+    elapsed_ms: int
+    client_id: str
+    exchanges: list[dict] = field(default_factory=list, repr=False)
+    records: list[Consumed] = field(default_factory=list, repr=False)
+
+    @property
+    def label(self) -> str:
+        mif = self.max_in_flight if self.max_in_flight is not None else "default"
+        return f"idempotence {'on' if self.idempotence else 'off'}, max.in.flight {mif}"
+
+    @property
+    def counts(self) -> InversionCounts:
+        return InversionCounts(self.global_inversions, self.per_key_inversions, self.per_partition_inversions)
+
+    def to_json(self) -> dict:
+        """Every field but ``exchanges`` and ``records``."""
+        return {k: v for k, v in asdict(self).items() if k not in ("exchanges", "records")}
+
+    def exchanges_table(self) -> "pd.DataFrame":
+        """The proxy's view of the Produce requests and answers, oldest first."""
+        import pandas as pd
+
+        return pd.DataFrame(self.exchanges)
+
+
+#: The warm-up record's value: sent and acknowledged before the proxy rule exists, so the
+#: connection, the metadata and (idempotent) the producer id and the broker's sequence state
+#: for the partition are in place when the dropped request comes.
+WARM_UP = "warm-up"
+
+
+def run_retry_reorder(idempotence: bool, max_in_flight: int | None, messages: int = 10,
+                      proxy: FaultProxy | None = None, timeout_s: float = 60.0) -> RetryReorderResult:
+    """Article 003's reordering, made to happen: a producer (librdkafka, ``linger.ms=0``,
+    ``batch.num.messages=1`` so each record is its own Produce request, ``socket.timeout.ms``
+    2000 ms) sends a warm-up record, then records 0..N-1 to a one-partition topic, all with
+    key ``k``. The fault proxy swallows the request carrying record 0: the broker never sees
+    it and nothing answers. What follows depends on the settings:
+
+    - idempotence off, more than one in flight: records 1..N-1 go out behind it and are
+      appended; after ``socket.timeout.ms`` the client retries record 0, which lands last.
+    - ``max.in.flight=1``: nothing goes out until record 0's retry is answered.
+    - idempotence on (up to 5 in flight): the broker refuses records 1.. with
+      ``OUT_OF_ORDER_SEQUENCE_NUMBER`` (a gap after the warm-up's sequence); librdkafka
+      resends them after record 0.
+
+    Args:
+        idempotence: ``enable.idempotence``.
+        max_in_flight: ``max.in.flight.requests.per.connection``, or None for librdkafka's default.
+        messages: N, >= 2.
+        proxy: a running ``FaultProxy`` (default: one started and stopped here).
+        timeout_s: for the delivery reports and for reading the topic back.
+
+    Returns:
+        RetryReorderResult (topic deleted).
+
+    Raises:
+        KafkalabError: bad arguments, librdkafka refused the settings (``max.in.flight`` above
+            5 with idempotence), or records were not delivered in ``timeout_s``.
+    """
+    from . import tour
+
+    if messages < 2:
+        raise KafkalabError(f"--messages must be >= 2 (one to drop, one to overtake it), not {messages}")
+    own = proxy is None
+    if own:
+        proxy = start_proxy()
+    run = tour.TourRun(prefix="reorder")
+    rule = None
+    try:
+        topic = run.topic("t")
+        workloads.create_topics({topic: 1})
+        cid = f"{run.run_id}-{'idem' if idempotence else 'plain'}-{max_in_flight or 'default'}"
+        extra: dict[str, Any] = {"batch.num.messages": 1, "log_level": 3}
+        if max_in_flight is not None:
+            extra["max.in.flight.requests.per.connection"] = max_in_flight
+        producer = idem.make_producer(idem.producer_conf(cid, proxy.bootstrap_servers, idempotence, extra=extra))
+        try:
+            producer.produce(topic, key=b"k", value=WARM_UP.encode(), partition=0)
+            if producer.flush(timeout_s):
+                raise KafkalabError(f"{cid}: warm-up record undelivered after {timeout_s} s")
+            rule = proxy.add_rule(Rule("drop_request", "Produce", client_id=cid, times=1))
+            errors: list[str] = []
+            t0 = time.monotonic()
+            for i in range(messages):
+                producer.produce(topic, key=b"k", value=str(i).encode(), partition=0,
+                                 on_delivery=lambda err, msg: errors.append(err.name()) if err else None)
+                producer.poll(0)
+            if producer.flush(timeout_s):
+                raise KafkalabError(f"{cid}: records undelivered after {timeout_s} s")
+            elapsed_ms = int((time.monotonic() - t0) * 1000)
+            if errors:
+                raise KafkalabError(f"{cid}: failed delivery reports {errors}")
+        finally:
+            producer.close()
+        log = [c for c in idem.read_topic(topic, 1, timeout_s=timeout_s) if c.value != WARM_UP]
+        records = [Consumed(int(c.value), "k", c.partition, c.offset, "reader", i) for i, c in enumerate(log)]
+        counts = count_inversions(records)
+        events = proxy.events(api="Produce", client_id=cid)
+        requests = [e for e in events if e.kind == "request"]
+        exchanges = []
+        for e in events:
+            row: dict[str, Any] = {"t_ms": round(e.t_ms), "conn": e.conn, "corr": e.correlation_id, "kind": e.kind,
+                                   "proxy": e.action, "in_flight": e.in_flight}
+            if e.batches:
+                b = e.batches[0]
+                row.update(producer_epoch=b["producer_epoch"], base_sequence=b["base_sequence"], records=e.records)
+            if e.results:
+                row.update(broker_says=e.results[0]["error"], base_offset=e.results[0]["base_offset"])
+            exchanges.append(row)
+        values = [r.seq for r in records]
+        return RetryReorderResult(
+            topic=topic, idempotence=idempotence, max_in_flight=max_in_flight, messages=messages,
+            dropped_requests=sum(1 for e in requests if e.action == "dropped"),
+            max_in_flight_seen=max((e.in_flight for e in requests), default=0),
+            out_of_order_answers=sum(1 for e in events if e.kind == "response"
+                                     for r in e.results if r["error"] == "OUT_OF_ORDER_SEQUENCE_NUMBER"),
+            producer_epochs=sorted({b["producer_epoch"] for e in requests for b in e.batches}),
+            log_order=values, duplicates=len(values) - len(set(values)), elapsed_ms=elapsed_ms, client_id=cid,
+            exchanges=exchanges, records=records, **counts.to_json())
+    finally:
+        if rule is not None:
+            proxy.remove_rule(rule)
+        run.cleanup()
+        if own:
+            proxy.stop()
+
+
+def run_retry_matrix(settings: Iterable[tuple[bool, int | None]], messages: int = 10, proxy: FaultProxy | None = None,
+                     timeout_s: float = 60.0) -> list[RetryReorderResult]:
+    """``run_retry_reorder`` for each ``(idempotence, max_in_flight)`` at the same time (one
+    thread each; each producer has its own topic, ``client.id`` and proxy rule, so each
+    loses exactly its own first request). Results in the order of ``settings``.
+
+    Raises:
+        what ``run_retry_reorder`` raises, for the first setting that failed.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    settings = list(settings)
+    own = proxy is None
+    if own:
+        proxy = start_proxy()
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, len(settings)), thread_name_prefix="retry") as pool:
+            futures = [pool.submit(run_retry_reorder, i, m, messages, proxy, timeout_s) for i, m in settings]
+            return [f.result() for f in futures]
+    finally:
+        if own:
+            proxy.stop()
+
+
+# ----------------------------------------------------------------------------- throughput
+
+
+@dataclass
+class Burst:
+    """One timed burst of ``records`` records (``value_bytes`` each) with one producer setting."""
+
+    setting: str
+    records: int
+    value_bytes: int
+    seconds: float
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds
+
+
+def measure_throughput(settings: dict[str, dict], records: int = 3000, value_bytes: int = 100, rounds: int = 1,
+                       batch_num_messages: int = 10) -> list[Burst]:
+    """Time ``records`` records to a fresh one-partition topic on the CLIENT listeners (no
+    proxy) for each named librdkafka setting (added to ``linger.ms=0`` and
+    ``batch.num.messages``), ``rounds`` times alternating. Small batches make many Produce
+    requests, where the number in flight matters. One warm-up record per producer is not
+    timed. Numbers are for showing, never for asserting.
+
+    Raises:
+        KafkalabError: a burst was not delivered in 120 s, or librdkafka refused a setting.
+    """
+    from . import tour
+
+    run = tour.TourRun(prefix="orderperf")
+    value = b"x" * value_bytes
+    out: list[Burst] = []
+    try:
+        topic = run.topic("t")
+        workloads.create_topics({topic: 1})
+        for _ in range(rounds):
+            for name, conf in settings.items():
+                p = idem.make_producer({"bootstrap.servers": config.bootstrap_servers(), "linger.ms": 0,
+                                        "batch.num.messages": batch_num_messages, "log_level": 3, **conf})
+                p.produce(topic, value=value, partition=0)
+                p.flush(30)
+                t0 = time.perf_counter()
+                for _i in range(records):
+                    while True:
+                        try:
+                            p.produce(topic, value=value, partition=0)
+                            break
+                        except BufferError:
+                            p.poll(0.01)
+                    p.poll(0)
+                if p.flush(120):
+                    raise KafkalabError(f"burst {name!r} not delivered within 120 s")
+                out.append(Burst(name, records, value_bytes, time.perf_counter() - t0))
+                p.close()
+        return out
+    finally:
+        run.cleanup()
+
+
+def throughput_table(bursts: Iterable[Burst]) -> "pd.DataFrame":
+    """Best records/s per setting (and every burst's seconds)."""
+    import pandas as pd
+
+    df = pd.DataFrame([{"setting": b.setting, "records/s": round(b.records_per_s), "seconds": round(b.seconds, 2)}
+                       for b in bursts])
+    return df.groupby("setting", sort=False).agg({"records/s": "max", "seconds": list})
+
+
+# ----------------------------------------------------------------------------- partitioners
+
+
+#: Clients of ``run_partitioners``, in table order.
+PARTITIONER_CLIENTS: tuple[str, ...] = ("librdkafka default", "librdkafka murmur2_random", "Java console producer")
+
+
+@dataclass
+class PartitionerResult:
+    """Where each key landed, per client (``PARTITIONER_CLIENTS``), and the predictions.
+
+    Attributes:
+        landed: client -> key -> partition (read back from the topic).
+        crc32: key -> ``defaults.librdkafka_partition`` (CRC32 % partitions).
+        murmur2: key -> ``defaults.java_partition`` (toPositive(murmur2) % partitions).
+    """
+
+    topic: str
+    partitions: int
+    keys: list[str]
+    landed: dict[str, dict[str, int]]
+    crc32: dict[str, int]
+    murmur2: dict[str, int]
+
+    def table(self) -> "pd.DataFrame":
+        """One row per key: the two predictions and where each client put it."""
+        import pandas as pd
+
+        rows = {k: {"CRC32 predicts": self.crc32[k], "murmur2 predicts": self.murmur2[k],
+                    **{c: self.landed[c].get(k) for c in PARTITIONER_CLIENTS}} for k in self.keys}
+        return pd.DataFrame(rows).T.rename_axis("key")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def java_console_produce(topic: str, records: Iterable[tuple[str, str]], timeout_s: float = 120.0) -> None:
+    """Produce ``(key, value)`` text records with Kafka's own ``kafka-console-producer`` (the
+    Java client of the brokers' release, at its defaults), fed on stdin as ``key:value``
+    lines (``--reader-property parse.key=true --reader-property key.separator=:``).
+
+    Raises:
+        KafkalabError: the tool exited non-zero (with its stderr).
+    """
+    cmd = cluster.tool_command("kafka-console-producer", ["--topic", topic, "--reader-property", "parse.key=true",
+                                                          "--reader-property", "key.separator=:"])
+    lines = "".join(f"{k}:{v}\n" for k, v in records)
+    cp = subprocess.run(cmd, input=lines, capture_output=True, text=True, timeout=timeout_s)
+    if cp.returncode != 0:
+        raise KafkalabError(f"kafka-console-producer exited {cp.returncode}:\n{cp.stderr[-2000:]}")
+
+
+def run_partitioners(keys: Iterable[str], partitions: int = 6, timeout_s: float = 60.0) -> PartitionerResult:
+    """Send each key once from three producers to one fresh topic of ``partitions``
+    partitions and read back where each record landed: librdkafka at its default partitioner
+    (``consistent_random``), librdkafka with ``partitioner=murmur2_random``, and the Java
+    client (``kafka-console-producer``, default partitioner). Values are ``<client>|<key>``.
+
+    Raises:
+        KafkalabError: a producer failed.
+        WaitTimeout: the topic could not be read back in ``timeout_s``.
+
+    Sources: librdkafka CONFIGURATION.md (``partitioner``); Kafka clients
+    ``BuiltInPartitioner.partitionForKey``.
+    """
+    from . import tour
+
+    keys = list(keys)
+    run = tour.TourRun(prefix="partitioners")
+    try:
+        topic = run.topic("keys")
+        workloads.create_topics({topic: partitions})
+        c_default, c_murmur, c_java = PARTITIONER_CLIENTS
+        workloads.produce(topic, [(k.encode(), f"{c_default}|{k}".encode()) for k in keys], conf={"log_level": 3})
+        workloads.produce(topic, [(k.encode(), f"{c_murmur}|{k}".encode()) for k in keys],
+                          conf={"log_level": 3, "partitioner": "murmur2_random"})
+        java_console_produce(topic, [(k, f"{c_java}|{k}") for k in keys])
+        landed: dict[str, dict[str, int]] = {c: {} for c in PARTITIONER_CLIENTS}
+        for c in idem.read_topic(topic, partitions, timeout_s=timeout_s):
+            client, key = c.value.split("|", 1)
+            landed[client][key] = c.partition
+        return PartitionerResult(topic, partitions, keys, landed,
+                                 {k: defaults.librdkafka_partition(k.encode(), partitions) for k in keys},
+                                 {k: defaults.java_partition(k.encode(), partitions) for k in keys})
+    finally:
+        run.cleanup()
+
+
+# ----------------------------------------------------------------------------- adding partitions
+
+
+@dataclass
+class AddPartitionsResult:
+    """Where each key landed before and after the topic grew from ``before`` to ``after``
+    partitions (librdkafka's default partitioner), and the broker's answer to shrinking it."""
+
+    topic: str
+    before: int
+    after: int
+    keys: list[str]
+    landed_before: dict[str, int]
+    landed_after: dict[str, int]
+    predicted_before: dict[str, int]
+    predicted_after: dict[str, int]
+    shrink_error: str | None
+
+    @property
+    def moved(self) -> list[str]:
+        """Keys whose records now go to another partition."""
+        return [k for k in self.keys if self.landed_before[k] != self.landed_after[k]]
+
+    def table(self) -> "pd.DataFrame":
+        import pandas as pd
+
+        rows = {k: {f"partition with {self.before}": self.landed_before[k], f"partition with {self.after}": self.landed_after[k],
+                    "moved": self.landed_before[k] != self.landed_after[k]} for k in self.keys}
+        return pd.DataFrame(rows).T.rename_axis("key")
+
+    def to_json(self) -> dict:
+        return asdict(self) | {"moved": self.moved}
+
+
+def run_add_partitions(keys: Iterable[str], before: int = 3, after: int = 6, timeout_s: float = 60.0
+                       ) -> AddPartitionsResult:
+    """Send each key to a fresh topic of ``before`` partitions, grow it to ``after``
+    (``CreatePartitions``), send each key again from a new producer, and read back where
+    both rounds landed. Then ask for ``before`` partitions again: Kafka cannot remove
+    partitions, and the broker's refusal is returned as ``shrink_error``.
+
+    Raises:
+        KafkalabError: a producer failed or the topic did not grow.
+        WaitTimeout: the metadata did not show ``after`` partitions within ``timeout_s``.
+
+    Source: Kafka documentation, Operations > "Modifying topics" ("Kafka does not currently
+    support reducing the number of partitions for a topic"; adding partitions changes the
+    partition of keyed data).
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewPartitions
+
+    from . import tour
+
+    keys = list(keys)
+    if after <= before:
+        raise KafkalabError(f"after ({after}) must be more than before ({before})")
+    run = tour.TourRun(prefix="addparts")
+    try:
+        topic = run.topic("keys")
+        workloads.create_topics({topic: before})
+        a = workloads.admin()
+        first = workloads.produce(topic, [(k.encode(), f"1|{k}".encode()) for k in keys], conf={"log_level": 3})
+        for fut in a.create_partitions([NewPartitions(topic, after)], operation_timeout=timeout_s).values():
+            try:
+                fut.result()
+            except KafkaException as e:
+                raise KafkalabError(f"could not grow {topic} to {after}: {e.args[0].str()}") from None
+        wait_until(lambda: len(a.list_topics(topic, timeout=5).topics[topic].partitions) == after
+                   and all(p.leader >= 0 for p in a.list_topics(topic, timeout=5).topics[topic].partitions.values()),
+                   timeout_s=timeout_s, what=f"{topic} with {after} partitions, each with a leader")
+        second = workloads.produce(topic, [(k.encode(), f"2|{k}".encode()) for k in keys], conf={"log_level": 3})
+        shrink_error = None
+        for fut in a.create_partitions([NewPartitions(topic, before)], operation_timeout=timeout_s).values():
+            try:
+                fut.result()
+            except KafkaException as e:
+                shrink_error = f"{e.args[0].name()}: {e.args[0].str()}"
+        return AddPartitionsResult(
+            topic, before, after, keys, {k: p for k, (p, _) in zip(keys, first)}, {k: p for k, (p, _) in zip(keys, second)},
+            {k: defaults.librdkafka_partition(k.encode(), before) for k in keys},
+            {k: defaults.librdkafka_partition(k.encode(), after) for k in keys}, shrink_error)
+    finally:
+        run.cleanup()
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+@click.command("ordering")
+@click.option("--partitions", type=click.IntRange(1, 100), default=10, show_default=True, help="Partitions (P).")
+@click.option("--consumers", type=click.IntRange(1, 50), default=10, show_default=True, help="Consumers in the group (C).")
+@click.option("--keys", type=click.IntRange(0), default=10, show_default=True, help="Distinct keys, cycled (K; 0: no key).")
+@click.option("--messages", type=click.IntRange(2, 100_000), default=None,
+              help="Records (N). Default 1000, or 10 with --retry-reorder.")
+@click.option("--retry-reorder", is_flag=True, help="Article 003: the fault proxy drops the first Produce request.")
+@click.option("--idempotence", type=click.Choice(["on", "off"]), default="off", show_default=True,
+              help="enable.idempotence (with --retry-reorder).")
+@click.option("--max-in-flight", type=click.IntRange(1), default=None,
+              help="max.in.flight.requests.per.connection (with --retry-reorder; default librdkafka's).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def cli_command(partitions: int, consumers: int, keys: int, messages: int | None, retry_reorder: bool,
+                idempotence: str, max_in_flight: int | None, as_json: bool) -> None:
+    """Count order inversions: globally, per key, per partition."""
+    if retry_reorder:
+        r: Any = run_retry_reorder(idempotence == "on", max_in_flight, messages or 10)
+    else:
+        r = run_group_order(partitions, consumers, keys, messages or 1000)
+    if as_json:
+        click.echo(json.dumps(r.to_json(), indent=2))
+        return
+    if retry_reorder:
+        click.echo(f"{r.label}: proxy dropped {r.dropped_requests} request(s); most in flight {r.max_in_flight_seen}; "
+                   f"log order {r.log_order}")
+    else:
+        click.echo(f"{r.messages} records, {r.partitions} partitions ({r.partitions_used} used), {r.consumers} consumers "
+                   f"({r.active_consumers} received records), {r.keys} keys")
+    click.echo(f"inversions: global {r.global_inversions}, per key {r.per_key_inversions}, "
+               f"per partition {r.per_partition_inversions}")

@@ -1,0 +1,55 @@
+"""Notebook 07's verdicts, from the command line, for other shapes than the notebook uses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from kafkalab import defaults
+from kafkalab.cli import main
+
+
+def run_ordering(*args: str) -> dict:
+    result = CliRunner().invoke(main, ["run", "ordering", *args, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output[result.output.index("{"):])
+
+
+def test_the_ordering_command_is_registered() -> None:
+    result = CliRunner().invoke(main, ["run", "ordering", "--help"])
+    assert result.exit_code == 0 and "--retry-reorder" in result.output and "--max-in-flight" in result.output
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("partitions,consumers,keys,messages", [(4, 2, 7, 300), (6, 6, 20, 500), (3, 5, 4, 200)])
+def test_a_group_breaks_global_order_but_keeps_key_and_partition_order(partitions, consumers, keys, messages) -> None:
+    r = run_ordering("--partitions", str(partitions), "--consumers", str(consumers), "--keys", str(keys),
+                     "--messages", str(messages))
+    if keys:  # the keys must reach several partitions, or there is nothing to interleave
+        assert len({defaults.librdkafka_partition(f"k{i}".encode(), partitions) for i in range(keys)}) > 1
+    assert r["consumed"] == messages and r["redelivered"] == 0
+    assert r["partitions_used"] > 1 and r["witness"] is not None and r["global_inversions"] >= 1
+    assert r["per_key_inversions"] == 0 and r["per_partition_inversions"] == 0
+
+
+@pytest.mark.cluster
+def test_one_partition_keeps_the_global_order_and_feeds_one_consumer() -> None:
+    r = run_ordering("--partitions", "1", "--consumers", "3", "--keys", "5", "--messages", "300")
+    assert r["consumed"] == 300 and r["global_inversions"] == r["per_key_inversions"] == r["per_partition_inversions"] == 0
+    assert r["active_consumers"] == 1
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("idempotence,max_in_flight,expected", [
+    ("off", None, 1), ("off", "1", 0), ("on", None, 0), ("on", "3", 0), ("off", "3", 1)])
+def test_a_retry_reorders_only_without_idempotence_and_with_several_in_flight(idempotence, max_in_flight, expected) -> None:
+    args = ["--retry-reorder", "--idempotence", idempotence, "--messages", "6"]
+    if max_in_flight:
+        args += ["--max-in-flight", max_in_flight]
+    r = run_ordering(*args)
+    assert r["dropped_requests"] == 1 and r["duplicates"] == 0 and sorted(r["log_order"]) == list(range(6))
+    assert r["per_partition_inversions"] == r["per_key_inversions"] == r["global_inversions"] == expected
+    if expected:
+        assert r["log_order"] == [1, 2, 3, 4, 5, 0], "the dropped record's retry landed last"
