@@ -1,0 +1,766 @@
+"""Notebook 08: can Kafka lose acknowledged writes? acks, ISR, min.insync.replicas, unclean
+leader election and ELR, measured by pausing and killing brokers.
+
+Every partition of a round has the same three replicas, leader first (``[1, 2, 3]`` by
+default: broker 1 leads, 2 and 3 follow). A round applies one fault to every partition at
+once, so each configuration (a topic) and each repeat (a partition of it) sees exactly the
+same fault; the outcome is decided by the settings, never by timing luck:
+
+``leader-crash``
+    The followers are paused (SIGSTOP) while still in the ISR, so they fetch nothing. Each
+    producer sends its records; they reach the leader's log (checked on disk) but not the
+    followers'. The leader is SIGKILLed, the followers resume, the controller fences the dead
+    leader (``broker.session.timeout.ms``) and elects a follower from the ISR (a clean
+    election). The old leader restarts and rejoins as a follower, truncating what it alone had.
+
+``isr-shrink``
+    The followers are paused until the ISR is the leader alone: a paused broker misses its
+    heartbeats, the controller fences it after ``broker.session.timeout.ms`` (6 s on the
+    teaching cluster) and takes it out of every ISR (a silent follower would also be dropped
+    by the leader after ``replica.lag.time.max.ms``, 10 s here; fencing comes first). Writes
+    are then acknowledged by the leader alone (acks=1, or acks=all with
+    min.insync.replicas=1) or refused (acks=all with min.insync.replicas=2:
+    NOT_ENOUGH_REPLICAS). The leader is killed, the followers resume: with
+    ``unclean.leader.election.enable=true`` the controller elects an out-of-sync follower;
+    with false the partition stays offline until an ISR member returns, unless KIP-966
+    Eligible Leader Replicas (ELR) allows a follower that was in the ISR when it shrank below
+    min.insync.replicas. Producers here use ``retries=0`` so the broker's refusal is the
+    delivery report's error (librdkafka would otherwise retry NOT_ENOUGH_REPLICAS until
+    ``message.timeout.ms``).
+
+Each record is one ledger line when produced and one when its delivery report arrives
+(``kafkalab.ledger``); after the cluster has recovered (all three replicas in the ISR) every
+partition is read from offset 0 to its high watermark and each record found is a
+``consumed`` line. A *lost write* (Jepsen's term) is an acknowledged record missing from that
+read. Before the fault, ``warmup`` records per partition are written with acks=all and fully
+replicated (phase ``before``, the record key); the fault's records have key ``during``.
+
+Sources (Kafka 4.3): documentation, Design > Replication ("Replicated Logs: Quorums, ISRs, and
+State Machines", "Unclean leader election: What if they all die?", "Availability and
+Durability Guarantees"); Broker and Topic Configs (``acks``, ``min.insync.replicas``,
+``unclean.leader.election.enable`` default false since 0.11.0 (KIP-106),
+``replica.lag.time.max.ms``, ``broker.session.timeout.ms``); KIP-101 (truncation by leader
+epoch); KIP-966 (Eligible Leader Replicas; on by default for new clusters since 4.1);
+librdkafka CONFIGURATION.md (v2.16: ``acks``, ``retries``, ``message.timeout.ms``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import click
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from .. import cluster, config, segments, workloads
+from ..errors import KafkalabError
+from ..ledger import Ledger, read_events
+from ..waiting import wait_until
+from .replication_analysis import Classification, classify_records, unavailable_seconds
+
+SCENARIOS: tuple[str, ...] = ("leader-crash", "isr-shrink")
+ACKS: tuple[str, ...] = ("0", "1", "all")
+#: Upper bound for one record's delivery, retries included (librdkafka ``message.timeout.ms``,
+#: default 300000 ms): long enough to outlast a fence (6 s) and an election.
+MESSAGE_TIMEOUT_MS = 60000
+#: Seconds between two metadata samples of the availability monitor.
+MONITOR_INTERVAL_S = 0.25
+
+
+# ----------------------------------------------------------------------------- configurations
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One configuration: the producer's ``acks`` and the topic's ``min.insync.replicas`` and
+    ``unclean.leader.election.enable`` (topic-level configs, Kafka Topic Configs 4.3).
+
+    Raises:
+        ValueError: ``acks`` not in ``ACKS``, or ``min_insync_replicas`` not 1..3.
+    """
+
+    acks: str
+    min_insync_replicas: int = 2
+    unclean_leader_election: bool = False
+
+    def __post_init__(self) -> None:
+        if str(self.acks) not in ACKS:
+            raise ValueError(f"acks must be one of {', '.join(ACKS)}, not {self.acks!r}")
+        object.__setattr__(self, "acks", str(self.acks))
+        if not 1 <= int(self.min_insync_replicas) <= 3:
+            raise ValueError(f"min.insync.replicas must be 1..3 for 3 replicas, not {self.min_insync_replicas!r}")
+
+    @property
+    def label(self) -> str:
+        """``"acks=all minISR=2 unclean=false"``."""
+        return (f"acks={self.acks} minISR={self.min_insync_replicas} "
+                f"unclean={str(self.unclean_leader_election).lower()}")
+
+    def topic_config(self) -> dict[str, str]:
+        """Topic-level configs for ``create_topics``."""
+        return {"min.insync.replicas": str(self.min_insync_replicas),
+                "unclean.leader.election.enable": str(self.unclean_leader_election).lower()}
+
+    def producer_config(self, scenario: str) -> dict:
+        """librdkafka settings: ``acks``; idempotence off (it needs acks=all, so all settings
+        stay comparable); ``retries=0`` in isr-shrink (see the module docstring)."""
+        conf = {"bootstrap.servers": config.bootstrap_servers(), "acks": self.acks,
+                "enable.idempotence": False, "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+                "linger.ms": 5, "log_level": 0}
+        if scenario == "isr-shrink":
+            conf["retries"] = 0
+            conf["request.timeout.ms"] = 15000  # bound on a request left waiting (default 30000)
+        return conf
+
+    @classmethod
+    def parse(cls, label: str) -> "Setting":
+        """Inverse of ``label``."""
+        m = re.fullmatch(r"acks=(\S+) minISR=(\d) unclean=(true|false)", label.strip())
+        if not m:
+            raise ValueError(f"not a setting label: {label!r}")
+        return cls(m.group(1), int(m.group(2)), m.group(3) == "true")
+
+
+def check_scenario(scenario: str) -> str:
+    if scenario not in SCENARIOS:
+        raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}, not {scenario!r}")
+    return scenario
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass
+class PartitionOutcome:
+    """One partition (one repeat of one setting) through the round.
+
+    Offsets: ``hw_at_kill`` is the high watermark the leader reported just before it was
+    killed; ``leo_at_kill`` its log end offset read from its segment files; ``old_leader_leo_dead``
+    the same files after the SIGKILL (before the restart); ``old_leader_leo_rejoined`` after it
+    rejoined the ISR. ``elected``: the first live leader after the kill (-1: none). Seconds are
+    measured from the kill. ``describe``: ``kafka-topics --describe`` while the old leader was
+    down (Leader, Isr, Elr, LastKnownElr); ``describe_shrunk``: the same with the ISR shrunk,
+    before the kill (both isr-shrink only; empty otherwise).
+    """
+
+    topic: str
+    partition: int
+    setting: str
+    classification: Classification
+    produce_errors: dict[str, int]
+    hw_at_kill: int
+    leo_at_kill: int
+    isr_at_kill: list[int]
+    elected: int
+    unavailable_s: float
+    old_leader_leo_dead: int
+    old_leader_leo_rejoined: int
+    final_hw: int
+    describe: dict[str, str] = field(default_factory=dict)
+    describe_shrunk: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SettingResult:
+    """Totals of one setting over its repeats (``during`` records only: the fault's)."""
+
+    setting: str
+    acked: int
+    lost_acked: int
+    produce_errors: int
+    not_acked_present: int
+    produced: int
+    before_lost: int
+    unavailable_s: float  # the longest over the repeats
+    error_codes: dict[str, int]
+    elected: list[int]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class RoundResult:
+    """What ``run_round`` returns (``to_json()`` is what ``kafkalab run replication --json``
+    prints, under ``"round"``)."""
+
+    run_id: str
+    scenario: str
+    messages: int
+    repeats: int
+    warmup: int
+    leader: int
+    followers: list[int]
+    topics: dict[str, str]                      # setting label -> topic
+    partitions: list[PartitionOutcome]
+    timeline: list[tuple[float, str]]           # (seconds since the round started, event)
+    ledger: str
+    describe_text: str
+    elapsed_s: float
+    describe_shrunk_text: str = ""
+
+    def by_setting(self) -> dict[str, SettingResult]:
+        """Setting label -> totals, in the order the settings were given."""
+        out: dict[str, SettingResult] = {}
+        for label in self.topics:
+            parts = [p for p in self.partitions if p.setting == label]
+            errors: Counter = Counter()
+            for p in parts:
+                errors.update(p.produce_errors)
+            out[label] = SettingResult(
+                setting=label,
+                acked=sum(p.classification.acked for p in parts),
+                lost_acked=sum(p.classification.acked_lost for p in parts),
+                produce_errors=sum(p.classification.not_acked for p in parts),
+                not_acked_present=sum(p.classification.not_acked_present for p in parts),
+                produced=sum(p.classification.produced for p in parts),
+                before_lost=sum(p.classification.before_lost for p in parts),
+                unavailable_s=round(max((p.unavailable_s for p in parts), default=0.0), 2),
+                error_codes=dict(errors),
+                elected=[p.elected for p in parts],
+            )
+        return out
+
+    def table(self) -> "object":
+        """The verdict table as a pandas DataFrame, one row per setting."""
+        import pandas as pd
+
+        rows = [{"scenario": self.scenario, **r.to_json()} for r in self.by_setting().values()]
+        return pd.DataFrame(rows).set_index("setting")
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["settings"] = {k: v.to_json() for k, v in self.by_setting().items()}
+        return d
+
+
+# ----------------------------------------------------------------------------- observing
+
+
+def _client_port(broker: int) -> str:
+    return f"127.0.0.1:{config.Topology().node(broker).client_port}"
+
+
+def metadata_from(brokers: Iterable[int], timeout_s: float = 3.0):
+    """Cluster metadata asked of ``brokers`` only, by a fresh AdminClient bootstrapped on
+    their CLIENT listeners (a paused broker accepts connections but never answers, so a
+    client that knows it may wait on it). Returns ``ClusterMetadata``.
+
+    Raises:
+        KafkaException: no answer within ``timeout_s``.
+    """
+    a = AdminClient({"bootstrap.servers": ",".join(_client_port(b) for b in brokers), "log_level": 0,
+                     "socket.connection.setup.timeout.ms": 2000})
+    return a.list_topics(timeout=timeout_s)
+
+
+def partition_states(md, topics: Iterable[str]) -> dict[tuple[str, int], tuple[int, list[int]]]:
+    """(topic, partition) -> (leader, ISR) from a ``ClusterMetadata``; leader -1 = none."""
+    out = {}
+    for t in topics:
+        tm = md.topics.get(t)
+        if tm is None or tm.error is not None:
+            continue
+        for p in tm.partitions.values():
+            out[(t, p.id)] = (p.leader, sorted(p.isrs))
+    return out
+
+
+def high_watermarks(partitions: Iterable[tuple[str, int]], brokers: Iterable[int],
+                    timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+    """High watermark of each partition (ListOffsets, latest: what a read_uncommitted consumer
+    can read up to), asked through ``brokers`` only. Raises KafkaException on failure."""
+    a = AdminClient({"bootstrap.servers": ",".join(_client_port(b) for b in brokers), "log_level": 0})
+    futs = a.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
+                          request_timeout=timeout_s)
+    return {(tp.topic, tp.partition): f.result(timeout=timeout_s + 5).offset for tp, f in futs.items()}
+
+
+def log_on_disk(broker: int, topic: str, partition: int) -> tuple[int, list[tuple[int, str]]]:
+    """(log end offset, [(offset, value)...]) of one replica, read from the broker's segment
+    files (``kafkalab.segments``; works while the broker is down). (0, []) if it has no folder."""
+    data_dir = Path(cluster.status().brokers[broker].data_dir)
+    d = data_dir / segments.partition_dir_name(topic, partition)
+    if not d.exists():
+        return 0, []
+    segs = segments.read_partition(d, check_crc=False)
+    records = [(r.offset, (r.value or b"").decode(errors="replace")) for s in segs for r in s.records]
+    leo = segs[-1].next_offset if segs else 0
+    return leo, records
+
+
+DESCRIBE_LINE = re.compile(r"Topic: ?(?P<topic>\S+)\s+Partition: ?(?P<partition>\d+)\s+Leader: ?(?P<leader>\S+)"
+                           r"\s+Replicas: ?(?P<replicas>[\d,]*)\s+Isr: ?(?P<isr>[\d,]*)"
+                           r"(?:\s+Elr: ?(?P<elr>[\d,]*))?(?:\s+LastKnownElr: ?(?P<last_known_elr>[\d,]*))?")
+
+
+def parse_describe(text: str) -> dict[tuple[str, int], dict[str, str]]:
+    """Partition lines of ``kafka-topics --describe`` (Kafka 4.x prints ``Elr`` and
+    ``LastKnownElr``, KIP-966) -> (topic, partition) -> {leader, replicas, isr, elr,
+    last_known_elr} as printed ("none" for no leader, "" for an empty list)."""
+    out = {}
+    for line in text.splitlines():
+        m = DESCRIBE_LINE.search(line.replace("\t", " "))
+        if m and "PartitionCount" not in line:
+            d = {k: (v or "") for k, v in m.groupdict().items()}
+            out[(d.pop("topic"), int(d.pop("partition")))] = d
+    return out
+
+
+#: Broker configs notebook 08 shows (Kafka 4.3 Broker Configs).
+BROKER_SETTINGS = ("min.insync.replicas", "unclean.leader.election.enable", "replica.lag.time.max.ms",
+                   "broker.session.timeout.ms", "replica.fetch.wait.max.ms")
+
+
+def broker_settings(broker: int = 1, names: Iterable[str] = BROKER_SETTINGS, timeout_s: float = 15.0) -> dict[str, tuple[str, str]]:
+    """name -> (value, source) of broker ``broker``'s configs (DescribeConfigs). ``source`` is
+    Kafka's ConfigSource name: ``DEFAULT_CONFIG`` (Kafka's default), ``STATIC_BROKER_CONFIG``
+    (server.properties), ``DYNAMIC_DEFAULT_BROKER_CONFIG`` (set cluster-wide at runtime), ...
+
+    Raises:
+        KafkaException: the broker did not answer within ``timeout_s``.
+    """
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    res = ConfigResource(ResourceType.BROKER, str(broker))
+    entries = workloads.admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
+    from confluent_kafka.admin import ConfigSource
+
+    return {n: (entries[n].value, ConfigSource(entries[n].source).name) for n in names if n in entries}
+
+
+def feature_levels(text: str | None = None) -> dict[str, int]:
+    """Finalized feature levels from ``kafka-features describe`` (run now if ``text`` is None):
+    e.g. ``{"metadata.version": 29, "eligible.leader.replicas.version": 1}``. KIP-966 ELR is on
+    when ``eligible.leader.replicas.version`` >= 1 (the default for clusters formatted by 4.1+)."""
+    if text is None:
+        text = cluster.tool("kafka-features", "describe").stdout
+    out = {}
+    for line in text.splitlines():
+        m = re.search(r"Feature:\s*(\S+).*FinalizedVersionLevel:\s*(\d+)", line)
+        if m:
+            out[m.group(1)] = int(m.group(2))
+    return out
+
+
+class AvailabilityMonitor:
+    """Samples (leader, ISR) of ``topics`` every ``MONITOR_INTERVAL_S`` from ``brokers`` in a
+    background thread; ``samples`` is a list of (seconds since ``t0``, {partition: (leader, isr)})."""
+
+    def __init__(self, topics: list[str], brokers: list[int], t0: float):
+        self.topics, self.brokers, self.t0 = topics, brokers, t0
+        self.samples: list[tuple[float, dict]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="availability-monitor", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                md = metadata_from(self.brokers, timeout_s=2.0)
+                self.samples.append((time.monotonic() - self.t0, partition_states(md, self.topics)))
+            except KafkaException:
+                pass
+            self._stop.wait(MONITOR_INTERVAL_S)
+
+    def stop(self) -> list[tuple[float, dict]]:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.samples
+
+
+# ----------------------------------------------------------------------------- the round
+
+
+class _Producers:
+    """One confluent-kafka Producer per setting; every produce and delivery report is a ledger line."""
+
+    def __init__(self, settings: list[Setting], scenario: str, ledger: Ledger):
+        self.ledger = ledger
+        self.producers = {s.label: Producer(s.producer_config(scenario)) for s in settings}
+        self.reports: Counter = Counter()
+        self.refused: Counter = Counter()  # (topic, partition) -> delivery reports with an error
+        self._lock = threading.Lock()
+
+    def refused_copy(self) -> Counter:
+        with self._lock:
+            return Counter(self.refused)
+
+    def produce(self, label: str, topic: str, partition: int, phase: str, value: str) -> None:
+        self.ledger.record("produced", topic=topic, partition=partition, key=phase, value=value, client_id=label)
+
+        def report(err, msg) -> None:
+            off = msg.offset() if err is None and msg.offset() is not None and msg.offset() >= 0 else None
+            self.ledger.record("acked", topic=topic, partition=partition, key=phase, value=value, client_id=label,
+                               offset=off, error=err.name() if err is not None else None)
+            with self._lock:
+                self.reports[label] += 1
+                if err is not None:
+                    self.refused[(topic, partition)] += 1
+
+        self.producers[label].produce(topic, value=value.encode(), key=phase.encode(), partition=partition,
+                                      on_delivery=report)
+        self.producers[label].poll(0)
+
+    def poll(self) -> None:
+        for p in self.producers.values():
+            p.poll(0)
+
+    def wait_reports(self, labels: Iterable[str], expected: dict[str, int], timeout_s: float) -> None:
+        labels = list(labels)
+
+        def done() -> bool:
+            self.poll()
+            return all(self.reports[k] >= expected[k] for k in labels)
+
+        wait_until(done, timeout_s=timeout_s, interval_s=0.02, what=f"delivery reports of {labels}",
+                   on_timeout=lambda: f"reports so far: {dict(self.reports)}, expected {expected}")
+
+    def flush(self, timeout_s: float) -> None:
+        for p in self.producers.values():
+            p.flush(timeout_s)
+
+
+def _create_topics(topics: dict[str, Setting], replicas: list[int], repeats: int, timeout_s: float,
+                   via: list[int] | None = None) -> None:
+    """Create ``topics`` with ``repeats`` partitions of replicas ``replicas`` (leader first);
+    ``via``: ask only these brokers (others may be paused)."""
+    a = workloads.admin() if via is None else AdminClient(
+        {"bootstrap.servers": ",".join(_client_port(b) for b in via), "log_level": 0})
+    futs = a.create_topics([NewTopic(t, repeats, -1, replica_assignment=[list(replicas)] * repeats,
+                                     config=s.topic_config()) for t, s in topics.items()],
+                           operation_timeout=timeout_s, request_timeout=timeout_s)
+    for name, f in futs.items():
+        try:
+            f.result()
+        except KafkaException as e:
+            raise KafkalabError(f"could not create topic {name!r}: {e.args[0].str()}") from None
+
+
+def _wait_partitions(topics: list[str], repeats: int, brokers: list[int], condition, what: str,
+                     timeout_s: float) -> dict:
+    last: dict = {}
+
+    def check():
+        nonlocal last
+        try:
+            states = partition_states(metadata_from(brokers, timeout_s=2.0), topics)
+        except KafkaException:
+            return None
+        last = states
+        if len(states) != len(topics) * repeats:
+            return None
+        return states if all(condition(v) for v in states.values()) else None
+
+    return wait_until(check, timeout_s=timeout_s, interval_s=0.2, what=what,
+                      on_timeout=lambda: f"last seen (leader, isr): {last}")
+
+
+def read_partitions(partitions: list[tuple[str, int]], timeout_s: float = 30.0) -> dict[tuple[str, int], list[tuple[int, str]]]:
+    """Every record of each partition from offset 0 to its high watermark: (offset, value) lists."""
+    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": "kafkalab-replication-read",
+                  "enable.auto.commit": False, "log_level": 0, "enable.partition.eof": True})
+    try:
+        hws = {tp: c.get_watermark_offsets(TopicPartition(*tp), timeout=10)[1] for tp in partitions}
+        out: dict[tuple[str, int], list[tuple[int, str]]] = {tp: [] for tp in partitions}
+        todo = {tp for tp, hw in hws.items() if hw > 0}
+        c.assign([TopicPartition(t, p, 0) for t, p in todo])
+        deadline = time.monotonic() + timeout_s
+        while todo:
+            if time.monotonic() > deadline:
+                raise KafkalabError(f"reading {sorted(todo)} to their high watermarks took over {timeout_s} s")
+            m = c.poll(0.5)
+            if m is None or m.error() is not None:
+                continue
+            tp = (m.topic(), m.partition())
+            out[tp].append((m.offset(), (m.value() or b"").decode()))
+            if m.offset() + 1 >= hws[tp]:
+                todo.discard(tp)
+        return out
+    finally:
+        c.close()
+
+
+def run_round(scenario: str, settings: Iterable[Setting], messages: int = 10, repeats: int = 3, warmup: int = 3,
+              leader: int = 1, keep_topics: bool = False, timeout_s: float = 60.0) -> RoundResult:
+    """One fault, applied at once to every setting (a topic each) and repeat (a partition each).
+
+    Args:
+        scenario: ``"leader-crash"`` or ``"isr-shrink"`` (see the module docstring).
+        settings: the configurations to compare (labels must differ).
+        messages: records per partition produced during the fault (key ``during``).
+        repeats: partitions per setting, all with replicas ``[leader, followers...]``.
+        warmup: fully replicated records per partition before the fault (key ``before``).
+        leader: broker id that leads every partition and is killed; the other two follow.
+        keep_topics: keep the topics (for Spark; delete them with ``delete_topics``).
+        timeout_s: upper bound of each wait, seconds (elections, restart, ISR full).
+
+    Returns:
+        RoundResult: per partition the classification of every record, the election, the
+        seconds without a live leader, offsets (HW, LEO on disk, before and after the rejoin).
+
+    Raises:
+        ValueError: unknown scenario, no settings, duplicate labels, messages < 1.
+        WaitTimeout: a condition (named in the message) did not hold within ``timeout_s``.
+        KafkalabError: topics could not be created, the cluster is not running.
+
+    The cluster is restored (every broker up and resumed, every ISR full) before this returns
+    or raises (``kafkalab.cluster.restore``).
+    """
+    check_scenario(scenario)
+    settings = list(settings)
+    if not settings:
+        raise ValueError("give at least one setting")
+    if len({s.label for s in settings}) != len(settings):
+        raise ValueError("settings must differ")
+    if messages < 1 or repeats < 1 or warmup < 0:
+        raise ValueError("messages and repeats must be >= 1, warmup >= 0")
+    if leader not in config.BROKER_IDS:
+        raise ValueError(f"leader must be one of {config.BROKER_IDS}")
+    followers = [b for b in config.BROKER_IDS if b != leader]
+    replicas = [leader, *followers]
+    rid = workloads.run_id()
+    short = "lc" if scenario == "leader-crash" else "is"
+    fence_topic = f"repl-{rid}-{short}-fence"
+    barrier_topic = f"repl-{rid}-{short}-barrier"
+    shrunk_text = ""
+    t0 = time.monotonic()
+    timeline: list[tuple[float, str]] = []
+
+    def mark(event: str) -> None:
+        timeline.append((round(time.monotonic() - t0, 2), event))
+
+    topics = {f"repl-{rid}-{short}-{i}": s for i, s in enumerate(settings)}
+    by_label = {s.label: t for t, s in topics.items()}
+    parts = [(t, p) for t in topics for p in range(repeats)]
+    ledger_path = workloads.run_dir(rid) / f"replication-{scenario}.jsonl"
+    ledger = Ledger(ledger_path, rid)
+    monitor: AvailabilityMonitor | None = None
+    all_brokers = list(config.BROKER_IDS)
+    try:
+        cluster.wait_healthy(timeout_s)
+        _create_topics({**topics, fence_topic: Setting("1", 1)}, replicas, repeats, timeout_s)
+        _wait_partitions(list(topics), repeats, all_brokers, lambda v: v[0] == leader and len(v[1]) == 3,
+                         f"every partition led by broker {leader} with a full ISR", timeout_s)
+        mark(f"topics created, broker {leader} leads, ISR full")
+
+        # before: fully replicated records (acks=all, HW = warmup on every partition)
+        prods = _Producers(settings, scenario, ledger)
+        if warmup:
+            warm = Producer({"bootstrap.servers": config.bootstrap_servers(), "acks": "all", "log_level": 0})
+            for t, p in parts:
+                for i in range(warmup):
+                    v = f"{t}/{p}/before/{i}"
+                    ledger.record("produced", topic=t, partition=p, key="before", value=v, client_id="warmup")
+                    warm.produce(t, value=v.encode(), key=b"before", partition=p,
+                                 on_delivery=lambda err, msg, t=t, p=p, v=v: ledger.record(
+                                     "acked", topic=t, partition=p, key="before", value=v, client_id="warmup",
+                                     offset=msg.offset() if err is None else None,
+                                     error=err.name() if err else None))
+            if warm.flush(timeout_s):
+                raise KafkalabError("warm-up records were not delivered")
+        for label, prod in prods.producers.items():  # metadata known before anything is paused
+            prod.list_topics(by_label[label], timeout=10)
+        wait_until(lambda: all(v >= warmup for v in high_watermarks(parts, all_brokers).values()), timeout_s=timeout_s,
+                   what=f"high watermark {warmup} on every partition (warm-up replicated)")
+        _wait_partitions(list(topics), repeats, all_brokers, lambda v: len(v[1]) == 3, "ISR full after warm-up",
+                         timeout_s)
+        mark(f"{warmup} records per partition replicated to all 3 (high watermark {warmup})")
+
+        # the fault
+        for f in followers:
+            cluster.pause(f)
+        mark(f"followers {followers} paused (SIGSTOP)")
+        # A paused follower's kernel still accepts bytes: a fetch it sent before the pause,
+        # parked at the leader (up to replica.fetch.wait.max.ms, 500 ms), would be answered by
+        # the next append and processed when the follower wakes. One acknowledged record on a
+        # fence-post partition of the same leader answers those fetches before the round's
+        # records are written, so the round's records reach the leader's log only.
+        fence = Producer({"bootstrap.servers": _client_port(leader), "acks": "1", "log_level": 0})
+        fence.produce(fence_topic, value=b"fence-post", partition=0)
+        if fence.flush(timeout_s):
+            raise KafkalabError("the fence-post record was not acknowledged")
+        mark("fence-post record acknowledged by the leader")
+        if scenario == "isr-shrink":
+            _wait_partitions(list(topics), repeats, [leader], lambda v: v[1] == [leader],
+                             f"ISR = [{leader}] on every partition (followers fenced or lagging)", timeout_s)
+            mark(f"ISR shrank to [{leader}]")
+            # The broker shows a metadata change in its metadata cache a moment before its
+            # partitions apply it, and applies one change fully before it shows the next (KRaft
+            # BrokerMetadataPublisher). A topic created now and seen by the leader is a barrier:
+            # once it shows, every partition of the leader runs with ISR = [leader].
+            _create_topics({barrier_topic: Setting("1", 1)}, [leader], 1, timeout_s, via=[leader])
+            wait_until(lambda: barrier_topic in metadata_from([leader]).topics, timeout_s=timeout_s,
+                       what=f"broker {leader} applied the ISR change (barrier topic visible)")
+            shrunk_text = cluster.tool("kafka-topics", "--bootstrap-server", _client_port(leader), "--describe",
+                                       "--topic", f"repl-{rid}-{short}-[0-9]+", timeout_s=timeout_s).stdout
+            mark("kafka-topics --describe with the ISR shrunk")
+        sent: Counter = Counter()
+        for t, s in topics.items():
+            for p in range(repeats):
+                for i in range(messages):
+                    prods.produce(s.label, t, p, "during", f"{t}/{p}/during/{i}")
+                    sent[s.label] += 1
+        # acks=all in leader-crash cannot be acknowledged while the followers sleep
+        waiting_for = [s.label for s in settings if not (scenario == "leader-crash" and s.acks == "all")]
+        prods.wait_reports(waiting_for, sent, timeout_s)
+        refused = prods.refused_copy()
+        # A broker handles one request per connection at a time (it mutes the connection until
+        # it answers), so an acks=all request waiting for paused followers holds back that
+        # producer's later requests: in leader-crash only its first request reaches the log.
+        # Those records are never acknowledged before the kill, so they are not waited for.
+        held_back = {t for t, s in topics.items() if scenario == "leader-crash" and s.acks == "all"}
+        expected_leo = {(t, p): warmup + (0 if t in held_back else messages - refused[(t, p)]) for t, p in parts}
+        last_leo: dict = {}
+
+        def appended() -> bool:
+            for t, p in parts:
+                last_leo[(t, p)] = log_on_disk(leader, t, p)[0]
+            return all(last_leo[tp] >= expected_leo[tp] for tp in parts)
+
+        wait_until(appended, timeout_s=timeout_s, interval_s=0.05,
+                   what=f"every record that was not refused in broker {leader}'s log on disk",
+                   on_timeout=lambda: f"LEO {last_leo}, expected {expected_leo}")
+        hw_at_kill = high_watermarks(parts, [leader])
+        isr_at_kill = partition_states(metadata_from([leader]), list(topics))
+        leo_at_kill = dict(last_leo)
+        mark(f"records in broker {leader}'s log: HW {min(hw_at_kill.values())}-{max(hw_at_kill.values())}, "
+             f"LEO {min(leo_at_kill.values())}-{max(leo_at_kill.values())}")
+        cluster.kill(leader)
+        t_kill = time.monotonic()
+        mark(f"leader {leader} killed (SIGKILL)")
+        for f in followers:
+            cluster.resume(f)
+        mark(f"followers {followers} resumed (SIGCONT)")
+        monitor = AvailabilityMonitor(list(topics), followers, t_kill)
+
+        # the election: the dead leader fenced, the followers registered, nobody names it leader
+        wait_until(lambda: leader not in cluster.registered_brokers(_followers_bootstrap(followers))
+                   and set(followers) <= cluster.registered_brokers(_followers_bootstrap(followers)),
+                   timeout_s=timeout_s, interval_s=0.2,
+                   what=f"broker {leader} fenced and brokers {followers} registered")
+        _wait_partitions(list(topics), repeats, followers, lambda v: v[0] != leader,
+                         f"no partition led by the dead broker {leader}", timeout_s)
+        mark(f"broker {leader} fenced; controller decided every partition")
+        describe_text = ""
+        if scenario == "isr-shrink":  # a JVM start (2-5 s): only where the notebook reads it
+            describe_text = cluster.tool("kafka-topics", "--bootstrap-server", _followers_bootstrap(followers),
+                                         "--describe", "--topic", f"repl-{rid}-{short}-[0-9]+",
+                                         timeout_s=timeout_s).stdout
+            mark("kafka-topics --describe while the old leader is down")
+        described = parse_describe(describe_text)
+        if scenario == "leader-crash":
+            prods.wait_reports([s.label for s in settings], sent, timeout_s)  # acks=all: retried to the new leader
+            mark("every delivery report in")
+        dead_leo = {tp: log_on_disk(leader, *tp)[0] for tp in parts}
+
+        cluster.cluster().start(leader, timeout_s=timeout_s)
+        back_after_s = time.monotonic() - t_kill
+        mark(f"broker {leader} restarted and registered")
+        _wait_partitions(list(topics), repeats, all_brokers, lambda v: v[0] >= 0 and len(v[1]) == 3,
+                         f"every partition led and its ISR full again (broker {leader} rejoined)", timeout_s)
+        mark("ISR full again")
+        samples = monitor.stop()
+        monitor = None
+        prods.flush(timeout_s)
+        rejoined_leo = {tp: log_on_disk(leader, *tp)[0] for tp in parts}
+        contents = read_partitions(parts, timeout_s)
+        for (t, p), recs in contents.items():
+            for off, value in recs:
+                ledger.record("consumed", topic=t, partition=p, offset=off, value=value,
+                              key=value.split("/")[-2] if value.count("/") >= 3 else None, client_id="final-read")
+        mark("every partition read to its high watermark")
+    finally:
+        if monitor is not None:
+            monitor.stop()
+        ledger.close()
+        cluster.restore(max(timeout_s, 60.0))
+        workloads.delete_topics([fence_topic, barrier_topic] + ([] if keep_topics else list(topics)))
+
+    events = read_events(ledger_path)
+    unavailable, elected = unavailable_seconds(samples, leader, back_after_s)
+    outcomes = []
+    for t, p in parts:
+        s = topics[t]
+        mine = [e for e in events if e.topic == t and e.partition == p]
+        errs = Counter(e.error for e in mine if e.kind == "acked" and e.key == "during" and e.error)
+        outcomes.append(PartitionOutcome(
+            topic=t, partition=p, setting=s.label,
+            classification=classify_records(mine),
+            produce_errors=dict(errs),
+            hw_at_kill=hw_at_kill[(t, p)], leo_at_kill=leo_at_kill[(t, p)],
+            isr_at_kill=isr_at_kill.get((t, p), (-1, []))[1],
+            elected=elected.get((t, p), -1), unavailable_s=round(unavailable.get((t, p), float("nan")), 2),
+            old_leader_leo_dead=dead_leo[(t, p)], old_leader_leo_rejoined=rejoined_leo[(t, p)],
+            final_hw=len(contents[(t, p)]), describe=described.get((t, p), {}),
+            describe_shrunk=parse_describe(shrunk_text).get((t, p), {}),
+        ))
+    return RoundResult(rid, scenario, messages, repeats, warmup, leader, followers,
+                       {s.label: t for t, s in topics.items()}, outcomes, timeline, str(ledger_path),
+                       describe_text, round(time.monotonic() - t0, 1), shrunk_text)
+
+
+def _followers_bootstrap(followers: list[int]) -> str:
+    return ",".join(_client_port(b) for b in followers)
+
+
+def delete_topics(topics: Iterable[str], timeout_s: float = 30.0) -> None:
+    """Delete ``topics`` (kept with ``keep_topics=True``) and wait until the metadata no longer lists them."""
+    names = set(topics)
+    workloads.delete_topics(names, timeout_s=timeout_s)
+    wait_until(lambda: not names & set(workloads.admin().list_topics(timeout=5).topics), timeout_s=timeout_s,
+               what=f"topics {sorted(names)} gone from the metadata")
+
+
+def run_replication(scenario: str, acks: str, min_insync_replicas: int, unclean_leader_election: bool = False,
+                    messages: int = 10, repeats: int = 1, leader: int = 1, timeout_s: float = 60.0) -> dict:
+    """One setting through one round: what ``kafkalab run replication --json`` prints.
+
+    Returns:
+        ``{"scenario", "setting", "acked", "lost_acked", "produce_errors", "not_acked_present",
+        "produced", "before_lost", "unavailable_s", "error_codes", "elected", "run_id", "elapsed_s",
+        "round"}`` (counts over the ``messages * repeats`` records of the fault).
+    """
+    setting = Setting(acks, min_insync_replicas, unclean_leader_election)
+    r = run_round(scenario, [setting], messages=messages, repeats=repeats, leader=leader, timeout_s=timeout_s)
+    totals = r.by_setting()[setting.label].to_json()
+    return {"scenario": scenario, **totals, "run_id": r.run_id, "elapsed_s": r.elapsed_s, "round": r.to_json()}
+
+
+@click.command("replication")
+@click.option("--scenario", type=click.Choice(SCENARIOS), required=True,
+              help="leader-crash: followers paused in the ISR, leader killed; isr-shrink: ISR shrinks to the leader first.")
+@click.option("--acks", type=click.Choice(ACKS), required=True, help="Producer acks.")
+@click.option("--min-insync-replicas", "min_isr", type=click.IntRange(1, 3), required=True,
+              help="Topic-level min.insync.replicas.")
+@click.option("--unclean-leader-election", "unclean", type=click.Choice(["true", "false"]), default="false",
+              show_default=True, help="Topic-level unclean.leader.election.enable.")
+@click.option("--messages", type=click.IntRange(1, 100000), default=10, show_default=True,
+              help="Records produced per partition during the fault.")
+@click.option("--repeats", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Partitions exposed to the same fault.")
+@click.option("--leader", type=click.Choice([str(b) for b in config.BROKER_IDS]), default="1", show_default=True,
+              help="Broker that leads every partition and is killed.")
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Upper bound of each wait, s.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--full", is_flag=True, help="With --json: include the whole round (partitions, timeline).")
+def cli_command(scenario: str, acks: str, min_isr: int, unclean: str, messages: int, repeats: int, leader: str,
+                timeout_s: float, as_json: bool, full: bool) -> None:
+    """Kill a partition leader on purpose: are acknowledged writes lost?"""
+    out = run_replication(scenario, acks, min_isr, unclean == "true", messages=messages, repeats=repeats,
+                          leader=int(leader), timeout_s=timeout_s)
+    if not full:
+        out.pop("round")
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    click.echo(f"{scenario} {out['setting']}: acked {out['acked']}, lost_acked {out['lost_acked']}, "
+               f"produce_errors {out['produce_errors']} {out['error_codes'] or ''}; "
+               f"elected {out['elected']}, no live leader for {out['unavailable_s']} s")

@@ -1,0 +1,153 @@
+"""Notebook 08's pure code: settings, the classification of writes, availability from metadata
+samples, ``kafka-topics --describe`` parsing, the verdict table and chart, the CLI's options.
+No cluster needed."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+from click.testing import CliRunner
+
+from kafkalab.cli import main
+from kafkalab.experiments import replication as repl
+from kafkalab.experiments import replication_analysis as ra
+from kafkalab.experiments import replication_plots as rp
+from kafkalab.ledger import Event
+
+
+def ev(kind: str, value: str, phase: str = "during", error: str | None = None, offset: int | None = None) -> Event:
+    return Event(run_id="r1", kind=kind, ts_ms=0, seq=0, topic="t", partition=0, key=phase, value=value,
+                 offset=offset, error=error)
+
+
+def test_setting_label_round_trips_and_renders_topic_configs() -> None:
+    s = repl.Setting("all", 2, False)
+    assert s.label == "acks=all minISR=2 unclean=false"
+    assert repl.Setting.parse(s.label) == s
+    assert s.topic_config() == {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
+    assert repl.Setting(1, 1, True).acks == "1"
+
+
+@pytest.mark.parametrize("acks, min_isr", [("2", 1), ("all", 0), ("all", 4)])
+def test_setting_rejects_what_kafka_would_not_take(acks: str, min_isr: int) -> None:
+    with pytest.raises(ValueError):
+        repl.Setting(acks, min_isr)
+
+
+def test_isr_shrink_producers_do_not_retry_so_the_brokers_refusal_is_the_error() -> None:
+    s = repl.Setting("all", 2)
+    assert s.producer_config("isr-shrink")["retries"] == 0
+    crash = s.producer_config("leader-crash")
+    assert "retries" not in crash and crash["message.timeout.ms"] == repl.MESSAGE_TIMEOUT_MS
+    assert crash["enable.idempotence"] is False and crash["acks"] == "all"
+
+
+def test_scenarios_are_checked() -> None:
+    with pytest.raises(ValueError):
+        repl.check_scenario("split-brain")
+    with pytest.raises(ValueError):
+        repl.run_round("leader-crash", [])
+
+
+def test_classification_of_every_write() -> None:
+    events = [
+        ev("produced", "a"), ev("acked", "a", offset=3), ev("consumed", "a", offset=3),   # acked, present
+        ev("produced", "b"), ev("acked", "b", offset=4),                                  # acked, lost
+        ev("produced", "c"), ev("acked", "c", error="_MSG_TIMED_OUT"), ev("consumed", "c"),  # not acked, present
+        ev("produced", "d"), ev("acked", "d", error="NOT_ENOUGH_REPLICAS"),               # not acked, absent
+        ev("produced", "e"), ev("acked", "e"),                                            # acks=0: no offset, lost
+        ev("produced", "w", "before"), ev("acked", "w", "before", offset=0), ev("consumed", "w", "before"),
+        ev("produced", "x", "before"), ev("acked", "x", "before", offset=1),
+    ]
+    c = ra.classify_records(events)
+    assert c == ra.Classification(produced=5, acked=3, acked_present=1, acked_lost=2, not_acked_present=1,
+                                  not_acked_absent=1, before_produced=2, before_lost=1)
+    assert c.not_acked == 2
+    assert ra.record_classes(events)["e"] == ("during", "acked_lost")
+
+
+def test_a_retry_that_succeeds_counts_as_acknowledged() -> None:
+    events = [ev("produced", "a"), ev("acked", "a", error="REQUEST_TIMED_OUT"), ev("acked", "a", offset=0),
+              ev("consumed", "a")]
+    assert ra.classify_records(events).acked_present == 1
+
+
+def test_unavailable_seconds_count_until_a_live_leader() -> None:
+    tp, tq = ("t", 0), ("t", 1)
+    samples = [
+        (0.5, {tp: (1, [1, 2, 3]), tq: (1, [1])}),   # the dead broker is still named leader
+        (6.0, {tp: (2, [2, 3]), tq: (-1, [])}),      # fenced: tp elected, tq offline
+        (20.0, {tp: (2, [2, 3]), tq: (1, [1])}),     # broker 1 back at 19.5 s
+    ]
+    seconds, who = ra.unavailable_seconds(samples, killed=1, back_after_s=19.5)
+    assert seconds == {tp: 6.0, tq: 20.0} and who == {tp: 2, tq: 1}
+    seconds, who = ra.unavailable_seconds(samples[:2], killed=1, back_after_s=None)
+    assert who[tq] == -1 and seconds[tq] == 6.0
+
+
+DESCRIBE = """Topic: repl-r1-is-0\tTopicId: abc\tPartitionCount: 2\tReplicationFactor: 3\tConfigs: min.insync.replicas=2
+\tTopic: repl-r1-is-0\tPartition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1\tElr: 3\tLastKnownElr: 
+\tTopic: repl-r1-is-0\tPartition: 1\tLeader: none\tReplicas: 1,2,3\tIsr: \tElr: \tLastKnownElr: 1
+"""
+
+
+def test_parse_describe_reads_leader_isr_and_elr() -> None:
+    d = repl.parse_describe(DESCRIBE)
+    assert d[("repl-r1-is-0", 0)] == {"leader": "1", "replicas": "1,2,3", "isr": "1", "elr": "3", "last_known_elr": ""}
+    assert d[("repl-r1-is-0", 1)]["leader"] == "none" and d[("repl-r1-is-0", 1)]["isr"] == ""
+    assert d[("repl-r1-is-0", 1)]["last_known_elr"] == "1"
+    assert len(d) == 2
+
+
+def fake_round() -> repl.RoundResult:
+    def outcome(setting: str, p: int, c: ra.Classification, errors: dict, elected: int, down: float):
+        return repl.PartitionOutcome("t", p, setting, c, errors, 3, 13, [1], elected, down, 13, 3, 3)
+
+    lost = ra.Classification(produced=10, acked=10, acked_lost=10, before_produced=3)
+    refused = ra.Classification(produced=10, not_acked_absent=10, before_produced=3)
+    parts = [outcome("acks=1 minISR=1 unclean=true", 0, lost, {}, 2, 5.0),
+             outcome("acks=1 minISR=1 unclean=true", 1, lost, {}, 2, 5.5),
+             outcome("acks=all minISR=2 unclean=false", 0, refused, {"NOT_ENOUGH_REPLICAS": 10}, 3, 5.0)]
+    return repl.RoundResult("r1", "isr-shrink", 10, 2, 3, 1, [2, 3],
+                            {"acks=1 minISR=1 unclean=true": "t0", "acks=all minISR=2 unclean=false": "t1"},
+                            parts, [(0.0, "start")], "/dev/null", "", 30.0)
+
+
+def test_round_totals_per_setting_and_json() -> None:
+    r = fake_round()
+    by = r.by_setting()
+    assert by["acks=1 minISR=1 unclean=true"].lost_acked == 20
+    assert by["acks=1 minISR=1 unclean=true"].unavailable_s == 5.5
+    assert by["acks=all minISR=2 unclean=false"].produce_errors == 10
+    assert by["acks=all minISR=2 unclean=false"].error_codes == {"NOT_ENOUGH_REPLICAS": 10}
+    j = json.loads(json.dumps(r.to_json()))
+    assert j["settings"]["acks=1 minISR=1 unclean=true"]["acked"] == 20
+
+
+def test_verdict_table_and_chart() -> None:
+    table = ra.verdict_table([fake_round()])
+    assert list(table.index) == [("isr-shrink", "acks=1 minISR=1 unclean=true"),
+                                 ("isr-shrink", "acks=all minISR=2 unclean=false")]
+    fig = rp.verdict_chart(table)
+    assert len(fig.axes) == 2
+    widths = [p.get_width() for p in fig.axes[0].patches]
+    assert 20 in widths  # the lost bar of the first row
+    with pytest.raises(ValueError):
+        rp.verdict_chart(table.iloc[0:0])
+
+
+def test_cli_lists_the_issues_options() -> None:
+    out = CliRunner().invoke(main, ["run", "replication", "--help"]).output
+    for opt in ("--scenario", "--acks", "--min-insync-replicas", "--unclean-leader-election", "--messages", "--json"):
+        assert opt in out
+
+
+def test_cli_rejects_an_unknown_acks_value() -> None:
+    r = CliRunner().invoke(main, ["run", "replication", "--scenario", "leader-crash", "--acks", "2",
+                                  "--min-insync-replicas", "2"])
+    assert r.exit_code == 2 and "--acks" in r.output
