@@ -224,8 +224,10 @@ _register_experiments()
 def _register_groups() -> None:
     """Top-level command groups that live beside their module (``kafkalab fault ...``)."""
     from .faults import cli_group as fault_group
+    from .segments import cli_command as segments_command
 
     main.add_command(fault_group)
+    main.add_command(segments_command)
 
 
 _register_groups()

@@ -1,0 +1,875 @@
+"""Notebook 06, segments, indexes, retention and compaction: the files a broker writes for a
+partition, read byte by byte with ``kafkalab.segments``, and the broker changing them.
+
+Each step of the notebook is one function here; ``run_segments_demo`` chains the Spark-free
+ones for ``kafkalab run segments_demo --json``. Topics and groups are named per run
+(``seg-<run id>-<name>``, ``kafkalab.experiments.tour.TourRun``) and deleted at the end.
+
+Everything happens on topic-level settings, so nothing on the brokers changes: the
+teaching cluster only checks retention every 5 s (``log.retention.check.interval.ms``,
+``kafka/config/broker.properties``). Record timestamps (CreateTime, set by the producer)
+stand in for the passing of time: rolling by ``segment.ms`` and retention by
+``retention.ms`` compare record timestamps, not file ages, so "a segment of records from
+three hours ago" needs no three-hour wait.
+
+Sources (Kafka 4.3): documentation, Implementation > Log and > Message Format; Design >
+Log Compaction; Topic Configs (``segment.bytes``, ``segment.ms``, ``index.interval.bytes``,
+``retention.ms``, ``retention.bytes``, ``cleanup.policy``, ``min.cleanable.dirty.ratio``,
+``delete.retention.ms``); KIP-1030 (``segment.bytes`` at least 1 MiB in 4.0); KIP-534
+(delete horizon); storage ``LogSegment``, ``UnifiedLog``, ``Cleaner``,
+``LogCleanerManager``; librdkafka CONFIGURATION.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+import click
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec,
+                                   ResourceType)
+
+from .. import config, segments, workloads
+from ..errors import KafkalabError
+from ..segments import Segment
+from ..waiting import wait_until
+from .tour import TourRun
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+#: Kafka 4.x minimum of ``segment.bytes`` (KIP-1030; LogConfig ``atLeast(1024 * 1024)``, 4.3.1).
+MIN_SEGMENT_BYTES = 1024 * 1024
+#: Kafka's default ``index.interval.bytes`` (Topic Configs).
+INDEX_INTERVAL_BYTES = 4096
+
+
+def new_run() -> TourRun:
+    """Names for this run's topics and groups (``seg-<run id>-<name>``), deleted by
+    ``cleanup()`` or at interpreter exit."""
+    return TourRun(prefix="seg")
+
+
+# ----------------------------------------------------------------------------- 1. the log directory
+
+#: What each top-level entry of a KRaft broker's log directory is (Kafka 4.3).
+DATA_DIR_ENTRIES = {
+    "meta.properties": "node.id, cluster.id and directory.id of this log dir (KRaft: version=1; KIP-858)",
+    "bootstrap.checkpoint": "initial metadata version, written by kafka-storage format (KIP-778)",
+    ".lock": "held by the running broker so no second process opens the dir",
+    "cleaner-offset-checkpoint": "per compacted partition: where the cleaner's clean part ends",
+    "log-start-offset-checkpoint": "per partition: the log start offset (moved by retention, DeleteRecords)",
+    "recovery-point-offset-checkpoint": "per partition: offset up to which data is flushed to disk",
+    "replication-offset-checkpoint": "per partition: the high watermark",
+}
+
+
+def classify_entry(name: str, is_dir: bool) -> str:
+    """The kind of a top-level entry of a broker's log dir, in words."""
+    if name == "__cluster_metadata-0":
+        return "KRaft metadata log (the broker replicates it as an observer)"
+    if is_dir and name.endswith("-delete"):
+        return "deleted partition, renamed until file.delete.delay.ms passes"
+    if is_dir and name.endswith("-future"):
+        return "replica moving between log dirs"
+    if is_dir and name.startswith("__"):
+        return "internal topic partition"
+    if is_dir:
+        return "topic partition"
+    return DATA_DIR_ENTRIES.get(name, "other file")
+
+
+def data_dir_table(data_dir: str | Path) -> "pd.DataFrame":
+    """One row per kind of top-level entry in ``data_dir``: how many, examples, what it is."""
+    import pandas as pd
+
+    rows = []
+    for p in sorted(Path(data_dir).iterdir()):
+        rows.append({"kind": classify_entry(p.name, p.is_dir()), "name": p.name})
+    df = pd.DataFrame(rows, columns=["kind", "name"])
+    return (df.groupby("kind")["name"]
+            .agg(count="count", examples=lambda s: ", ".join(sorted(s)[:3]) + (" ..." if len(s) > 3 else ""))
+            .sort_values("count", ascending=False))
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """A Java ``.properties`` file as a dict (``meta.properties``)."""
+    return config.parse_properties(Path(path).read_text())
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units, int32."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def coordinator_partition(group_id: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition that holds ``group_id``'s offsets:
+    ``Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions``. Its leader is the
+    group's coordinator. Source: ``GroupCoordinatorService.partitionFor`` (4.3), KIP-848
+    keeps the mapping."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def commit_offset(group_id: str, topic: str, partition: int, offset: int, timeout_s: float = 10.0) -> None:
+    """Commit ``offset`` for ``group_id`` on ``topic``-``partition`` without joining the group
+    (what a consumer that read that far and stopped would have left).
+
+    Raises:
+        KafkaException: the commit failed.
+    """
+    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id, "log_level": 3})
+    try:
+        c.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
+    finally:
+        c.close()
+
+
+def committed_offset(group_id: str, topic: str, partition: int, timeout_s: float = 10.0) -> int:
+    """The offset ``group_id`` has committed on ``topic``-``partition`` (-1001 if none).
+
+    Raises:
+        KafkaException: the group coordinator did not answer within ``timeout_s``.
+    """
+    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id, "log_level": 3})
+    try:
+        (tp,) = c.committed([TopicPartition(topic, partition)], timeout=timeout_s)
+        return tp.offset
+    finally:
+        c.close()
+
+
+def group_coordinator(group_id: str, timeout_s: float = 10.0) -> int:
+    """Broker id of ``group_id``'s coordinator, as DescribeGroups reports it.
+
+    Raises:
+        KafkaException: no answer within ``timeout_s``.
+    """
+    return workloads.describe_group(group_id, timeout_s).coordinator.id
+
+
+def offset_commit_records(partition_dir: str | Path, group_id: str, topic: str) -> list[segments.Record]:
+    """Records of a ``__consumer_offsets`` partition folder whose key names ``group_id`` and
+    ``topic``: the offset commits (key: version int16, group, topic, partition; value: the
+    offset and metadata). Read with ``kafkalab.segments`` from the files."""
+    g, t = group_id.encode(), topic.encode()
+    return [r for s in segments.read_partition(partition_dir)
+            for r in s.records if r.key is not None and g in r.key and t in r.key]
+
+
+# ----------------------------------------------------------------------------- producing
+
+
+@dataclass
+class ProduceStats:
+    """What ``produce_records`` sent: records, payload bytes (keys + values), wall time (s),
+    and the resulting throughput in MB/s (10^6 bytes) and records/s."""
+
+    records: int
+    payload_bytes: int
+    seconds: float
+    offsets: list[int] = field(default_factory=list, repr=False)
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.payload_bytes / 1e6 / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else float("inf")
+
+    def to_json(self) -> dict:
+        return {"records": self.records, "payload_bytes": self.payload_bytes, "seconds": round(self.seconds, 3),
+                "mb_per_s": round(self.mb_per_s, 1), "records_per_s": round(self.records_per_s)}
+
+
+def produce_records(topic: str, records: Iterable[tuple[bytes | None, bytes | None, int | None]],
+                    partition: int = 0, conf: dict | None = None, timeout_s: float = 60.0) -> ProduceStats:
+    """Produce ``(key, value, timestamp_ms or None)`` records to one partition with
+    confluent-kafka (librdkafka), ``conf`` on top of ``acks=all``, and wait for every delivery.
+    A timestamp given is the record's CreateTime; None lets the producer use now. The stats
+    carry each record's offset, in input order.
+
+    Raises:
+        KafkalabError: a record was not delivered within ``timeout_s``.
+    """
+    p = Producer({"bootstrap.servers": config.bootstrap_servers(), "acks": "all", "log_level": 3, **(conf or {})})
+    errors: list = []
+    offsets: list[int] = []
+
+    def report(err, msg, i):
+        if err is not None:
+            errors.append(err)
+        else:
+            offsets[i] = msg.offset()
+
+    n = size = 0
+    t0 = time.perf_counter()
+    for key, value, ts in records:
+        kwargs = {"timestamp": ts} if ts is not None else {}
+        while True:
+            try:
+                p.produce(topic, value=value, key=key, partition=partition,
+                          on_delivery=lambda err, msg, i=n: report(err, msg, i), **kwargs)
+                break
+            except BufferError:  # local queue full: let deliveries drain
+                p.poll(0.05)
+        offsets.append(-1)
+        n += 1
+        size += len(key or b"") + len(value or b"")
+        p.poll(0)
+    remaining = p.flush(timeout_s)
+    seconds = time.perf_counter() - t0
+    if remaining or errors:
+        raise KafkalabError(f"{remaining} of {n} records undelivered to {topic}; first error: {errors[:1]}")
+    return ProduceStats(n, size, seconds, offsets)
+
+
+def filler(n: int, value_bytes: int, key_prefix: str = "k", timestamp_ms: int | None = None
+           ) -> Iterable[tuple[bytes, bytes, int | None]]:
+    """``n`` records ``(b"<prefix><i>", value_bytes of filler, timestamp_ms)``. The value is
+    varied per record so compression (if any) cannot fold the records into nothing."""
+    for i in range(n):
+        head = f"{key_prefix}{i}:".encode()
+        yield head, (head * (value_bytes // len(head) + 1))[:value_bytes], timestamp_ms
+
+
+# ----------------------------------------------------------------------------- reading a replica
+
+
+def replica_segments(topic: str, partition: int = 0, broker: int | None = None, records: bool = True
+                     ) -> tuple[int, list[Segment]]:
+    """``(broker id, segments)`` of a replica read from disk (default: the leader's), CRC-checked.
+
+    Raises:
+        KafkalabError: no replica folder; CorruptBatchError: a CRC mismatch.
+    """
+    b, folder = segments.replica_dir(topic, partition, broker)
+    return b, segments.read_partition(folder, records=records, verify=True)
+
+
+def segment_table(segs: Sequence[Segment]) -> "pd.DataFrame":
+    """One row per segment: file name, base and last offset, batches, records, bytes of
+    batches, index and time-index entries, and the largest record timestamp (ms)."""
+    import pandas as pd
+
+    rows = [{
+        "file": s.log.name,
+        "base_offset": s.base_offset,
+        "last_offset": s.next_offset - 1,
+        "batches": len(s.batches),
+        "records": sum(b.records_count for b in s.batches),
+        "bytes": s.size,
+        "index entries": len(s.index),
+        "timeindex entries": len(s.timeindex),
+        "largest timestamp": s.largest_timestamp,
+    } for s in segs]
+    return pd.DataFrame(rows).set_index("file")
+
+
+def batches_table(segs: Sequence[Segment]) -> "pd.DataFrame":
+    """Every batch of ``segs`` with the JSON fields of ``kafkalab segments`` plus its segment."""
+    import pandas as pd
+
+    return pd.DataFrame([{"segment": s.base_offset, **b.to_json()} for s in segs for b in s.batches])
+
+
+def dump_segment(seg: Segment, print_data: bool = True) -> dict[str, segments.DumpedFile]:
+    """Kafka's ``kafka-dump-log`` on the segment's ``.log``, ``.index`` and ``.timeindex``
+    (one JVM start, a few seconds), parsed by file path."""
+    from .. import cluster
+
+    files = [str(seg.log.with_suffix(s)) for s in segments.SEGMENT_SUFFIXES if seg.log.with_suffix(s).exists()]
+    args = ["--files", ",".join(files)] + (["--print-data-log"] if print_data else [])
+    return segments.parse_dump(cluster.tool("kafka-dump-log", *args).stdout)
+
+
+# ----------------------------------------------------------------------------- configs and offsets
+
+
+def alter_topic_config(topic: str, timeout_s: float = 15.0, **settings: str | int) -> None:
+    """Set topic configs (IncrementalAlterConfigs). Keyword names use ``_`` for ``.``:
+    ``alter_topic_config(t, retention_bytes=1048576)`` sets ``retention.bytes``.
+
+    Raises:
+        KafkaException: the brokers rejected a value.
+    """
+    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry(k.replace("_", "."), str(v), incremental_operation=AlterConfigOpType.SET)
+        for k, v in settings.items()])
+    for fut in workloads.admin().incremental_alter_configs([res], request_timeout=timeout_s).values():
+        fut.result(timeout=timeout_s + 5)
+
+
+def topic_config(topic: str, keys: Sequence[str], timeout_s: float = 10.0) -> dict[str, str]:
+    """Current values of topic configs ``keys`` (DescribeConfigs), as strings.
+
+    Raises:
+        KafkaException: no such topic; KeyError: a key the topic does not have.
+    """
+    res = ConfigResource(ResourceType.TOPIC, topic)
+    entries = workloads.admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
+    return {k: entries[k].value for k in keys}
+
+
+def list_offsets(topic: str, partitions: Sequence[int], spec: str = "earliest", timeout_s: float = 10.0
+                 ) -> dict[int, int]:
+    """Partition -> offset from ListOffsets (AdminClient): ``"earliest"`` (the log start
+    offset) or ``"latest"`` (the high watermark, one past the last replicated record).
+
+    Raises:
+        KafkaException: no such topic or partition, or no answer within ``timeout_s``.
+    """
+    make = {"earliest": OffsetSpec.earliest, "latest": OffsetSpec.latest}[spec]
+    futs = workloads.admin().list_offsets({TopicPartition(topic, p): make() for p in partitions},
+                                          request_timeout=timeout_s)
+    return {tp.partition: f.result(timeout=timeout_s + 5).offset for tp, f in futs.items()}
+
+
+def wait_log_start(topic: str, partition: int, expected: int, timeout_s: float = 20.0) -> float:
+    """Until the partition's log start offset (ListOffsets earliest) is ``expected``; returns
+    the seconds waited.
+
+    Raises:
+        WaitTimeout: with the last log start offset seen.
+    """
+    t0 = time.monotonic()
+    last: list[int] = []
+
+    def moved() -> bool:
+        last[:] = [list_offsets(topic, [partition])[partition]]
+        return last[0] == expected
+
+    wait_until(moved, timeout_s=timeout_s, interval_s=0.25,
+               what=f"log start offset of {topic}-{partition} to reach {expected}",
+               on_timeout=lambda: f"last log start offset: {last}")
+    return time.monotonic() - t0
+
+
+def wait_segments(topic: str, partition: int, bases: Sequence[int], broker: int | None = None,
+                  timeout_s: float = 20.0) -> list[Segment]:
+    """Until the replica's ``.log`` files (default: the leader's) have exactly base offsets
+    ``bases``; returns those segments (headers only, CRC-checked).
+
+    Raises:
+        WaitTimeout: with the base offsets last seen.
+    """
+    last: list[int] = []
+
+    def match():
+        _, folder = segments.replica_dir(topic, partition, broker)
+        last[:] = [f.base_offset for f in segments.segment_files(folder) if f.kind == "log"]
+        return last == list(bases)
+
+    wait_until(match, timeout_s=timeout_s, interval_s=0.25,
+               what=f"segments {list(bases)} in the replica of {topic}-{partition}",
+               on_timeout=lambda: f"last seen: {last}")
+    return replica_segments(topic, partition, broker, records=False)[1]
+
+
+# ----------------------------------------------------------------------------- consumers
+
+
+def _consumer(conf: dict | None = None) -> Consumer:
+    return Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"kafkalab-{workloads.run_id()}",
+                     "enable.auto.commit": False, "log_level": 3, **(conf or {})})
+
+
+def first_offset_from(topic: str, partition: int, offset: int, timeout_s: float = 15.0) -> int:
+    """Assign one consumer to ``topic``-``partition`` at ``offset`` (a seek) and return the
+    offset of the first record it receives.
+
+    Raises:
+        WaitTimeout: no record within ``timeout_s``; KafkalabError: a consumer error.
+    """
+    c = _consumer()
+    try:
+        c.assign([TopicPartition(topic, partition, offset)])
+        return _first_offset(c, timeout_s, f"a record of {topic}-{partition} from offset {offset}")
+    finally:
+        c.close()
+
+
+def _first_offset(c: Consumer, timeout_s: float, what: str) -> int:
+    def poll():
+        msg = c.poll(0.2)
+        if msg is None:
+            return None
+        if msg.error() is not None:
+            raise KafkalabError(f"consumer error: {msg.error()}")
+        return msg.offset() + 1  # +1: offset 0 is falsy
+
+    return wait_until(poll, timeout_s=timeout_s, interval_s=0.0, what=what) - 1
+
+
+def resume_group(group_id: str, topic: str, partition: int, reset: str, timeout_s: float = 15.0) -> int:
+    """A consumer of ``group_id`` resumes ``topic``-``partition`` from its committed offset with
+    ``auto.offset.reset=reset``; returns where it resumes.
+
+    If the committed offset still exists, that is where it resumes. If retention deleted it,
+    the first fetch fails with OFFSET_OUT_OF_RANGE and the consumer resets: ``earliest`` to
+    the log start offset (returned: the offset of the first record it receives), ``latest``
+    to the high watermark (returned: the fetch position librdkafka reports in its statistics,
+    ``next_offset``, once it differs from the committed offset: there is nothing to receive
+    there). With ``error`` (Java: ``none``) the consumer gets an error instead.
+
+    Raises:
+        KafkalabError: the consumer got an error (``reset="error"``: ``_AUTO_OFFSET_RESET``).
+        WaitTimeout: no position within ``timeout_s``.
+    """
+    committed = committed_offset(group_id, topic, partition)
+    stats: dict = {}
+
+    def on_stats(text: str) -> None:
+        part = json.loads(text).get("topics", {}).get(topic, {}).get("partitions", {}).get(str(partition))
+        if part:
+            stats.update(part)
+
+    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id,
+                  "auto.offset.reset": reset, "enable.auto.commit": False, "log_level": 3,
+                  "statistics.interval.ms": 100, "stats_cb": on_stats})
+    try:
+        c.assign([TopicPartition(topic, partition)])  # no offset given: start from the committed one
+
+        def resumed():
+            msg = c.poll(0.1)
+            if msg is not None:
+                if msg.error() is not None:
+                    raise KafkalabError(f"consumer of group {group_id} on {topic}-{partition}: {msg.error()}")
+                return msg.offset() + 1  # +1: offset 0 is falsy
+            if (reset == "latest" and stats.get("fetch_state") == "active"
+                    and stats.get("next_offset", -1) >= 0 and stats["next_offset"] != committed):
+                return stats["next_offset"] + 1
+            return None
+
+        return wait_until(resumed, timeout_s=timeout_s, interval_s=0.0,
+                          what=f"group {group_id} to resume on {topic}-{partition}",
+                          on_timeout=lambda: f"last statistics: fetch_state={stats.get('fetch_state')} "
+                                             f"next_offset={stats.get('next_offset')}") - 1
+    finally:
+        c.close()
+
+
+def consume_partition(topic: str, partition: int = 0, timeout_s: float = 15.0
+                      ) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Every record a consumer reads from ``topic``-``partition``, from the beginning to the end
+    of the partition (librdkafka's partition EOF event): ``(offset, key, value)`` in offset
+    order. A compacted partition has gaps in its offsets; this reads what is there.
+
+    Raises:
+        WaitTimeout: the end was not reached within ``timeout_s``; KafkalabError: a consumer error.
+    """
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError
+
+    c = _consumer({"enable.partition.eof": True})
+    got: list[tuple[int, bytes | None, bytes | None]] = []
+    try:
+        c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+
+        def at_end() -> bool:
+            for msg in c.consume(num_messages=500, timeout=0.2):
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        return True
+                    raise KafkalabError(f"consumer error on {topic}-{partition}: {msg.error()}")
+                got.append((msg.offset(), msg.key(), msg.value()))
+            return False
+
+        wait_until(at_end, timeout_s=timeout_s, interval_s=0.0, what=f"the end of {topic}-{partition}",
+                   on_timeout=lambda: f"{len(got)} records read")
+    finally:
+        c.close()
+    return got
+
+
+def offsets_for_times(topic: str, partition: int, timestamp_ms: int, timeout_s: float = 10.0) -> int:
+    """``Consumer.offsets_for_times``: the earliest offset whose timestamp is >= ``timestamp_ms``
+    (ms since the epoch; ListOffsets with a timestamp), or -1 if no record is that recent.
+
+    Raises:
+        KafkalabError: the broker answered with an error for the partition.
+    """
+    c = _consumer()
+    try:
+        (tp,) = c.offsets_for_times([TopicPartition(topic, partition, timestamp_ms)], timeout=timeout_s)
+        if tp.error is not None:
+            raise KafkalabError(f"offsets_for_times({topic}-{partition}, {timestamp_ms}): {tp.error}")
+        return tp.offset
+    finally:
+        c.close()
+
+
+# ----------------------------------------------------------------------------- compaction
+
+#: Topic settings of the compaction demo: teaching values, Kafka's defaults in the comments.
+COMPACTION_CONFIG = {
+    "cleanup.policy": "compact",          # default delete
+    "segment.ms": "60000",                # default 7 days: roll once a record is 60 s newer than the segment's first
+    "min.cleanable.dirty.ratio": "0.01",  # default 0.5: clean once 1 % of the log is dirty
+    "delete.retention.ms": "10000",       # default 1 day: a tombstone stays readable 10 s after its first cleaning
+}
+#: Seconds between rounds of the scenario, in record time: more than ``segment.ms``, so
+#: each round starts a new segment.
+ROUND_GAP_MS = 61_000
+
+
+@dataclass
+class CompactionScenario:
+    """Two single-partition topics written the same records: ``compacted`` (``COMPACTION_CONFIG``)
+    and ``control`` (same settings but ``cleanup.policy=delete``, keeps everything).
+
+    ``written``: ``(offset, key, value)`` of every record, in offset order (the same offsets in
+    both topics); ``round_starts``: first offset of each round; each round has record
+    timestamps ``ROUND_GAP_MS`` after the previous one, so each starts a new segment and the
+    round before it becomes cleanable.
+    """
+
+    compacted: str
+    control: str
+    t0_ms: int
+    keys: list[str]
+    written: list[tuple[int, bytes, bytes | None]] = field(default_factory=list)
+    round_starts: list[int] = field(default_factory=list)
+
+    def write_round(self, updates: Sequence[str] = (), label: str = "", deletes: Sequence[str] = (),
+                    repeat: int = 1) -> None:
+        """One round at the next record time: ``repeat`` times a value ``"<label><n>:<key>"``
+        for each key of ``updates``, then a tombstone for each key of ``deletes``.
+
+        Raises:
+            KafkalabError: the two topics assigned different offsets.
+        """
+        ts = self.t0_ms + len(self.round_starts) * ROUND_GAP_MS
+        recs: list[tuple[bytes, bytes | None, int]] = []
+        for n in range(repeat):
+            recs += [(k.encode(), f"{label}{n}:{k}".encode(), ts) for k in updates]
+        recs += [(k.encode(), None, ts) for k in deletes]
+        offsets = {}
+        for topic in (self.compacted, self.control):
+            offsets[topic] = produce_records(topic, recs, conf={"linger.ms": 5}).offsets
+        if offsets[self.compacted] != offsets[self.control]:
+            raise KafkalabError(f"{self.compacted} and {self.control} got different offsets")
+        self.round_starts.append(offsets[self.compacted][0])
+        self.written += [(o, k, v) for o, (k, v, _) in zip(offsets[self.compacted], recs)]
+
+    @property
+    def active_base(self) -> int:
+        """Base offset of the active segment (the last round's first offset): the cleaner
+        cleans only below it."""
+        return self.round_starts[-1]
+
+    def expected(self, drop_tombstones: bool) -> list[tuple[int, bytes, bytes | None]]:
+        """What the compacted topic holds once everything below ``active_base`` is cleaned
+        (``segments.compacted_view``)."""
+        return segments.compacted_view(self.written, self.active_base, drop_tombstones)
+
+    def latest_values(self) -> dict[str, str]:
+        """Key -> latest value of every key whose latest record is not a tombstone."""
+        latest: dict[bytes, bytes | None] = {}
+        for _, k, v in self.written:
+            latest[k] = v
+        return {k.decode(): v.decode() for k, v in latest.items() if v is not None}
+
+
+def start_compaction(run: TourRun, keys: int = 100, updates: int = 10, deletes: int = 20) -> CompactionScenario:
+    """Create the two topics and write three rounds (record times ``t0``, ``t0+61 s``,
+    ``t0+122 s``, with ``t0`` ten minutes ago):
+
+    1. ``updates`` values for each of ``keys`` keys (``k000``...);
+    2. tombstones for the first ``deletes`` keys and a new value for the next ``deletes``;
+    3. a new value for the next ``deletes`` keys: it rolls round 2's segment, so rounds 1-2
+       become cleanable and the log cleaner starts on its own schedule
+       (``log.cleaner.backoff.ms`` between idle checks, 15 s by default).
+    """
+    names = [f"k{i:03d}" for i in range(keys)]
+    scn = CompactionScenario(run.topic("compacted"), run.topic("control"), int(time.time() * 1000) - 600_000, names)
+    workloads.create_topics({scn.compacted: 1}, topic_config=COMPACTION_CONFIG)
+    workloads.create_topics({scn.control: 1}, topic_config={**COMPACTION_CONFIG, "cleanup.policy": "delete"})
+    scn.write_round(names, "r", repeat=updates)
+    scn.write_round(names[deletes:2 * deletes], "u", deletes=names[:deletes])
+    scn.write_round(names[2 * deletes:3 * deletes], "v")
+    return scn
+
+
+def closed_records(segs: Sequence[Segment]) -> list[segments.Record]:
+    """Records of every segment but the last (the active one, which the cleaner never touches)."""
+    return [r for s in segs[:-1] for r in s.records]
+
+
+def wait_cleaned(topic: str, partition: int, expected_records: int, timeout_s: float = 45.0,
+                 broker: int | None = None) -> tuple[list[Segment], float]:
+    """Until the replica's closed segments (default: the leader's) hold exactly
+    ``expected_records`` records, i.e. the cleaner has rewritten them; returns the segments
+    (with records) and the seconds waited.
+
+    Raises:
+        WaitTimeout: with the count last seen.
+    """
+    t0 = time.monotonic()
+    last: list = []
+
+    def cleaned():
+        try:
+            _, segs = replica_segments(topic, partition, broker)
+        except FileNotFoundError:  # the cleaner swapped files while we read
+            return None
+        last[:] = [len(closed_records(segs))]
+        return segs if last[0] == expected_records else None
+
+    segs = wait_until(cleaned, timeout_s=timeout_s, interval_s=0.25,
+                      what=f"{expected_records} records in the closed segments of {topic}-{partition}",
+                      on_timeout=lambda: f"records last seen there: {last}")
+    return segs, time.monotonic() - t0
+
+
+def spark_key_table(spark: "SparkSession", topics: Sequence[str]) -> "pd.DataFrame":
+    """One row per (topic, key) of ``topics``, computed by Spark in one job over all records:
+    ``records`` (how many records the key has), ``tombstones`` (of them with a null value),
+    ``latest`` (the value of the key's record with the highest offset, None for a tombstone).
+    Only these per-key rows reach the driver."""
+    from pyspark.sql import functions as F
+
+    from .. import spark as kspark
+
+    df = kspark.read_topic(spark, ",".join(topics))
+    return (df.groupBy("topic", F.col("key").cast("string").alias("key"))
+            .agg(F.count("*").alias("records"),
+                 F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
+                 F.max_by(F.col("value").cast("string"), "offset").alias("latest"))
+            .toPandas())
+
+
+def key_stats(table: "pd.DataFrame") -> "pd.DataFrame":
+    """Per topic (columns) from ``spark_key_table``: ``records``, ``keys``, ``tombstones`` and
+    ``live keys`` (keys whose latest record has a value)."""
+    import pandas as pd
+
+    g = table.groupby("topic")
+    return pd.DataFrame({
+        "records": g["records"].sum(),
+        "keys": g["key"].count(),
+        "tombstones": g["tombstones"].sum(),
+        "live keys": g["latest"].count(),
+    }).T.astype(int)
+
+
+def latest_values(table: "pd.DataFrame", topic: str) -> dict[str, str]:
+    """Key -> latest value of ``topic``'s live keys, from ``spark_key_table``."""
+    t = table[(table["topic"] == topic) & table["latest"].notna()]
+    return dict(zip(t["key"], t["latest"]))
+
+
+def start_spark(app_name: str, warm_topics: Sequence[str] = ()) -> "Future[SparkSession]":
+    """Start ``kafkalab.spark.session(app_name)`` in a background thread and warm it up (one
+    ``spark_key_table`` job over ``warm_topics``, or a trivial job if none), so the first real
+    query is quick; the future returns the session. The notebook does other work meanwhile:
+    the JVM start and the first Kafka read take 10-60 s on a busy 2-core machine.
+
+    Raises (from ``future.result()``): FileNotFoundError if the connector jars are missing,
+    or whatever Spark raised while starting.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .. import spark as kspark
+
+    def start():
+        spark = kspark.session(app_name)
+        if warm_topics:
+            spark_key_table(spark, list(warm_topics))
+        else:
+            spark.range(1).count()
+        return spark
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-start")
+    fut = pool.submit(start)
+    pool.shutdown(wait=False)
+    return fut
+
+
+# ----------------------------------------------------------------------------- why it is fast
+
+
+@dataclass
+class WriteRate:
+    """A sequential write of ``total_bytes`` in ``block_bytes`` blocks to a new file:
+    ``seconds`` until ``write`` returned for every block (page cache), and with ``fsync`` the
+    time until the data was on the device."""
+
+    total_bytes: int
+    block_bytes: int
+    fsync: bool
+    seconds: float
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.total_bytes / 1e6 / self.seconds if self.seconds > 0 else float("inf")
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "mb_per_s": round(self.mb_per_s, 1)}
+
+
+def raw_write_rate(folder: str | Path, total_bytes: int = 128 * 1024 * 1024, block_bytes: int = 1024 * 1024,
+                   fsync: bool = False) -> WriteRate:
+    """Write ``total_bytes`` of random bytes sequentially to a temporary file in ``folder``
+    (the same file system as the brokers' data) and time it; the file is deleted afterwards.
+    With ``fsync`` the time includes ``os.fsync``: the device's sustained rate; without, the
+    rate of copying into the page cache, which is what a broker's append costs (Kafka does not
+    fsync per write: ``flush.messages``/``flush.ms`` default to Long.MAX_VALUE)."""
+    block = os.urandom(block_bytes)
+    path = Path(folder) / f".kafkalab-write-test-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        t0 = time.perf_counter()
+        with open(path, "wb", buffering=0) as fh:
+            written = 0
+            while written < total_bytes:
+                written += fh.write(block)
+            if fsync:
+                os.fsync(fh.fileno())
+        return WriteRate(written, block_bytes, fsync, time.perf_counter() - t0)
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def appended_back_to_back(segs: Sequence[Segment]) -> bool:
+    """True if in every segment each batch starts where the previous one ended, the first at
+    position 0, and nothing but whole batches is in the file: the log is only ever appended to."""
+    for s in segs:
+        pos = 0
+        for b in s.batches:
+            if b.position != pos:
+                return False
+            pos = b.next_position
+        if pos != s.log.stat().st_size - s.trailing_bytes:
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------- the CLI's version
+
+
+@dataclass
+class SegmentsDemoResult:
+    """What ``run_segments_demo`` saw; each field is a claim of notebook 06."""
+
+    run_id: str
+    segment_bytes_below_minimum_rejected: bool
+    rolled_segments: list[int]
+    roll_rule_holds: bool
+    index_entries: int
+    batches: int
+    index_matches_rule: bool
+    lookup_target: int
+    lookup_batch: list[int]
+    headers_scanned: int
+    consumer_first_offset: int
+    offsets_for_times_agrees: bool
+    size_retention_deleted: list[int]
+    log_start_offset: int
+    other_partition_log_start: int
+    lagging_group_resumed_at: int
+    records_never_seen: int
+    produce: dict = field(default_factory=dict)
+    raw_write: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def run_segments_demo(timeout_s: float = 30.0) -> SegmentsDemoResult:
+    """The Spark-free part of notebook 06 on fresh topics, deleted afterwards: roll by size,
+    the sparse index and a lookup by hand, offsets for times, retention by size with a lagging
+    consumer, and produce throughput beside the raw sequential write rate."""
+    with new_run() as run:
+        rejected = False
+        try:
+            workloads.create_topics({run.topic("too-small"): 1}, topic_config={"segment.bytes": str(MIN_SEGMENT_BYTES // 2)})
+        except KafkalabError:
+            rejected = True
+        roll = run.topic("roll")
+        workloads.create_topics({roll: 1}, topic_config={"segment.bytes": str(MIN_SEGMENT_BYTES)})
+        produce_records(roll, filler(3300, 1000), conf={"batch.size": 65536, "linger.ms": 5})
+        _, segs = replica_segments(roll)
+        rule = all(s.size <= MIN_SEGMENT_BYTES < s.size + n.batches[0].size for s, n in zip(segs, segs[1:]))
+
+        idx = run.topic("index")
+        workloads.create_topics({idx: 1})
+        t0 = int(time.time() * 1000) - 3_600_000
+        produce_records(idx, ((f"k{i}".encode(), b"v" * 200, t0 + i * 1000) for i in range(2000)),
+                        conf={"batch.num.messages": 10, "linger.ms": 5})
+        _, isegs = replica_segments(idx)
+        seg = isegs[0]
+        target = 1234
+        hit = segments.lookup_offset(seg.index, target)
+        scan = segments.scan_for_offset(seg.log, target, hit.position)
+        ts = t0 + 1234 * 1000 + 500
+        by_hand = segments.offset_for_timestamp(isegs, ts).offset
+
+        sized = run.topic("sized")
+        workloads.create_topics({sized: 2}, topic_config={"segment.bytes": str(MIN_SEGMENT_BYTES)})
+        stats = produce_records(sized, filler(4600, 1000), partition=0, conf={"batch.size": 65536, "linger.ms": 5})
+        produce_records(sized, filler(300, 1000), partition=1, conf={"batch.size": 65536, "linger.ms": 5})
+        group = run.group("lagging")
+        commit_offset(group, sized, 0, 100)
+        _, before = replica_segments(sized, 0, records=False)
+        retention = MIN_SEGMENT_BYTES * 3 // 2
+        deleted = segments.size_retention_deletes([(s.base_offset, s.size) for s in before], retention)
+        survivors = [s.base_offset for s in before if s.base_offset not in deleted]
+        alter_topic_config(sized, retention_bytes=retention)
+        wait_log_start(sized, 0, survivors[0], timeout_s=timeout_s)
+        resumed = resume_group(group, sized, 0, "earliest")
+        raw = raw_write_rate(config.cluster_dir(), 64 * 1024 * 1024)
+        return SegmentsDemoResult(
+            run_id=run.run_id,
+            segment_bytes_below_minimum_rejected=rejected,
+            rolled_segments=[s.base_offset for s in segs],
+            roll_rule_holds=rule,
+            index_entries=len(seg.index), batches=len(seg.batches),
+            index_matches_rule=seg.index == segments.expected_offset_index(seg.batches),
+            lookup_target=target,
+            lookup_batch=[scan.batch.base_offset, scan.batch.last_offset] if scan.batch else [],
+            headers_scanned=scan.headers_read,
+            consumer_first_offset=first_offset_from(idx, 0, target),
+            offsets_for_times_agrees=offsets_for_times(idx, 0, ts) == by_hand,
+            size_retention_deleted=deleted,
+            log_start_offset=list_offsets(sized, [0])[0],
+            other_partition_log_start=list_offsets(sized, [1])[1],
+            lagging_group_resumed_at=resumed,
+            records_never_seen=resumed - 100,
+            produce=stats.to_json(),
+            raw_write=raw.to_json(),
+        )
+
+
+@click.command("segments_demo")
+@click.option("--timeout", "timeout_s", type=float, default=30.0, show_default=True,
+              help="Seconds to wait for retention to delete segments.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def cli_command(timeout_s: float, as_json: bool) -> None:
+    """Notebook 06 without Spark: rolling, the sparse index, retention, write rates."""
+    r = run_segments_demo(timeout_s)
+    if as_json:
+        click.echo(json.dumps(r.to_json(), indent=2))
+        return
+    click.echo(f"segment.bytes below 1 MiB rejected (KIP-1030): {r.segment_bytes_below_minimum_rejected}")
+    click.echo(f"3.3 MB in 1 MiB segments: base offsets {r.rolled_segments}; roll rule holds: {r.roll_rule_holds}")
+    click.echo(f"index: {r.index_entries} entries for {r.batches} batches, as the rule predicts: {r.index_matches_rule}")
+    click.echo(f"offset {r.lookup_target}: batch {r.lookup_batch} after {r.headers_scanned} headers; "
+               f"a consumer seeking there first gets {r.consumer_first_offset}")
+    click.echo(f"offsets_for_times agrees with the lookup by hand: {r.offsets_for_times_agrees}")
+    click.echo(f"retention.bytes deleted segments {r.size_retention_deleted}; log start {r.log_start_offset}, "
+               f"other partition {r.other_partition_log_start}")
+    click.echo(f"lagging group (committed 100) resumed at {r.lagging_group_resumed_at}: "
+               f"{r.records_never_seen} records never seen")
+    click.echo(f"produce {r.produce['mb_per_s']} MB/s vs raw sequential write {r.raw_write['mb_per_s']} MB/s")

@@ -1,0 +1,109 @@
+"""kafkalab.experiments.segments_demo (notebook 06): the pure helpers, without a cluster.
+The live parts run in tests/test_segments_live.py and in the notebook itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from kafkalab import segments
+from kafkalab.experiments import segments_demo as demo
+
+
+@pytest.mark.parametrize("s,h", [
+    ("", 0), ("a", 97), ("hello", 99162322), ("Aa", 2112), ("BB", 2112),
+    ("polygenelubricants", -(2**31)),  # the classic string whose hashCode is Integer.MIN_VALUE
+    ("한글", 54620 * 31 + 44544),
+])
+def test_java_string_hash_matches_java(s: str, h: int) -> None:
+    assert demo.java_string_hash(s) == h
+
+
+def test_coordinator_partition_is_utils_abs_of_the_hash_modulo_the_partitions() -> None:
+    assert demo.coordinator_partition("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) is 0, not negative
+    assert demo.coordinator_partition("hello", 50) == 99162322 % 50
+    h = demo.java_string_hash("my-group-with-a-negative-hash-zz")
+    assert demo.coordinator_partition("my-group-with-a-negative-hash-zz", 10) == abs(h) % 10
+
+
+def test_classify_entry_names_what_a_kraft_log_dir_holds(tmp_path: Path) -> None:
+    assert demo.classify_entry("__cluster_metadata-0", True).startswith("KRaft metadata log")
+    assert demo.classify_entry("t-0.abc123-delete", True).startswith("deleted partition")
+    assert demo.classify_entry("__consumer_offsets-3", True) == "internal topic partition"
+    assert demo.classify_entry("orders-1", True) == "topic partition"
+    assert demo.classify_entry("meta.properties", False).startswith("node.id")
+    assert demo.classify_entry("something.else", False) == "other file"
+    for name in ("a-0", "a-1", "__cluster_metadata-0"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "meta.properties").write_text("node.id=1\nversion=1\n")
+    table = demo.data_dir_table(tmp_path)
+    assert table.loc["topic partition", "count"] == 2
+    assert demo.read_properties(tmp_path / "meta.properties") == {"node.id": "1", "version": "1"}
+
+
+def _batch(position: int, length: int, base: int) -> segments.RecordBatch:
+    return segments.RecordBatch(position, base, length - 12, 0, 2, 0, 0, 0, 0, 0, -1, -1, -1, 1)
+
+
+def test_appended_back_to_back_checks_positions_and_the_file_length(tmp_path: Path) -> None:
+    log = tmp_path / segments.segment_file_name(0)
+    log.write_bytes(bytes(300))
+    good = segments.Segment(0, log, [_batch(0, 100, 0), _batch(100, 200, 1)], [], [])
+    assert demo.appended_back_to_back([good])
+    gap = segments.Segment(0, log, [_batch(0, 100, 0), _batch(150, 150, 1)], [], [])
+    assert not demo.appended_back_to_back([gap])
+    short = segments.Segment(0, log, [_batch(0, 100, 0)], [], [])
+    assert not demo.appended_back_to_back([short])
+    assert demo.appended_back_to_back([segments.Segment(0, log, [_batch(0, 100, 0)], [], [], trailing_bytes=200)])
+
+
+def test_raw_write_rate_writes_and_removes_its_file(tmp_path: Path) -> None:
+    r = demo.raw_write_rate(tmp_path, total_bytes=3 * 1024 * 1024, block_bytes=1024 * 1024, fsync=True)
+    assert r.total_bytes == 3 * 1024 * 1024 and r.fsync and r.mb_per_s > 0
+    assert list(tmp_path.iterdir()) == []
+    assert set(r.to_json()) == {"total_bytes", "block_bytes", "fsync", "seconds", "mb_per_s"}
+
+
+def test_filler_makes_records_of_the_asked_size() -> None:
+    recs = list(demo.filler(5, 1000, key_prefix="x", timestamp_ms=7))
+    assert [k for k, _, _ in recs] == [f"x{i}:".encode() for i in range(5)]
+    assert {len(v) for _, v, _ in recs} == {1000} and {t for _, _, t in recs} == {7}
+    assert len({v for _, v, _ in recs}) == 5
+
+
+def test_produce_stats_rates() -> None:
+    st = demo.ProduceStats(1000, 2_000_000, 0.5, offsets=list(range(1000)))
+    assert (st.mb_per_s, st.records_per_s) == (4.0, 2000.0)
+    assert st.to_json() == {"records": 1000, "payload_bytes": 2_000_000, "seconds": 0.5, "mb_per_s": 4.0,
+                            "records_per_s": 2000}
+
+
+def test_compaction_scenario_predicts_what_the_cleaner_leaves() -> None:
+    scn = demo.CompactionScenario("c", "d", 0, ["a", "b", "c"])
+    scn.written = [(0, b"a", b"1"), (1, b"b", b"1"), (2, b"c", b"1"), (3, b"a", None), (4, b"b", b"2"), (5, b"c", b"2")]
+    scn.round_starts = [0, 3, 5]
+    assert scn.active_base == 5
+    assert scn.expected(drop_tombstones=False) == [(2, b"c", b"1"), (3, b"a", None), (4, b"b", b"2"), (5, b"c", b"2")]
+    assert scn.expected(drop_tombstones=True) == [(2, b"c", b"1"), (4, b"b", b"2"), (5, b"c", b"2")]
+    assert scn.latest_values() == {"b": "2", "c": "2"}
+
+
+def test_key_stats_and_latest_values_from_a_spark_key_table() -> None:
+    table = pd.DataFrame([
+        {"topic": "t", "key": "a", "records": 3, "tombstones": 1, "latest": None},
+        {"topic": "t", "key": "b", "records": 2, "tombstones": 0, "latest": "v"},
+        {"topic": "u", "key": "b", "records": 1, "tombstones": 0, "latest": "v"},
+    ])
+    stats = demo.key_stats(table)
+    assert stats["t"].to_dict() == {"records": 5, "keys": 2, "tombstones": 1, "live keys": 1}
+    assert stats["u"].to_dict() == {"records": 1, "keys": 1, "tombstones": 0, "live keys": 1}
+    assert demo.latest_values(table, "t") == demo.latest_values(table, "u") == {"b": "v"}
+
+
+def test_the_compaction_settings_are_the_teaching_values_the_notebook_states() -> None:
+    assert demo.COMPACTION_CONFIG == {"cleanup.policy": "compact", "segment.ms": "60000",
+                                      "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "10000"}
+    assert demo.ROUND_GAP_MS > int(demo.COMPACTION_CONFIG["segment.ms"])
+    assert demo.MIN_SEGMENT_BYTES == 1024 * 1024
