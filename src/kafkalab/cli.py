@@ -20,21 +20,10 @@ import time
 import click
 
 from . import cluster as cluster_mod
-from .errors import KafkalabError
+from .clickutil import KafkalabGroup
 
 
-class _Group(click.Group):
-    """A click group that turns KafkalabError into a one-line message and exit code 1."""
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except KafkalabError as e:
-            click.secho(f"kafkalab: {e}", fg="red", err=True)
-            sys.exit(1)
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=KafkalabGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kafkalab")
 def main() -> None:
     """Run, break and inspect the kafkalab Kafka cluster; run the notebooks' experiments."""
@@ -146,7 +135,7 @@ def tool(name: str, args: tuple[str, ...]) -> None:
 # ----------------------------------------------------------------------------- experiments
 
 
-@main.group(cls=_Group)
+@main.group(cls=KafkalabGroup)
 def run() -> None:
     """Run a notebook's experiment from the terminal (same code as the notebook)."""
 

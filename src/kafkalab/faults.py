@@ -65,6 +65,7 @@ from typing import Any, Callable, Iterable
 import click
 
 from . import config
+from .clickutil import KafkalabGroup
 from .errors import KafkalabError, PortInUse
 from .waiting import wait_until
 
@@ -1173,18 +1174,7 @@ def send_control(cmd: dict, timeout_s: float = 5.0) -> dict:
     return reply
 
 
-class _FaultGroup(click.Group):
-    """Like kafkalab.cli's group: a KafkalabError is one red line and exit code 1."""
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except KafkalabError as e:
-            click.secho(f"kafkalab: {e}", fg="red", err=True)
-            sys.exit(1)
-
-
-@click.group("fault", cls=_FaultGroup)
+@click.group("fault", cls=KafkalabGroup)
 def cli_group() -> None:
     """The fault proxy between clients and brokers (ports 9096/9196/9296 -> FAULT listeners).
 

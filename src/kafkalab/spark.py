@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from kafkalab import config
 
@@ -203,17 +203,41 @@ def read_topic(
     return reader.load()
 
 
-def session_in_background(app_name: str = "kafkalab"):
+def session_in_background(app_name: str = "kafkalab", warm_up: Callable[[SparkSession], object] | None = None):
     """Start ``session(app_name)`` in a background thread, so a notebook's Kafka experiments
-    run while the JVM starts (~5 s on an idle 2-core machine, much more under load).
+    run while the JVM starts (~5 s on an idle 2-core machine, 10-40 s under load).
+
+    Args:
+        app_name: Spark application name.
+        warm_up: optional callable run on the new session in the same thread, e.g. one small
+            query of the kind the notebook runs later: a new JVM's first query pays for class
+            loading and code generation, and this pays it early. Default: ``range(10).count()``.
 
     Returns:
         ``concurrent.futures.Future`` whose ``result(timeout)`` is the SparkSession (it
-        re-raises what ``session`` raised).
+        re-raises what ``session`` or ``warm_up`` raised).
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    def start() -> SparkSession:
+        spark = session(app_name)
+        if warm_up is None:
+            spark.range(10).count()
+        else:
+            warm_up(spark)
+        return spark
+
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-start")
-    future = pool.submit(session, app_name)
+    future = pool.submit(start)
     pool.shutdown(wait=False)
     return future
+
+
+def stop_in_background(future, timeout_s: float = 300.0) -> None:
+    """Stop the session a ``session_in_background`` future yields (waiting for it to finish
+    starting); nothing to do if it failed to start."""
+    try:
+        spark = future.result(timeout=timeout_s)
+    except Exception:  # it never started: nothing to stop
+        return
+    spark.stop()

@@ -37,25 +37,15 @@ PER_TOPIC = ("range", "consumer/range", "classic/default")
 
 
 def start_session(app_name: str = "kafkalab", warm: bool = True) -> "Future[SparkSession]":
-    """Start the Spark session (``kafkalab.spark.session``) in a background thread, so the
-    JVM starts while Kafka experiments run; ``.result(timeout=...)`` returns it.
+    """``kafkalab.spark.session_in_background``; with ``warm``, the warm-up runs ``per_case``
+    on three in-memory rows, the query this notebook runs later."""
+    from .. import spark as kspark
 
-    With ``warm``, it also runs ``per_case`` on three in-memory rows: the first query of a
-    new JVM is slow (class loading, code generation), and this one pays for it early.
-    """
-    def start() -> "SparkSession":
-        from .. import spark as kspark
+    def warm_up(session: "SparkSession") -> None:
+        rows = [("range", 3, 1, 2, f"consumer-{i}", n, "warm-up", 0) for i, n in enumerate((1, 1, 0))]
+        per_case(session.createDataFrame(rows, ledger_schema())).collect()
 
-        session = kspark.session(app_name)
-        if warm:
-            rows = [("range", 3, 1, 2, f"consumer-{i}", n, "warm-up", 0) for i, n in enumerate((1, 1, 0))]
-            per_case(session.createDataFrame(rows, ledger_schema())).collect()
-        return session
-
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-start")
-    future = pool.submit(start)
-    pool.shutdown(wait=False)
-    return future
+    return kspark.session_in_background(app_name, warm_up if warm else None)
 
 
 def ledger_schema():

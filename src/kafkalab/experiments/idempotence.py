@@ -1179,43 +1179,25 @@ def spark_copies(spark: "SparkSession", topics: Iterable[str], ledger_globs: Ite
 
 
 def spark_in_background(app_name: str = "kafkalab") -> "Future":
-    """Start ``kafkalab.spark.session(app_name)`` in a background thread; returns a
-    ``concurrent.futures.Future`` whose ``result()`` is the SparkSession.
+    """``kafkalab.spark.session_in_background`` warmed up with one small aggregation and join
+    on generated rows (the shapes of ``spark_join``), so the first real query is warm."""
+    from .. import spark as kspark
 
-    Spark's JVM takes 10-40 s to start on 2 cores, and its first aggregation as long again
-    (class loading, code generation); notebook 04's Kafka experiments spend most of their
-    time waiting for timeouts, so the two overlap. The thread also runs one small
-    aggregation and join on generated rows, so that the first real query is warm. PySpark
-    installs its SIGINT handler only from the main thread; a session made here behaves the
-    same otherwise.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    def start() -> "SparkSession":
+    def warm_up(session) -> None:
         from pyspark.sql import functions as F
 
-        from .. import spark as kspark
-
-        session = kspark.session(app_name)
         rows = session.range(100).select((F.col("id") % 7).alias("k"), F.col("id").cast("string").alias("v"))
         per_k = rows.groupBy("k").agg(F.array_sort(F.collect_list(F.struct("k", "v"))).alias("l"))
         rows.groupBy("k").agg(F.count("v").alias("n")).join(per_k, "k", "full_outer").fillna({"n": 0}).collect()
-        return session
 
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-start")
-    future = pool.submit(start)
-    pool.shutdown(wait=False)
-    return future
+    return kspark.session_in_background(app_name, warm_up)
 
 
 def stop_spark(future: "Future", timeout_s: float = 300.0) -> None:
-    """Stop the session of ``spark_in_background`` (waiting for it to finish starting);
-    nothing to do if it failed to start."""
-    try:
-        session = future.result(timeout=timeout_s)
-    except Exception:  # it never started: nothing to stop
-        return
-    session.stop()
+    """Stop the session of ``spark_in_background`` (``kafkalab.spark.stop_in_background``)."""
+    from .. import spark as kspark
+
+    kspark.stop_in_background(future, timeout_s)
 
 
 def delete_topics(topics: Iterable[str], timeout_s: float = 30.0) -> None:

@@ -206,22 +206,15 @@ def spark_counts(df: "DataFrame", runs: Iterable[str] | None = None) -> dict[str
 
 
 def spark_in_background(app_name: str = "kafkalab-ordering"):
-    """Start ``kafkalab.spark.session(app_name)`` in a background thread and warm it up with
-    ``spark_counts`` on a few planted records (Spark's first window query spends seconds
-    generating code; here that overlaps the Kafka experiments). Returns a
-    ``concurrent.futures.Future`` whose ``result()`` is the SparkSession; stop it with
-    ``kafkalab.experiments.idempotence.stop_spark``."""
-    from concurrent.futures import ThreadPoolExecutor
+    """``kafkalab.spark.session_in_background`` warmed up with ``spark_counts`` on a few
+    planted records (Spark's first window query spends seconds generating code; here that
+    overlaps the Kafka experiments). Stop it with ``kafkalab.spark.stop_in_background``."""
+    from .. import spark as kspark
 
-    def start():
-        from .. import spark as kspark
-
-        session = kspark.session(app_name)
+    def warm_up(session) -> None:
         planted = [Consumed(s, "k", 0, o, "c", o) for o, s in enumerate([1, 0, 2])]
         spark_counts(spark_frame(session, planted, "warm-up"), ["warm-up"])
-        return session
 
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-start")
-    future = pool.submit(start)
-    pool.shutdown(wait=False)
-    return future
+    return kspark.session_in_background(app_name, warm_up)
+
+

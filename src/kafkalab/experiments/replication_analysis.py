@@ -203,32 +203,19 @@ def verdict_table(rounds: Iterable[object]) -> "pd.DataFrame":
 
 
 def spark_in_background(app_name: str = "kafkalab-replication") -> "Future":
-    """Start ``kafkalab.spark.session(app_name)`` in a background thread (its JVM takes 10-40 s
-    on 2 cores; the rounds spend most of their time waiting for fences and restarts, so the
-    two overlap). Returns a ``concurrent.futures.Future`` whose ``result()`` is the session."""
-    from concurrent.futures import ThreadPoolExecutor
+    """``kafkalab.spark.session_in_background`` (its JVM takes 10-40 s on 2 cores; the rounds
+    spend most of their time waiting for fences and restarts, so the two overlap)."""
+    from .. import spark as kspark
+    from pyspark.sql import functions as F
 
-    def start():
-        from .. import spark as kspark
-
-        from pyspark.sql import functions as F
-
-        session = kspark.session(app_name)
-        session.range(10).groupBy((F.col("id") % 2).alias("k")).count().collect()  # warm up
-        return session
-
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-start")
-    future = pool.submit(start)
-    pool.shutdown(wait=False)
-    return future
+    return kspark.session_in_background(
+        app_name, lambda session: session.range(10).groupBy((F.col("id") % 2).alias("k")).count().collect())
 
 
 def stop_spark(future: "Future", timeout_s: float = 300.0) -> None:
-    """Stop the session of ``spark_in_background`` (waiting for it to finish starting);
-    nothing to do if it failed to start."""
-    try:
-        session = future.result(timeout=timeout_s)
-    except Exception:
-        return
-    session.stop()
+    """Stop the session of ``spark_in_background`` (``kafkalab.spark.stop_in_background``)."""
+    from .. import spark as kspark
+
+    kspark.stop_in_background(future, timeout_s)
+
 

@@ -672,30 +672,16 @@ def latest_values(table: "pd.DataFrame", topic: str) -> dict[str, str]:
 
 
 def start_spark(app_name: str, warm_topics: Sequence[str] = ()) -> "Future[SparkSession]":
-    """Start ``kafkalab.spark.session(app_name)`` in a background thread and warm it up (one
-    ``spark_key_table`` job over ``warm_topics``, or a trivial job if none), so the first real
-    query is quick; the future returns the session. The notebook does other work meanwhile:
-    the JVM start and the first Kafka read take 10-60 s on a busy 2-core machine.
+    """``kafkalab.spark.session_in_background``, warmed up with one ``spark_key_table`` job
+    over ``warm_topics`` (or a trivial job if none), so the first real query is quick.
 
     Raises (from ``future.result()``): FileNotFoundError if the connector jars are missing,
     or whatever Spark raised while starting.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     from .. import spark as kspark
 
-    def start():
-        spark = kspark.session(app_name)
-        if warm_topics:
-            spark_key_table(spark, list(warm_topics))
-        else:
-            spark.range(1).count()
-        return spark
-
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-start")
-    fut = pool.submit(start)
-    pool.shutdown(wait=False)
-    return fut
+    warm_up = (lambda spark: spark_key_table(spark, list(warm_topics))) if warm_topics else None
+    return kspark.session_in_background(app_name, warm_up)
 
 
 # ----------------------------------------------------------------------------- why it is fast

@@ -122,70 +122,39 @@ class TxnRun(TourRun):
         return super().cleanup(timeout_s)
 
 
-#: Extra driver JVM flags for this notebook's short Spark jobs: C1-only JIT and the serial GC,
-#: the flags ``cluster.tool_command`` gives Kafka's tools. On 2 cores they halve the driver's
-#: CPU time for a notebook's handful of small jobs (C2 compiler threads are the main cost).
-SHORT_JOB_JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
-
-
 def notebook_spark_session(app_name: str) -> "SparkSession":
-    """``kafkalab.spark.session`` with ``SHORT_JOB_JVM_FLAGS`` added to
-    ``spark.driver.extraJavaOptions`` (every other setting from ``kafkalab.spark.session_conf``).
-    As with ``session``, an already running session is returned as it is.
+    """``kafkalab.spark.session`` (its driver already runs with C1 and the serial GC).
 
     Raises:
         FileNotFoundError: the Kafka connector jars are missing (``make jars``).
     """
-    from pyspark.sql import SparkSession
-
     from .. import spark as kspark
 
-    conf = kspark.session_conf(app_name)
-    conf["spark.driver.extraJavaOptions"] = " ".join([conf.get("spark.driver.extraJavaOptions", ""),
-                                                      *SHORT_JOB_JVM_FLAGS]).strip()
-    builder = SparkSession.builder
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    return kspark.session(app_name)
 
 
 def spark_in_background(app_name: str, warmup_topic: str | None = None) -> "Future[SparkSession]":
-    """Start ``notebook_spark_session(app_name)`` in a background thread; the returned future
-    yields the session. The JVM start (10 to 20 s on 2 busy cores) then overlaps with
-    experiments that mostly wait on Kafka.
-
-    With ``warmup_topic`` (an existing, empty topic), the thread also writes 10 small JSON
-    records to it and runs one audit job over it with Spark's Kafka source (``spark_verdicts``),
-    so the first real audit does not pay for class loading and code generation.
-    """
+    """``kafkalab.spark.session_in_background``. With ``warmup_topic`` (an existing, empty
+    topic), the warm-up writes 10 small JSON records to it and runs one audit job over it with
+    Spark's Kafka source (``spark_verdicts``), so the first real audit does not pay for class
+    loading and code generation."""
     from .. import spark as kspark
 
-    def start() -> "SparkSession":
-        s = notebook_spark_session(app_name)
-        if warmup_topic is None:
-            s.range(10).count()
-            return s
+    def warm_up(s: "SparkSession") -> None:
         workloads.produce(warmup_topic, [(None, json.dumps({"record_id": f"w-{i}"}).encode()) for i in range(10)])
         ids = ta.spark_ids(kspark.read_topic(s, warmup_topic))
         ta.spark_verdicts({"a": ids, "b": ids}, {"a": ids, "b": ta.spark_ids(kspark.read_topic(
             s, warmup_topic, kafka_isolation_level="read_committed"))},
             {"a": s.createDataFrame([(0, 0)], "partition int, offset long")})
-        return s
 
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-start")
-    fut = pool.submit(start)
-    pool.shutdown(wait=False)
-    return fut
+    return kspark.session_in_background(app_name, warm_up if warmup_topic else None)
 
 
 def stop_spark(future: "Future[SparkSession]", timeout_s: float = 120.0) -> None:
-    """Stop the session ``spark_in_background`` started (waiting for its start if needed)."""
-    try:
-        future.result(timeout=timeout_s).stop()
-    except Exception:  # never started (the start failed): nothing to stop
-        pass
+    """Stop the session ``spark_in_background`` started (``kafkalab.spark.stop_in_background``)."""
+    from .. import spark as kspark
+
+    kspark.stop_in_background(future, timeout_s)
 
 
 # ----------------------------------------------------------------------------- reading
