@@ -12,6 +12,8 @@ import time
 import uuid
 
 import pytest
+
+from kafkalab.config import Topology
 from click.testing import CliRunner
 
 from kafkalab import faults
@@ -279,7 +281,7 @@ def test_control_commands_on_a_proxy_that_is_not_serving() -> None:
     assert added["ok"] and added["rule"]["times"] == 2
     status = proxy._control({"op": "status"})
     assert [r["action"] for r in status["rules"]] == ["drop_response"]
-    assert status["bootstrap_servers"] == "127.0.0.1:9096,127.0.0.1:9196,127.0.0.1:9296"
+    assert status["bootstrap_servers"] == Topology().fault_bootstrap_servers
     assert status["produce"]["lost_ack_records"] == 0 and status["stats"] == []
     assert proxy._control({"op": "clear"}) == {"ok": True} and proxy.rules.rules == []
     with pytest.raises(faults.KafkalabError, match="unknown control op"):
@@ -350,7 +352,8 @@ def test_metadata_through_the_proxy_names_the_proxy_ports_and_traffic_is_counted
     from kafkalab.experiments.tour import advertised_brokers
 
     with FaultProxy() as proxy:
-        assert advertised_brokers(proxy.bootstrap_servers) == {1: "127.0.0.1:9096", 2: "127.0.0.1:9196", 3: "127.0.0.1:9296"}
+        assert advertised_brokers(proxy.bootstrap_servers) == {
+            b.node_id: f"127.0.0.1:{b.fault_proxy_port}" for b in Topology().brokers}
         p = _producer(proxy, "plain")
         err, offset = _send(p, topic, b"x")
         p.close()
@@ -422,11 +425,11 @@ def test_stop_frees_the_ports_and_a_second_proxy_is_refused_while_one_runs() -> 
 
     proxy = FaultProxy().start()
     try:
-        with pytest.raises(faults.PortInUse, match="9096"):
+        with pytest.raises(faults.PortInUse, match=str(Topology().node(1).fault_proxy_port)):
             FaultProxy().start()
     finally:
         proxy.stop()
-    assert not proxy.running and all(port_is_free(p) for p in (9096, 9196, 9296))
+    assert not proxy.running and all(port_is_free(b.fault_proxy_port) for b in Topology().brokers)
     proxy.stop()  # twice is harmless
 
 
@@ -442,7 +445,7 @@ def test_fault_serve_takes_rules_from_the_other_fault_commands(topic: str) -> No
         wait_until(lambda: faults.control_socket_path().exists(), timeout_s=20, what="kafkalab fault serve listening")
         r = runner.invoke(faults.cli_group, ["drop-acks", "1", "--client-id", "cli"])
         assert r.exit_code == 0 and "drop_response Produce client cli every 2 1x" in r.output
-        p = _producer("127.0.0.1:9096,127.0.0.1:9196,127.0.0.1:9296", "cli", **{"socket.timeout.ms": 1000})
+        p = _producer(Topology().fault_bootstrap_servers, "cli", **{"socket.timeout.ms": 1000})
         err, offset = _send(p, topic, b"via serve")
         p.close()
         assert err is None and offset == 1

@@ -611,13 +611,18 @@ class LocalCluster:
 
     def pause(self, node_id: int) -> None:
         """SIGSTOP node ``node_id``: its sockets stay open, it answers nothing, sends no heartbeat."""
-        _, p = self._live(node_id)
+        node, p = self._live(node_id)
         p.suspend()
+        # the signal is delivered asynchronously: return once the kernel shows it stopped
+        wait_until(lambda: p.status() == psutil.STATUS_STOPPED, timeout_s=10, interval_s=0.02,
+                   what=f"{node.name} (pid {p.pid}) to stop on SIGSTOP")
 
     def resume(self, node_id: int) -> None:
-        """SIGCONT a paused node."""
-        _, p = self._live(node_id)
+        """SIGCONT a paused node; returns once it runs again."""
+        node, p = self._live(node_id)
         p.resume()
+        wait_until(lambda: p.status() != psutil.STATUS_STOPPED, timeout_s=10, interval_s=0.02,
+                   what=f"{node.name} (pid {p.pid}) to run again on SIGCONT")
 
     def logs(self, node_id: int, lines: int = 40) -> str:
         """The node's last log lines."""
