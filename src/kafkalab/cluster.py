@@ -318,6 +318,25 @@ def under_replicated(bootstrap: str | None = None, timeout_s: float = 5.0) -> li
     )
 
 
+def _wait_gone(p: psutil.Process, timeout_s: float) -> bool:
+    """True once ``p`` has exited, within ``timeout_s``. A zombie counts as gone: a node started
+    by another process (a test, a notebook) stays a zombie until that parent reaps it, and
+    ``psutil.Process.wait`` would wait for the reaping."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if p.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        try:
+            p.wait(timeout=0.05)  # reaps it when it is our child
+            return True
+        except psutil.TimeoutExpired:
+            pass
+    return False
+
+
 # ----------------------------------------------------------------------------- local backend
 
 
@@ -562,10 +581,10 @@ class LocalCluster:
             if p.status() == psutil.STATUS_STOPPED:
                 p.resume()  # a paused JVM cannot handle SIGTERM
             p.terminate()
-            p.wait(timeout=timeout_s)
-        except psutil.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=10)
+            if not _wait_gone(p, timeout_s):
+                p.kill()
+                if not _wait_gone(p, 10):
+                    raise KafkalabError(f"{node.name} (pid {p.pid}) survived SIGKILL for 10 s")
         except psutil.NoSuchProcess:
             pass
 
@@ -586,7 +605,8 @@ class LocalCluster:
         """SIGKILL node ``node_id``: a crash, no controlled shutdown. Returns once it is gone."""
         node, p = self._live(node_id)
         p.kill()
-        p.wait(timeout=10)
+        if not _wait_gone(p, 10):
+            raise KafkalabError(f"{node.name} (pid {p.pid}) survived SIGKILL for 10 s")
 
     def stop(self, node_id: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM node ``node_id`` and wait for its controlled shutdown (SIGKILL after ``timeout_s``)."""
