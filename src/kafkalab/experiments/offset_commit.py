@@ -1,0 +1,1450 @@
+"""Offset commits: when a consumer crash loses a record, and when it repeats one.
+
+A consumer *commits* an offset to tell its group "every record below this offset is done";
+the group coordinator keeps it in the internal topic ``__consumer_offsets`` and a restarted
+consumer resumes from it. Where the committed offset stands at the moment of a crash decides
+everything (Kafka documentation, Design > "Consumer Position" and "Offset management"):
+
+- records the consumer had been *handed* but not yet processed, below the committed offset,
+  are never read again: **lost writes** (Jepsen's term);
+- records it had already processed, at or above the committed offset, are read and
+  processed again: **duplicates**.
+
+One run of this experiment (``RunConfig``) produces ``messages`` records to a fresh topic
+(from the calling process), starts a consumer *process* that processes each record (``process_ms`` of simulated work,
+then a row in sqlite: a real side effect) and SIGKILLs itself right after its
+``crash_after``-th record, restarts it with the same ``group.instance.id`` (KIP-345 static
+membership: the restart takes over at once, no session timeout to wait out), drains the
+topic and counts what was lost and what was processed twice. The outcome is set by
+configuration, not by luck: consume in batches of ``batch``, ``auto.commit.interval.ms``
+far shorter than the time spent processing one batch, and an exact crash point.
+
+Commit modes, librdkafka 2.16 via confluent-kafka 2.16.1 (librdkafka CONFIGURATION.md:
+``enable.auto.commit``, ``enable.auto.offset.store``, ``auto.commit.interval.ms``):
+
+======================  ===============================================================
+``auto``                librdkafka's defaults: the offset of a record is *stored* when
+                        ``consume()`` hands it to the application, and a background timer
+                        commits stored offsets every ``auto.commit.interval.ms``
+``store-after-process`` ``enable.auto.offset.store=false``; ``store_offsets()`` after each
+                        processed record; the timer commits (librdkafka's at-least-once recipe)
+``sync-per-message``    auto-commit off; ``commit(message, asynchronous=False)`` after each
+``async``               auto-commit off; ``commit(message, asynchronous=True)`` after each
+======================  ===============================================================
+
+With ``client="java"`` the consumer is Apache Kafka's own Java ``KafkaConsumer``
+(kafka-clients 4.3.1, classic group protocol, the default in 4.3), run from the broker
+jars: ``auto`` (``enable.auto.commit=true``: ``ConsumerCoordinator.poll`` commits, inside
+the *next* ``poll()``, the positions reached by the previous one), ``sync-per-message``
+(``commitSync(Map.of(tp, offset + 1))``) and ``commit-sync-no-args`` (``commitSync()`` with
+no argument after each record, as article 002's snippet does: it commits the position of
+the whole last ``poll()``, not the record).
+
+The crash point (``crash_point``): ``after-process`` kills the consumer right after the
+side effect of its K-th record, before that record's offset is stored or committed (the
+worst case for at-least-once modes); ``after-commit`` right after the store or commit call
+returned (what ``kafkalab.worker`` does).
+
+Notebook ``03_offset_commit.ipynb`` and ``kafkalab run offset-commit`` call the same code.
+The consumer process is this module's own entry point, ``python -m
+kafkalab.experiments.offset_commit SPEC_JSON``, because ``kafkalab.worker`` crashes only
+after the commit (see ``CRASH_POINTS``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import click
+
+from .. import config, workloads
+from ..errors import KafkalabError, WaitTimeout
+from ..waiting import wait_until
+
+#: librdkafka commit modes (module docstring).
+LIBRDKAFKA_MODES: tuple[str, ...] = ("auto", "store-after-process", "sync-per-message", "async")
+#: Java KafkaConsumer commit modes (module docstring).
+JAVA_MODES: tuple[str, ...] = ("auto", "sync-per-message", "commit-sync-no-args")
+CLIENTS: tuple[str, ...] = ("librdkafka", "java")
+#: Where the consumer dies: right after the K-th side effect (before storing/committing its
+#: offset) or right after the store/commit call for it returned.
+CRASH_POINTS: tuple[str, ...] = ("after-process", "after-commit")
+
+#: ``session.timeout.ms`` of every consumer here: the broker's minimum
+#: (``group.min.session.timeout.ms``, default 6000 ms), so a static member that stopped is
+#: gone from its group 6 s later and the group can be deleted.
+SESSION_TIMEOUT_MS = 6000
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One crash-and-restart run. Times in ms.
+
+    Attributes:
+        mode: commit mode, one of ``LIBRDKAFKA_MODES`` or (``client="java"``) ``JAVA_MODES``.
+        client: ``"librdkafka"`` (confluent-kafka) or ``"java"`` (kafka-clients 4.3.1).
+        messages: records produced before the consumer starts.
+        crash_after: the consumer dies right after its ``crash_after``-th processed record.
+        batch: records per ``consume(num_messages=batch)`` call (librdkafka) or
+            ``max.poll.records`` (Java).
+        process_ms: simulated work per record in the crashing consumer.
+        auto_commit_interval_ms: ``auto.commit.interval.ms`` (auto-commit modes and the
+            timer that commits stored offsets in ``store-after-process``).
+        crash_point: one of ``CRASH_POINTS``.
+        dedupe: the sqlite sink keys rows by record id (``INSERT OR IGNORE``), article
+            000's primary-key idea (librdkafka only: the Java consumer has no sqlite driver).
+        partitions: partitions of the topic (records are spread round-robin).
+        drain_process_ms: work per record after the restart; 0 makes the drain's
+            records/s a measure of what the commit mode itself costs.
+        label: name in tables and plots (default: ``mode``, prefixed ``java`` and suffixed
+            ``+ dedupe`` when they apply).
+
+    Raises:
+        KafkalabError: an invalid combination (the message says which).
+    """
+
+    mode: str = "auto"
+    client: str = "librdkafka"
+    messages: int = 300
+    crash_after: int = 30
+    batch: int = 20
+    process_ms: float = 25.0
+    auto_commit_interval_ms: int = 50
+    crash_point: str = "after-process"
+    dedupe: bool = False
+    partitions: int = 3
+    drain_process_ms: float = 0.0
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.client not in CLIENTS:
+            raise KafkalabError(f"client must be one of {', '.join(CLIENTS)}, not {self.client!r}")
+        modes = LIBRDKAFKA_MODES if self.client == "librdkafka" else JAVA_MODES
+        if self.mode not in modes:
+            raise KafkalabError(f"mode {self.mode!r} is not a {self.client} commit mode; choose one of {', '.join(modes)}")
+        if self.crash_point not in CRASH_POINTS:
+            raise KafkalabError(f"crash_point must be one of {', '.join(CRASH_POINTS)}, not {self.crash_point!r}")
+        if self.messages < 1 or self.batch < 1 or self.partitions < 1:
+            raise KafkalabError("messages, batch and partitions must be at least 1")
+        if not 1 <= self.crash_after <= self.messages:
+            raise KafkalabError(f"crash_after must be between 1 and messages ({self.messages}), not {self.crash_after}")
+        if self.auto_commit_interval_ms < 1:
+            raise KafkalabError("auto_commit_interval_ms must be at least 1 (0 disables auto-commit in both clients)")
+        if self.process_ms < 0 or self.drain_process_ms < 0:
+            raise KafkalabError("process times cannot be negative")
+        if self.dedupe and self.client != "librdkafka":
+            raise KafkalabError("dedupe needs the sqlite sink, which only the librdkafka consumer writes")
+
+    @property
+    def name(self) -> str:
+        """``label`` or ``"auto"``, ``"java auto"``, ``"store-after-process + dedupe"``..."""
+        if self.label:
+            return self.label
+        name = f"java {self.mode}" if self.client == "java" else self.mode
+        return name + (" + dedupe" if self.dedupe else "")
+
+
+#: How each run commits, in one line (tables in notebook 03).
+MODE_DESCRIPTIONS: dict[tuple[str, str], str] = {
+    ("librdkafka", "auto"): "enable.auto.commit + enable.auto.offset.store (librdkafka defaults): offset stored "
+                            "when consume() hands the record over, a background timer commits",
+    ("librdkafka", "store-after-process"): "enable.auto.offset.store=false, store_offsets() after processing, "
+                                           "the timer commits",
+    ("librdkafka", "sync-per-message"): "enable.auto.commit=false, commit(message, asynchronous=False) after each",
+    ("librdkafka", "async"): "enable.auto.commit=false, commit(message, asynchronous=True) after each",
+    ("java", "auto"): "enable.auto.commit=true: the next poll() commits what the previous polls returned",
+    ("java", "sync-per-message"): "commitSync(Map.of(tp, offset + 1)) after each record",
+    ("java", "commit-sync-no-args"): "commitSync() after each record (article 002's snippet): commits the "
+                                     "position of the whole last poll()",
+}
+
+
+def describe_mode(cfg: RunConfig) -> str:
+    """One line: how run ``cfg`` commits (``MODE_DESCRIPTIONS``), with ``dedupe`` noted."""
+    text = MODE_DESCRIPTIONS[(cfg.client, cfg.mode)]
+    return text + ("; sqlite keyed by record id (INSERT OR IGNORE)" if cfg.dedupe else "")
+
+
+def consumer_conf(cfg: RunConfig, group_id: str, client_id: str, instance_id: str) -> dict[str, Any]:
+    """The librdkafka consumer settings of a run (without the ``on_commit`` callback).
+
+    Source: librdkafka CONFIGURATION.md (2.16): ``enable.auto.commit`` (default true),
+    ``enable.auto.offset.store`` (default true), ``auto.commit.interval.ms`` (default 5000);
+    KIP-345 ``group.instance.id``.
+    """
+    from ..worker import commit_mode_conf
+
+    mode = cfg.mode if cfg.mode in ("auto", "store-after-process") else "none"  # manual modes: auto-commit off
+    return {
+        "bootstrap.servers": config.bootstrap_servers(),
+        "group.id": group_id,
+        "client.id": client_id,
+        "group.instance.id": instance_id,
+        "session.timeout.ms": SESSION_TIMEOUT_MS,
+        "auto.offset.reset": "earliest",
+        "auto.commit.interval.ms": cfg.auto_commit_interval_ms,
+        "log_level": 3,
+        **commit_mode_conf(mode),
+    }
+
+
+def java_conf(cfg: RunConfig, group_id: str, client_id: str, instance_id: str) -> dict[str, str]:
+    """The Java consumer's properties. Java defaults (ConsumerConfig, kafka-clients 4.3):
+    ``enable.auto.commit=true``, ``auto.commit.interval.ms=5000``, ``max.poll.records=500``,
+    ``group.protocol=classic``."""
+    return {
+        "bootstrap.servers": config.bootstrap_servers(),
+        "group.id": group_id,
+        "client.id": client_id,
+        "group.instance.id": instance_id,
+        "session.timeout.ms": str(SESSION_TIMEOUT_MS),
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": "true" if cfg.mode == "auto" else "false",
+        "auto.commit.interval.ms": str(cfg.auto_commit_interval_ms),
+        "max.poll.records": str(cfg.batch),
+    }
+
+
+# ----------------------------------------------------------------------------- the consumer process
+
+
+@dataclass
+class CrashingConsumerSpec:
+    """What one librdkafka consumer process does (``python -m kafkalab.experiments.offset_commit``).
+
+    ``crash_after`` None: run until SIGTERM, then finish the batch in hand, close (which
+    commits stored offsets in the auto modes) and exit 0. Times in ms.
+    """
+
+    name: str
+    run_id: str
+    ledger: str
+    topic: str
+    mode: str
+    conf: dict
+    batch: int
+    process_ms: float
+    crash_after: int | None
+    crash_point: str
+    sink: str | None
+    dedupe: bool
+    poll_timeout_ms: int = 500
+
+
+def _open_sink(path: str, dedupe: bool):
+    """``kafkalab.worker.Sink`` (one sqlite row per processed record), with
+    ``synchronous=NORMAL``: in WAL mode a committed row survives the death of the process
+    (it is in the OS page cache), only a power loss could take it back (sqlite.org, PRAGMA
+    synchronous), and no fsync per row keeps the side effect from dominating the timing."""
+    from ..worker import Sink
+
+    sink = Sink(path, dedupe)
+    sink.db.execute("PRAGMA synchronous=NORMAL")
+    return sink
+
+
+def run_crashing_consumer(spec: CrashingConsumerSpec) -> None:
+    """The consumer loop: ``consume(batch)``, record every record handed over (``consumed``),
+    then per record: work (``process_ms``), sqlite row, ``processed`` event, and the mode's
+    store or commit; SIGKILL itself at the crash point. Ledger written through."""
+    from confluent_kafka import Consumer, KafkaError
+
+    from ..ledger import Ledger
+
+    ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    member = {"id": None}
+    instance = spec.conf.get("group.instance.id")
+
+    def note(kind: str, **kw) -> None:
+        ledger.record(kind, client_id=spec.name, member_id=member["id"], group_instance_id=instance, **kw)
+
+    def on_commit(err, partitions) -> None:
+        for p in partitions or []:
+            if p.offset >= 0 or err or p.error:
+                note("committed", topic=p.topic, partition=p.partition, offset=p.offset,
+                     error=str(err) if err else (str(p.error) if p.error else None))
+
+    consumer = Consumer({**spec.conf, "on_commit": on_commit})
+
+    def on_assign(c, partitions) -> None:
+        member["id"] = c.memberid()
+        for p in partitions:
+            note("assigned", topic=p.topic, partition=p.partition)
+
+    def on_revoke(c, partitions) -> None:
+        for p in partitions:
+            note("revoked", topic=p.topic, partition=p.partition)
+
+    def crash() -> None:
+        ledger.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    consumer.subscribe([spec.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+    sink = _open_sink(spec.sink, spec.dedupe) if spec.sink else None
+    processed = 0
+    try:
+        while not stop.is_set():
+            msgs = consumer.consume(num_messages=spec.batch, timeout=spec.poll_timeout_ms / 1000)
+            good = []
+            for m in msgs:
+                if m.error() is not None:
+                    if m.error().code() != KafkaError._PARTITION_EOF:
+                        note("consumed", topic=m.topic() or spec.topic, error=str(m.error()))
+                    continue
+                good.append(m)
+                note("consumed", topic=m.topic(), partition=m.partition(), offset=m.offset(),
+                     key=m.key().decode() if m.key() is not None else None, value=m.value().decode())
+            for m in good:  # the whole batch is processed even after SIGTERM
+                if spec.process_ms:
+                    time.sleep(spec.process_ms / 1000)  # the work itself (simulated), not a wait on Kafka
+                value = m.value().decode()
+                if sink is not None:
+                    sink.write(value, m.topic(), m.partition(), m.offset(), spec.name)
+                note("processed", topic=m.topic(), partition=m.partition(), offset=m.offset(), value=value)
+                processed += 1
+                crash_now = spec.crash_after is not None and processed >= spec.crash_after
+                if crash_now and spec.crash_point == "after-process":
+                    crash()
+                if spec.mode == "store-after-process":
+                    consumer.store_offsets(message=m)
+                elif spec.mode == "sync-per-message":
+                    try:
+                        for tp in consumer.commit(message=m, asynchronous=False) or []:
+                            note("committed", topic=tp.topic, partition=tp.partition, offset=tp.offset,
+                                 error=str(tp.error) if tp.error else None)
+                    except Exception as e:  # a failed sync commit is recorded, not fatal
+                        note("committed", topic=m.topic(), partition=m.partition(), offset=m.offset() + 1, error=str(e))
+                elif spec.mode == "async":
+                    consumer.commit(message=m, asynchronous=True)
+                if crash_now:
+                    crash()
+    finally:
+        consumer.close()  # a static member does not leave the group; auto modes commit stored offsets
+        ledger.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the consumer process: ``python -m kafkalab.experiments.offset_commit SPEC_JSON``."""
+    from ..worker import die_with_parent
+
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        sys.exit("usage: python -m kafkalab.experiments.offset_commit SPEC_JSON")
+    die_with_parent()
+    run_crashing_consumer(CrashingConsumerSpec(**json.loads(argv[0])))
+
+
+try:
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: a forked child must not dlopen
+except (OSError, AttributeError):  # not Linux
+    _PRCTL = None
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: PR_SET_PDEATHSIG = SIGKILL (kept across exec), as kafkalab.worker does."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)
+
+
+class _Process(workloads.Worker):
+    """A consumer process of this experiment, handled like a ``kafkalab.workloads.Worker``
+    (wait/terminate/kill, killed at interpreter exit, dies with its parent thread).
+
+    Start it from a long-lived thread: Linux delivers PR_SET_PDEATHSIG when the *thread*
+    that forked the child exits."""
+
+    def __init__(self, name: str, ledger: Path, argv: list[str], spec: Any = None):
+        self.spec = spec
+        self.name = name
+        self.ledger = Path(ledger)
+        self.ledger.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.ledger.with_suffix(".log")
+        with open(self.log_path, "ab") as log:
+            self.popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                          preexec_fn=_die_with_parent)
+        workloads.Worker._live.add(self)
+
+
+def spawn_consumer(spec: CrashingConsumerSpec) -> workloads.Worker:
+    """Start a librdkafka consumer process for ``spec``."""
+    argv = [sys.executable, "-m", "kafkalab.experiments.offset_commit", json.dumps(asdict(spec))]
+    return _Process(spec.name, Path(spec.ledger), argv, spec)
+
+
+# ----------------------------------------------------------------------------- the Java consumer
+
+#: Apache Kafka's Java consumer, driven like the Python one: the same ledger lines, the same
+#: crash points. ``Runtime.halt`` ends the JVM at once (no shutdown hooks, no ``close()``, so no
+#: commit and no LeaveGroup): to the broker it is the same crash as SIGKILL.
+JAVA_SOURCE = r"""
+import java.io.FileOutputStream;
+import java.io.FileReader;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.utils.AppInfoParser;
+
+/** args: PROPERTIES_FILE RUN_ID TOPIC LEDGER MODE PROCESS_MS CRASH_AFTER(0 = drain and exit) CRASH_POINT, or --defaults */
+public class OffsetCommitConsumer {
+    static FileOutputStream out;
+    static long seq = 0;
+    static String runId, topic, client;
+
+    static String q(String s) {
+        if (s == null) return "null";
+        StringBuilder b = new StringBuilder("\"");
+        for (char ch : s.toCharArray()) {
+            if (ch == '"' || ch == '\\') b.append('\\').append(ch);
+            else if (ch < 0x20) b.append(String.format("\\u%04x", (int) ch));
+            else b.append(ch);
+        }
+        return b.append('"').toString();
+    }
+
+    static void note(String kind, int partition, long offset, String key, String value) throws Exception {
+        String line = "{\"run_id\":" + q(runId) + ",\"kind\":" + q(kind) + ",\"ts_ms\":" + System.currentTimeMillis()
+            + ",\"seq\":" + (seq++) + ",\"topic\":" + q(topic) + ",\"partition\":" + partition
+            + ",\"offset\":" + offset + ",\"key\":" + q(key) + ",\"value\":" + q(value)
+            + ",\"client_id\":" + q(client) + "}\n";
+        out.write(line.getBytes(StandardCharsets.UTF_8));
+        out.flush();
+    }
+
+    public static void main(String[] a) throws Exception {
+        if (a[0].equals("--defaults")) {  // this jar's ConsumerConfig defaults, nothing set
+            Properties none = new Properties();
+            none.put("bootstrap.servers", "127.0.0.1:9092");
+            none.put("group.id", "defaults");  // without a group.id, ConsumerConfig turns auto-commit off
+            none.put("key.deserializer", StringDeserializer.class.getName());
+            none.put("value.deserializer", StringDeserializer.class.getName());
+            ConsumerConfig c = new ConsumerConfig(none);
+            System.out.println("enable.auto.commit=" + c.getBoolean(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG));
+            System.out.println("auto.commit.interval.ms=" + c.getInt(ConsumerConfig.AUTO_COMMIT_INTERVAL_MS_CONFIG));
+            System.out.println("max.poll.records=" + c.getInt(ConsumerConfig.MAX_POLL_RECORDS_CONFIG));
+            System.out.println("group.protocol=" + c.getString(ConsumerConfig.GROUP_PROTOCOL_CONFIG));
+            System.out.println("kafka-clients=" + AppInfoParser.getVersion());
+            none.remove("group.id");
+            System.out.println("enable.auto.commit.without.group.id="
+                + new ConsumerConfig(none).getBoolean(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG));
+            return;
+        }
+        Properties props = new Properties();
+        try (FileReader r = new FileReader(a[0])) { props.load(r); }
+        runId = a[1]; topic = a[2]; client = props.getProperty("client.id");
+        out = new FileOutputStream(a[3], true);
+        String mode = a[4];
+        long processMs = Long.parseLong(a[5]);
+        int crashAfter = Integer.parseInt(a[6]);
+        boolean afterProcess = a[7].equals("after-process");
+        KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props, new StringDeserializer(), new StringDeserializer());
+        consumer.subscribe(List.of(topic));
+        int processed = 0;
+        while (true) {
+            ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(100));
+            for (ConsumerRecord<String, String> r : records) note("consumed", r.partition(), r.offset(), r.key(), r.value());
+            for (ConsumerRecord<String, String> r : records) {
+                if (processMs > 0) Thread.sleep(processMs);  // the work itself (simulated)
+                note("processed", r.partition(), r.offset(), r.key(), r.value());
+                processed++;
+                boolean crashNow = crashAfter > 0 && processed >= crashAfter;
+                if (crashNow && afterProcess) Runtime.getRuntime().halt(137);
+                if (mode.equals("sync-per-message")) {
+                    consumer.commitSync(Map.of(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1)));
+                } else if (mode.equals("commit-sync-no-args")) {
+                    consumer.commitSync();  // commits the positions of the last poll(), for every partition
+                }
+                if (crashNow) Runtime.getRuntime().halt(137);
+            }
+            if (crashAfter <= 0 && records.isEmpty() && !consumer.assignment().isEmpty()) {
+                Map<TopicPartition, Long> end = consumer.endOffsets(consumer.assignment());
+                boolean caughtUp = true;
+                for (TopicPartition tp : consumer.assignment()) caughtUp &= consumer.position(tp) >= end.get(tp);
+                if (caughtUp) {
+                    consumer.close();  // with enable.auto.commit, close() commits the positions
+                    out.close();
+                    System.exit(0);
+                }
+            }
+        }
+    }
+}
+"""
+
+_JAVA_CLASS = "OffsetCommitConsumer"
+_java_lock = threading.Lock()
+_java_cache: dict[str, str] = {}
+
+
+def java_classes() -> Path:
+    """Compile ``JAVA_SOURCE`` against the broker jars once (cached under
+    ``.kafkalab/java/<hash>/``) and return the folder holding the class.
+
+    Raises:
+        JavaMissing, JarsMissing: from ``kafkalab.cluster``.
+        KafkalabError: no ``javac`` next to ``java`` (a JRE, not a JDK), or compilation failed.
+    """
+    from .. import cluster
+
+    digest = hashlib.sha256(JAVA_SOURCE.encode()).hexdigest()[:12]
+    out = config.state_dir() / "java" / f"offset-commit-{digest}"
+    if (out / f"{_JAVA_CLASS}.class").exists():
+        return out
+    with _java_lock:
+        if (out / f"{_JAVA_CLASS}.class").exists():
+            return out
+        java = Path(os.path.realpath(_java()))
+        javac = java.with_name("javac")
+        if not javac.exists():
+            javac_path = shutil.which("javac")
+            if not javac_path:
+                raise KafkalabError(f"no javac next to {java} or on PATH: the Java consumer demo needs a JDK "
+                                    "(Debian: apt install openjdk-17-jdk-headless)")
+            javac = Path(javac_path)
+        tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        (tmp / f"{_JAVA_CLASS}.java").write_text(JAVA_SOURCE)
+        cp = subprocess.run([str(javac), "-nowarn", "-cp", cluster.broker_classpath(), "-d", str(tmp),
+                             str(tmp / f"{_JAVA_CLASS}.java")], capture_output=True, text=True, timeout=120)
+        if cp.returncode != 0:
+            raise KafkalabError(f"javac failed on the Java consumer:\n{cp.stderr.strip()}")
+        try:
+            tmp.rename(out)
+        except OSError:  # another process compiled it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _java() -> str:
+    from .. import cluster
+
+    if "java" not in _java_cache:
+        _java_cache["java"] = cluster.java_executable()
+    return _java_cache["java"]
+
+
+def spawn_java_consumer(cfg: RunConfig, name: str, run_id: str, ledger: Path, topic: str, group_id: str,
+                        instance_id: str, crash_after: int | None, process_ms: float) -> workloads.Worker:
+    """Start the Java consumer (``JAVA_SOURCE``) as a process; ``crash_after`` None drains the
+    topic and exits 0 once its position reaches the end of every assigned partition."""
+    from .. import cluster
+
+    classes = java_classes()
+    props = ledger.with_suffix(".properties")
+    props.parent.mkdir(parents=True, exist_ok=True)
+    props.write_text("".join(f"{k}={v}\n" for k, v in java_conf(cfg, group_id, name, instance_id).items()))
+    argv = [_java(), "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto",
+            f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'tools-log4j2.properties'}",
+            "-cp", f"{classes}{os.pathsep}{cluster.broker_classpath()}", _JAVA_CLASS,
+            str(props), run_id, topic, str(ledger), cfg.mode, str(int(process_ms)), str(crash_after or 0),
+            cfg.crash_point]
+    return _Process(name, ledger, argv)
+
+
+def _java_defaults_argv() -> list[str]:
+    from .. import cluster
+
+    return [_java(), "-Xmx64m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+            f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'tools-log4j2.properties'}",
+            "-cp", f"{java_classes()}{os.pathsep}{cluster.broker_classpath()}", _JAVA_CLASS, "--defaults"]
+
+
+def _java_defaults_result(returncode: int, stdout: str, stderr: str) -> dict[str, str]:
+    if returncode != 0:
+        raise KafkalabError(f"the Java defaults probe exited {returncode}:\n{stderr.strip()[-2000:]}")
+    return dict(line.split("=", 1) for line in stdout.splitlines() if "=" in line)
+
+
+def java_consumer_defaults(timeout_s: float = 60.0) -> dict[str, str]:
+    """The Java consumer's defaults as kafka-clients 4.3.1 itself reports them: a
+    ``ConsumerConfig`` built with nothing but bootstrap servers, a ``group.id`` (without one,
+    ConsumerConfig switches auto-commit off) and deserializers, read back
+    (``enable.auto.commit``, ``auto.commit.interval.ms``, ``max.poll.records``,
+    ``group.protocol``, ``kafka-clients``: the jar's version, and
+    ``enable.auto.commit.without.group.id``: the same without a ``group.id``).
+
+    Raises:
+        KafkalabError: the JVM failed (its stderr in the message).
+    """
+    cp = subprocess.run(_java_defaults_argv(), capture_output=True, text=True, timeout=timeout_s)
+    return _java_defaults_result(cp.returncode, cp.stdout, cp.stderr)
+
+
+# ----------------------------------------------------------------------------- the group's view
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode()`` (a signed 32-bit int over UTF-16 code units)."""
+    data = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def offsets_partition(group_id: str, partitions: int) -> int:
+    """The partition of ``__consumer_offsets`` that holds ``group_id``'s commits, and whose
+    leader is the group's coordinator: ``Utils.abs(groupId.hashCode()) % partitions``
+    (Kafka ``GroupCoordinatorService.partitionFor``; ``Utils.abs`` maps Integer.MIN_VALUE to 0).
+    ``partitions`` is the broker setting ``offsets.topic.num.partitions`` (default 50)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+@dataclass
+class CommitHome:
+    """Where a group's commits live: ``__consumer_offsets`` partition ``partition`` (of
+    ``partitions``, replication ``replicas``, ``cleanup.policy`` ``cleanup_policy``), whose
+    leader is broker ``leader``; ``coordinator`` is the broker the group's coordinator runs on."""
+
+    group_id: str
+    partition: int
+    partitions: int
+    replicas: int
+    cleanup_policy: str
+    leader: int
+    coordinator: int
+
+
+def commit_home(group_id: str, timeout_s: float = 10.0) -> CommitHome:
+    """Look up ``CommitHome`` with the AdminClient (metadata, topic config, DescribeGroups).
+
+    Raises:
+        KafkalabError: ``__consumer_offsets`` does not exist yet (no group ever committed).
+    """
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    a = workloads.admin()
+    md = a.list_topics(topic="__consumer_offsets", timeout=timeout_s).topics.get("__consumer_offsets")
+    if md is None or md.error is not None or not md.partitions:
+        raise KafkalabError("__consumer_offsets does not exist yet: no consumer group has committed on this cluster")
+    n = len(md.partitions)
+    p = offsets_partition(group_id, n)
+    res = ConfigResource(ResourceType.TOPIC, "__consumer_offsets")
+    cfg = a.describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s)
+    desc = workloads.describe_group(group_id, timeout_s)
+    return CommitHome(group_id, p, n, len(md.partitions[p].replicas), cfg["cleanup.policy"].value,
+                      md.partitions[p].leader, desc.coordinator.id)
+
+
+def committed_offsets(group_id: str, timeout_s: float = 10.0) -> dict[int, int]:
+    """partition -> committed offset of ``group_id`` (partitions with no commit left out),
+    from the group coordinator (AdminClient ``list_consumer_group_offsets``, OffsetFetch)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    fut = workloads.admin().list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)],
+                                                        request_timeout=timeout_s)[group_id]
+    return {tp.partition: tp.offset for tp in fut.result(timeout=timeout_s + 5).topic_partitions if tp.offset >= 0}
+
+
+@dataclass
+class GroupDescribe:
+    """``kafka-consumer-groups --describe --group G`` (Kafka's own CLI, kafka-tools 4.3.1):
+    the raw ``text`` and its table as ``rows`` of dicts keyed by the header (``TOPIC``,
+    ``PARTITION``, ``CURRENT-OFFSET``, ``LOG-END-OFFSET``, ``LAG``, ``CONSUMER-ID``...)."""
+
+    group_id: str
+    text: str
+    rows: list[dict[str, str]]
+
+    def column(self, name: str) -> dict[int, int | None]:
+        """partition -> the integer in column ``name`` (None for ``-``)."""
+        return {int(r["PARTITION"]): (None if r[name] == "-" else int(r[name])) for r in self.rows}
+
+
+def parse_describe(text: str) -> list[dict[str, str]]:
+    """The rows of ``kafka-consumer-groups --describe`` output: whitespace-separated
+    columns under a header line that starts with ``GROUP``; blank lines and notes skipped."""
+    rows: list[dict[str, str]] = []
+    header: list[str] | None = None
+    for line in text.splitlines():
+        cells = line.split()
+        if not cells:
+            continue
+        if cells[0] == "GROUP":
+            header = cells
+            continue
+        if header and len(cells) == len(header):
+            rows.append(dict(zip(header, cells)))
+    return rows
+
+
+def describe_group_offsets(group_id: str) -> GroupDescribe:
+    """Run ``kafka-consumer-groups --describe --group GROUP`` and parse it.
+
+    Raises:
+        KafkalabError: the tool failed (from ``kafkalab.cluster.tool``).
+    """
+    from .. import cluster
+
+    cp = cluster.tool("kafka-consumer-groups", "--describe", "--group", group_id, timeout_s=60)
+    return GroupDescribe(group_id, cp.stdout, parse_describe(cp.stdout))
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass
+class OffsetCommitResult:
+    """What one run did. Counts are records; ``records_per_s`` is measured, not promised.
+
+    Attributes:
+        label, mode, client: the run (``RunConfig.name``, commit mode, consumer client).
+        run_id, topic, group_id: names used on the cluster (unique per run).
+        config: the ``RunConfig`` as a dict.
+        produced: records acknowledged by the brokers.
+        processed: processings, repeats included (``processed`` ledger events).
+        processed_unique: distinct records processed.
+        lost: produced records never processed, after the restart drained the topic.
+        duplicates: ``processed - processed_unique``.
+        in_hand_at_crash: records the crashed consumer had been handed (by ``consume``/``poll``)
+            but had not processed.
+        in_hand_below_resume: those of them below where the restart resumed: they are never
+            read again.
+        processed_at_or_after_resume: records the crashed consumer processed at offsets at or
+            above where the restart resumed: they are processed again.
+        last_batch: records the crashed consumer's last ``consume``/``poll`` returned.
+        processed_from_last_batch: how many of them it processed before the crash.
+        lost_ids, duplicate_ids: the record ids (sorted).
+        committed_at_crash: partition -> committed offset read right after the crash.
+        resumed_from: partition -> first offset the restarted consumer read (the end of the
+            partition when nothing was left), i.e. the committed offset it started from.
+        sink_rows, sink_unique: rows in sqlite and distinct record ids among them (None for
+            the Java consumer, which writes no sink).
+        records_per_s: records processed per second by the restarted consumer while
+            draining (``drain_process_ms`` of work per record); None if it processed < 2.
+        crash_exit: exit code of the crashed process (-9: SIGKILL; 137: Java ``Runtime.halt``).
+        ledgers: the run's ledger files.
+    """
+
+    label: str
+    mode: str
+    client: str
+    run_id: str
+    topic: str
+    group_id: str
+    config: dict
+    produced: int
+    processed: int
+    processed_unique: int
+    lost: int
+    duplicates: int
+    in_hand_at_crash: int
+    in_hand_below_resume: int
+    processed_at_or_after_resume: int
+    last_batch: int
+    processed_from_last_batch: int
+    lost_ids: list[str]
+    duplicate_ids: list[str]
+    committed_at_crash: dict[int, int]
+    resumed_from: dict[int, int]
+    sink_rows: int | None
+    sink_unique: int | None
+    records_per_s: float | None
+    crash_exit: int
+    ledgers: list[str]
+
+    def to_json(self) -> dict:
+        """The result as JSON-ready dict (partition keys as strings), with ``verdicts``."""
+        d = asdict(self)
+        d["committed_at_crash"] = {str(k): v for k, v in self.committed_at_crash.items()}
+        d["resumed_from"] = {str(k): v for k, v in self.resumed_from.items()}
+        d["verdicts"] = verdicts(self)
+        return d
+
+    def row(self) -> dict[str, Any]:
+        """One table row: mode (label), produced, processed, processed_unique, lost, duplicates,
+        records_per_s (rounded)."""
+        return {"mode": self.label, "produced": self.produced, "processed": self.processed,
+                "processed_unique": self.processed_unique, "lost": self.lost, "duplicates": self.duplicates,
+                "records_per_s": None if self.records_per_s is None else round(self.records_per_s)}
+
+
+def timer_fired_in_hand(cfg: RunConfig, processed_from_last_batch: int) -> bool:
+    """True when, by design, the auto-commit timer fired (and its commit completed) while the
+    crashed consumer still held part of its last batch: it worked on that batch for
+    ``processed_from_last_batch * process_ms`` ms, at least 3 timer periods."""
+    return processed_from_last_batch * cfg.process_ms >= 3 * cfg.auto_commit_interval_ms
+
+
+def verdicts(r: OffsetCommitResult) -> dict[str, bool]:
+    """The claims of notebook 03, checked on one result (``True`` = holds).
+
+    - ``explained_by_committed_offset`` (always): the lost records are the ones in hand
+      below the offset the restart resumed from, the duplicates the ones processed at or
+      above it.
+    - librdkafka ``auto``, when the timer fired during the last batch by design
+      (``timer_fired_in_hand``): every record in hand at the crash is lost, none duplicated.
+    - ``store-after-process`` and ``async``: nothing lost; with the crash before the store or
+      commit (``after-process``), at least one duplicate.
+    - ``sync-per-message`` (both clients): nothing lost; exactly one duplicate
+      (``after-process``) or none (``after-commit``).
+    - Java ``auto``: nothing lost; the duplicates are exactly the records processed since the
+      last ``poll()``.
+    - Java ``commit-sync-no-args``, once ``commitSync()`` ran in the last batch: every record
+      in hand at the crash is lost.
+    - ``dedupe``: one sqlite row per produced record, nothing lost.
+    """
+    out = {"explained_by_committed_offset": r.lost == r.in_hand_below_resume
+           and r.duplicates == r.processed_at_or_after_resume}
+    cfg = RunConfig(**r.config)
+    before_commit = cfg.crash_point == "after-process"
+    if r.client == "librdkafka" and r.mode == "auto":
+        if timer_fired_in_hand(cfg, r.processed_from_last_batch):
+            out["auto_commit_loses_what_was_in_hand"] = r.lost == r.in_hand_at_crash and r.duplicates == 0
+    elif r.client == "librdkafka" and r.mode in ("store-after-process", "async"):
+        out["at_least_once"] = r.lost == 0 and (r.duplicates >= 1 or not before_commit)
+    elif r.mode == "sync-per-message":
+        out["at_most_one_duplicate"] = r.lost == 0 and r.duplicates == (1 if before_commit else 0)
+    elif r.client == "java" and r.mode == "auto":
+        out["java_auto_commit_duplicates_since_last_poll"] = (r.lost == 0
+                                                              and r.duplicates == r.processed_from_last_batch)
+    elif r.client == "java" and r.mode == "commit-sync-no-args":
+        if r.processed_from_last_batch > 1 or not before_commit:
+            out["commit_sync_no_args_loses_what_was_in_hand"] = r.lost == r.in_hand_at_crash
+    if cfg.dedupe:
+        out["dedupe_side_effect_exactly_once"] = r.lost == 0 and r.sink_rows == r.sink_unique == r.produced
+    return out
+
+
+def last_batch(events: list) -> tuple[list, list]:
+    """``(consumed, processed)`` events of the last batch in a consumer's ledger (file order):
+    the last run of consecutive ``consumed`` events (what one ``consume``/``poll`` returned)
+    and the ``processed`` events after it."""
+    idx = [i for i, e in enumerate(events) if e.kind == "consumed" and e.offset is not None]
+    if not idx:
+        return [], []
+    end = start = idx[-1]
+    while start > 0 and events[start - 1].kind == "consumed" and events[start - 1].offset is not None:
+        start -= 1
+    return events[start:end + 1], [e for e in events[end + 1:] if e.kind == "processed"]
+
+
+def summarize(cfg: RunConfig, run_id: str, topic: str, group_id: str, acked: list, crashed: list, drained: list,
+              committed_at_crash: dict[int, int], sink: Path | None, crash_exit: int,
+              ledgers: list[str]) -> OffsetCommitResult:
+    """Count one run from its ledger events (lists of ``kafkalab.ledger.Event`` in file
+    order: the producer's, the crashed consumer's, the restarted one's) and its sqlite sink.
+
+    Pure Python on small lists; the notebook checks the same counts with PySpark
+    (``offset_commit_analysis``).
+    """
+    produced = {e.value: (e.partition, e.offset) for e in acked if e.kind == "acked" and e.error is None}
+    ends = _end_offsets(acked)
+    processed = [e.value for e in crashed + drained if e.kind == "processed"]
+    unique = set(processed)
+    lost_ids = sorted(set(produced) - unique)
+    counts: dict[str, int] = {}
+    for v in processed:
+        counts[v] = counts.get(v, 0) + 1
+    dup_ids = sorted(v for v, n in counts.items() if n > 1)
+
+    resumed: dict[int, int] = {}
+    for e in drained:
+        if e.kind == "consumed" and e.offset is not None:
+            resumed[e.partition] = min(resumed.get(e.partition, e.offset), e.offset)
+    for p, end in ends.items():
+        resumed.setdefault(p, end)
+    done = {(e.partition, e.offset) for e in crashed if e.kind == "processed"}
+    in_hand = {(e.partition, e.offset) for e in crashed if e.kind == "consumed" and e.offset is not None} - done
+    batch, batch_done = last_batch(crashed)
+
+    sink_rows = sink_unique = None
+    if sink is not None and sink.exists():
+        db = sqlite3.connect(sink)
+        try:
+            sink_rows, sink_unique = db.execute("SELECT COUNT(*), COUNT(DISTINCT record_id) FROM processed").fetchone()
+        finally:
+            db.close()
+    return OffsetCommitResult(
+        label=cfg.name, mode=cfg.mode, client=cfg.client, run_id=run_id, topic=topic, group_id=group_id,
+        config=asdict(cfg), produced=len(produced), processed=len(processed), processed_unique=len(unique),
+        lost=len(lost_ids), duplicates=len(processed) - len(unique), in_hand_at_crash=len(in_hand),
+        in_hand_below_resume=sum(1 for p, o in in_hand if o < resumed.get(p, 0)),
+        processed_at_or_after_resume=sum(1 for p, o in done if o >= resumed.get(p, 0)),
+        last_batch=len(batch), processed_from_last_batch=len(batch_done),
+        lost_ids=lost_ids, duplicate_ids=dup_ids,
+        committed_at_crash=dict(sorted(committed_at_crash.items())), resumed_from=dict(sorted(resumed.items())),
+        sink_rows=sink_rows, sink_unique=sink_unique, records_per_s=_records_per_s(drained),
+        crash_exit=crash_exit, ledgers=ledgers)
+
+
+def _records_per_s(events: list) -> float | None:
+    """Processed records per second, from the first record handed over to the last processed."""
+    first = [e.ts_ms for e in events if e.kind == "consumed" and e.offset is not None]
+    done = [e.ts_ms for e in events if e.kind == "processed"]
+    if len(done) < 2 or not first:
+        return None
+    span_ms = max(done) - min(first)
+    return len(done) / (span_ms / 1000) if span_ms > 0 else None
+
+
+# ----------------------------------------------------------------------------- running
+
+
+@dataclass
+class CrashSnapshot:
+    """A crashed consumer, before the restart (``CrashAndRestart.at_crash``).
+
+    Attributes:
+        handed_over: records ``consume``/``poll`` returned to it.
+        processed: records whose side effect it ran.
+        last_batch, processed_from_last_batch: size of its last batch, and how much of it
+            it processed.
+        sink_rows: rows in its sqlite sink (None for the Java consumer).
+        committed: partition -> the group's committed offset, read after the crash.
+        in_hand_ids: ids of the records handed over but not processed (sorted).
+    """
+
+    label: str
+    handed_over: int
+    processed: int
+    last_batch: int
+    processed_from_last_batch: int
+    sink_rows: int | None
+    committed: dict[int, int]
+    in_hand_ids: list[str]
+
+    @property
+    def in_hand(self) -> int:
+        """Records handed over but not processed when it died."""
+        return self.handed_over - self.processed
+
+
+@dataclass
+class _Run:
+    cfg: RunConfig
+    run_id: str
+    topic: str
+    group_id: str
+    dir: Path
+    procs: list = field(default_factory=list)
+    acked: list = field(default_factory=list)
+    committed_at_crash: dict = field(default_factory=dict)
+    crash_exit: int | None = None
+    crashed_ledger: Path | None = None
+    drained_ledger: Path | None = None
+
+    @property
+    def sink(self) -> Path | None:
+        return self.dir / "sink.db" if self.cfg.client == "librdkafka" else None
+
+    @property
+    def instance_id(self) -> str:
+        return f"{self.group_id}-instance-0"
+
+
+class CrashAndRestart:
+    """Runs of the experiment side by side, one step at a time, each with its own topic,
+    group, producer and consumer processes (names unique per run). Steps run the processes
+    of every run concurrently. A context manager; ``close()`` kills what still runs and
+    deletes the topics and groups.
+
+    Example::
+
+        with CrashAndRestart([RunConfig("auto"), RunConfig("store-after-process")]) as lab:
+            lab.produce(); lab.crash(); lab.restart()
+            results = lab.results()
+
+    Processes are started from the calling thread (see ``_Process``).
+    """
+
+    def __init__(self, configs: Sequence[RunConfig]):
+        if not configs:
+            raise KafkalabError("no run configured")
+        names = [c.name for c in configs]
+        if len(set(names)) != len(names):
+            raise KafkalabError(f"run labels must differ: {names}")
+        self.runs: dict[str, _Run] = {}
+        for cfg in configs:
+            run = workloads.run_id()
+            topic = f"offset-commit-{run}"
+            self.runs[cfg.name] = _Run(cfg, run, topic, f"{topic}-group", workloads.run_dir(run))
+        self.stage = "new"
+        self.closed = False
+        workloads.create_topics({r.topic: r.cfg.partitions for r in self.runs.values()})
+        _OPEN.add(self)
+
+    def __enter__(self) -> "CrashAndRestart":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __getitem__(self, label: str) -> _Run:
+        return self.runs[label]
+
+    _STEPS = ("new", "produce", "crash", "restart")
+
+    def _expect(self, step: str) -> None:
+        """Steps run once each, in the order produce, crash, restart."""
+        if self.closed:
+            raise KafkalabError("this experiment is closed")
+        before = self._STEPS[self._STEPS.index(step) - 1]
+        if self.stage != before:
+            done = "nothing yet" if self.stage == "new" else f"{self.stage}() last"
+            raise KafkalabError(f"{step}() runs right after {before}() ({done})" if before != "new"
+                                else f"{step}() runs first, once ({done})")
+        self.stage = step
+
+    def produce(self, timeout_s: float = 60.0) -> None:
+        """Produce every run's records from this process (one confluent-kafka producer for
+        all runs, with librdkafka's defaults: ``acks=all``, CONFIGURATION.md) and wait for
+        every acknowledgement. Record ``i`` of a run goes to partition ``i % partitions``; its
+        value is a flight id, as ``kafkalab.worker``'s producer sends them. Each run's
+        ``producer-0.jsonl`` ledger gets a ``produced`` and an ``acked`` event per record.
+
+        Raises:
+            KafkalabError: a record was not acknowledged within ``timeout_s``.
+        """
+        from confluent_kafka import Producer
+
+        from ..data import flights
+        from ..ledger import Ledger
+
+        self._expect("produce")
+        rows = flights()
+        producer = Producer({"bootstrap.servers": config.bootstrap_servers(), "client.id": "producer-0",
+                             "log_level": 3})
+        books = {name: Ledger(r.dir / "producer-0.jsonl", r.run_id) for name, r in self.runs.items()}
+        try:
+            for name, r in self.runs.items():
+                book = books[name]
+
+                def report(err, msg, book=book, r=r) -> None:
+                    r.acked.append(book.record(
+                        "acked", topic=r.topic, partition=msg.partition(), client_id="producer-0",
+                        offset=msg.offset() if err is None else None, key=msg.key().decode(),
+                        value=msg.value().decode(), error=str(err) if err else None))
+
+                for i in range(r.cfg.messages):
+                    f = rows[i % len(rows)]
+                    value = f.record_id if i < len(rows) else f"{f.record_id}#{i // len(rows)}"
+                    book.record("produced", topic=r.topic, partition=i % r.cfg.partitions, key=f.key, value=value,
+                                client_id="producer-0")
+                    producer.produce(r.topic, key=f.key.encode(), value=value.encode(), partition=i % r.cfg.partitions,
+                                     on_delivery=report)
+                    producer.poll(0)
+            left = producer.flush(timeout_s)
+        finally:
+            for book in books.values():
+                book.close()
+        for name, r in self.runs.items():
+            good = [e for e in r.acked if e.error is None]
+            if left or len(good) != r.cfg.messages:
+                errors = sorted({e.error for e in r.acked if e.error})
+                raise KafkalabError(f"{name}: {len(good)}/{r.cfg.messages} records acknowledged "
+                                    f"({left} still in flight after {timeout_s:.0f} s); errors: {errors[:3]}")
+
+    def _spawn(self, r: _Run, name: str, crash_after: int | None, process_ms: float) -> workloads.Worker:
+        ledger = r.dir / f"{name}.jsonl"
+        if r.cfg.client == "java":
+            p = spawn_java_consumer(r.cfg, name, r.run_id, ledger, r.topic, r.group_id, r.instance_id,
+                                    crash_after, process_ms)
+        else:
+            spec = CrashingConsumerSpec(
+                name=name, run_id=r.run_id, ledger=str(ledger), topic=r.topic, mode=r.cfg.mode,
+                conf=consumer_conf(r.cfg, r.group_id, name, r.instance_id), batch=r.cfg.batch,
+                process_ms=process_ms, crash_after=crash_after, crash_point=r.cfg.crash_point,
+                sink=str(r.sink), dedupe=r.cfg.dedupe)
+            p = spawn_consumer(spec)
+        r.procs.append(p)
+        return p
+
+    def crash(self, timeout_s: float = 60.0) -> None:
+        """Start every run's consumer; each dies right after its ``crash_after``-th record.
+        Then read each group's committed offsets (``committed_at_crash``).
+
+        Raises:
+            WaitTimeout: a consumer did not reach its crash point in ``timeout_s``.
+            KafkalabError: a consumer exited some other way (its log is in the message).
+        """
+        self._expect("crash")
+        if any(r.cfg.client == "java" for r in self.runs.values()):
+            java_classes()  # compile before any clock starts
+        procs = {name: self._spawn(r, "consumer-0", r.cfg.crash_after, r.cfg.process_ms) for name, r in self.runs.items()}
+        deadline = time.monotonic() + timeout_s
+        for name, p in procs.items():
+            r = self.runs[name]
+            rc = p.wait(max(0.1, deadline - time.monotonic()))
+            expected = 137 if r.cfg.client == "java" else -signal.SIGKILL
+            if rc != expected:
+                raise KafkalabError(f"{name}: the consumer exited {rc}, not by its crash ({expected}); "
+                                    f"its log:\n{p.log_tail()}")
+            r.crash_exit = rc
+            r.crashed_ledger = p.ledger
+            r.committed_at_crash = committed_offsets(r.group_id)
+
+    def describe(self, label: str) -> GroupDescribe:
+        """``kafka-consumer-groups --describe`` of run ``label``'s group, as it stands now."""
+        return describe_group_offsets(self.runs[label].group_id)
+
+    def at_crash(self, label: str) -> CrashSnapshot:
+        """What run ``label``'s crashed consumer left behind (after ``crash``): records handed
+        to it, records it processed, rows in its sink, and the group's committed offsets."""
+        from ..ledger import read_events
+
+        r = self.runs[label]
+        if r.crashed_ledger is None:
+            raise KafkalabError(f"run {label!r} has not crashed yet: call crash() first")
+        events = read_events(r.crashed_ledger)
+        batch, batch_done = last_batch(events)
+        rows = None
+        if r.sink is not None and r.sink.exists():
+            db = sqlite3.connect(r.sink)
+            try:
+                rows = db.execute("SELECT COUNT(*) FROM processed").fetchone()[0]
+            finally:
+                db.close()
+        consumed = {e.value for e in events if e.kind == "consumed" and e.offset is not None}
+        done = {e.value for e in events if e.kind == "processed"}
+        return CrashSnapshot(label, sum(1 for e in events if e.kind == "consumed" and e.offset is not None),
+                             sum(1 for e in events if e.kind == "processed"), len(batch), len(batch_done), rows,
+                             dict(r.committed_at_crash), sorted(consumed - done))
+
+    def restart(self, timeout_s: float = 60.0, one_at_a_time: bool = False) -> None:
+        """Restart every run's consumer with the same ``group.instance.id``, no crash point and
+        ``drain_process_ms`` of work, and let it drain the topic: until the group's committed
+        offsets reach the end of every partition (then SIGTERM: the consumer finishes the batch
+        in hand and closes), or, for the Java consumer, until it exits by itself.
+
+        Args:
+            timeout_s: for all runs together (``one_at_a_time``: for each run).
+            one_at_a_time: drain the runs one after the other, so each drain's records/s is
+                measured without the others competing for the CPU.
+
+        Raises:
+            WaitTimeout: not drained within ``timeout_s`` (the message names the run).
+            KafkalabError: a restarted consumer died or exited with an error.
+        """
+        self._expect("restart")
+        if one_at_a_time:
+            for name, r in self.runs.items():
+                self._finish_drain(name, self._spawn(r, "consumer-1", None, r.cfg.drain_process_ms),
+                                   time.monotonic() + timeout_s)
+            return
+        procs = {name: self._spawn(r, "consumer-1", None, r.cfg.drain_process_ms) for name, r in self.runs.items()}
+        deadline = time.monotonic() + timeout_s
+        for name, p in procs.items():
+            self._finish_drain(name, p, deadline)
+
+    def _finish_drain(self, name: str, p: workloads.Worker, deadline: float) -> None:
+        r = self.runs[name]
+        ends = _end_offsets(r.acked)
+        left = max(0.1, deadline - time.monotonic())
+        if r.cfg.client == "java":
+            rc = p.wait(left)
+            if rc != 0:
+                raise KafkalabError(f"{name}: the restarted Java consumer exited {rc}; its log:\n{p.log_tail()}")
+        else:
+            def drained() -> bool:
+                if not p.alive:
+                    raise KafkalabError(f"{name}: the restarted consumer died; its log:\n{p.log_tail()}")
+                return committed_offsets(r.group_id) == ends
+
+            wait_until(drained, timeout_s=left, interval_s=0.05,
+                       what=f"run {name!r}: committed offsets of {r.group_id} at the end of every partition {ends}",
+                       on_timeout=lambda: f"committed now: {committed_offsets(r.group_id)}")
+            rc = p.terminate(30)
+            if rc != 0:
+                raise KafkalabError(f"{name}: the restarted consumer exited {rc} on SIGTERM; its log:\n{p.log_tail()}")
+        r.drained_ledger = p.ledger
+
+    def results(self) -> list[OffsetCommitResult]:
+        """One ``OffsetCommitResult`` per run, in configuration order (after ``restart``)."""
+        from ..ledger import read_events
+
+        if self.stage != "restart":
+            raise KafkalabError(f"results() needs restart() first ({self.stage}() last)")
+        out = []
+        for r in self.runs.values():
+            crashed = read_events(r.crashed_ledger)
+            drained = read_events(r.drained_ledger)
+            ledgers = [str(r.dir / "producer-0.jsonl"), str(r.crashed_ledger), str(r.drained_ledger)]
+            out.append(summarize(r.cfg, r.run_id, r.topic, r.group_id, r.acked, crashed, drained,
+                                 r.committed_at_crash, r.sink, r.crash_exit, ledgers))
+        return out
+
+    def sink_rows(self, label: str) -> list[tuple[str, int, int, str]]:
+        """Rows of run ``label``'s sqlite sink: ``(record_id, partition, offset, consumer)``,
+        one per applied side effect (empty for the Java consumer, which writes none)."""
+        r = self.runs[label]
+        if r.sink is None or not r.sink.exists():
+            return []
+        db = sqlite3.connect(r.sink)
+        try:
+            return db.execute('SELECT record_id, partition, "offset", consumer FROM processed').fetchall()
+        finally:
+            db.close()
+
+    def ledgers(self) -> list[str]:
+        """Every ledger file of every run (producer, crashed and restarted consumers)."""
+        return [str(p) for r in self.runs.values() for p in sorted(r.dir.glob("*.jsonl"))]
+
+    def close(self, group_timeout_s: float = 20.0) -> None:
+        """Kill every process still running, delete the topics, then the groups (once their
+        static member has timed out: ``SESSION_TIMEOUT_MS`` after it stopped). Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        _OPEN.discard(self)
+        for r in self.runs.values():
+            for p in r.procs:
+                if p.alive:
+                    p.kill()
+        workloads.delete_topics([r.topic for r in self.runs.values()])
+        delete_groups([r.group_id for r in self.runs.values()], timeout_s=group_timeout_s)
+
+
+def _end_offsets(acked: list) -> dict[int, int]:
+    ends: dict[int, int] = {}
+    for e in acked:
+        if e.error is None and e.offset is not None:
+            ends[e.partition] = max(ends.get(e.partition, 0), e.offset + 1)
+    return ends
+
+
+def delete_groups(group_ids: Sequence[str], timeout_s: float = 20.0) -> None:
+    """Delete consumer groups, waiting (at most ``timeout_s``) while one still has a member
+    (a static member stays until its session times out). Groups that do not exist are fine.
+
+    Raises:
+        WaitTimeout: a group could still not be deleted after ``timeout_s``.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+
+    pending = set(group_ids)
+
+    def attempt() -> bool:
+        if not pending:
+            return True
+        for g, fut in workloads.admin().delete_consumer_groups(sorted(pending), request_timeout=10).items():
+            try:
+                fut.result()
+                pending.discard(g)
+            except KafkaException as e:
+                if e.args[0].code() in (KafkaError.GROUP_ID_NOT_FOUND,):
+                    pending.discard(g)
+        return not pending
+
+    if pending:
+        wait_until(attempt, timeout_s=timeout_s, interval_s=0.5, what=f"consumer groups {sorted(pending)} deleted")
+
+
+class DefaultsProbe:
+    """A librdkafka consumer configured with *nothing* about commits (librdkafka's defaults:
+    ``enable.auto.commit=true``, ``enable.auto.offset.store=true``,
+    ``auto.commit.interval.ms=5000``), in its own group on an existing topic. It is handed
+    records and never calls ``store_offsets`` or ``commit``: whatever its group commits, the
+    defaults committed. A process, started at once; ``observe`` waits for its first commit.
+    Alongside, a JVM reads the Java consumer's defaults (``java_consumer_defaults``).
+
+    Source: librdkafka CONFIGURATION.md (2.16), ``enable.auto.commit``,
+    ``enable.auto.offset.store``, ``auto.commit.interval.ms``.
+    """
+
+    def __init__(self, topic: str):
+        self.run_id = workloads.run_id()
+        self.topic = topic
+        self.group_id = f"{topic}-defaults-{self.run_id}"
+        self.dir = workloads.run_dir(self.run_id)
+        conf = {"bootstrap.servers": config.bootstrap_servers(), "group.id": self.group_id,
+                "client.id": "defaults-probe", "auto.offset.reset": "earliest", "log_level": 3}
+        spec = CrashingConsumerSpec(name="defaults-probe", run_id=self.run_id, ledger=str(self.dir / "defaults-probe.jsonl"),
+                                    topic=topic, mode="auto", conf=conf, batch=100, process_ms=0, crash_after=None,
+                                    crash_point="after-process", sink=None, dedupe=False)
+        from ..ledger import now_ms
+
+        self.started_ms = now_ms()
+        self.proc = spawn_consumer(spec)
+        self.java = subprocess.Popen(_java_defaults_argv(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, text=True, preexec_fn=_die_with_parent)
+        self.closed = False
+        _OPEN.add(self)
+
+    def observe(self, timeout_s: float = 20.0) -> "DefaultsObserved":
+        """Wait until the probe's first auto-commit is reported (its ``on_commit`` callback),
+        then stop it and report.
+
+        Raises:
+            WaitTimeout: no commit within ``timeout_s`` (the default interval is 5000 ms).
+        """
+        from ..ledger import read_events
+
+        def committed():
+            if not self.proc.alive:
+                raise KafkalabError(f"the defaults probe died; its log:\n{self.proc.log_tail()}")
+            if not self.proc.ledger.exists():
+                return None
+            events = read_events(self.proc.ledger)
+            return events if any(e.kind == "committed" and e.error is None for e in events) else None
+
+        events = wait_until(committed, timeout_s=timeout_s, interval_s=0.2,
+                            what=f"the first auto-commit of the defaults probe (group {self.group_id})")
+        group_committed = committed_offsets(self.group_id)
+        try:
+            out, err = self.java.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.java.kill()
+            raise WaitTimeout(f"timed out after {timeout_s:.1f} s waiting for the Java defaults probe") from None
+        java = _java_defaults_result(self.java.returncode, out, err)
+        self.close()
+        handed = [e.ts_ms for e in events if e.kind == "consumed" and e.offset is not None]
+        first = min(e.ts_ms for e in events if e.kind == "committed" and e.error is None)
+        return DefaultsObserved(handed_over=len(handed), started_ms=self.started_ms, first_handed_ms=min(handed),
+                                first_commit_ms=first, committed=group_committed, java=java)
+
+    def close(self) -> None:
+        """Stop the probe (SIGTERM: it closes and leaves its group) and delete its group."""
+        if self.closed:
+            return
+        self.closed = True
+        _OPEN.discard(self)
+        if self.proc.alive:
+            self.proc.terminate(30)
+        if self.java.poll() is None:
+            self.java.kill()
+            self.java.wait(10)
+        delete_groups([self.group_id])
+
+
+@dataclass
+class DefaultsObserved:
+    """What ``DefaultsProbe`` saw. Times are wall clock, ms since the epoch.
+
+    Attributes:
+        handed_over: records ``consume`` returned to the probe.
+        started_ms: when the probe process was started (before its consumer existed).
+        first_handed_ms: when the first record was handed over.
+        first_commit_ms: when its first successful commit was reported (the ``on_commit``
+            callback, served by the next ``consume`` call: at most its 500 ms timeout later).
+        committed: the group's committed offsets (partition -> offset) afterwards.
+        java: the Java consumer's defaults (``java_consumer_defaults``), read by a JVM
+            started alongside.
+
+    librdkafka starts the auto-commit timer when the consumer is created and fires it every
+    ``auto.commit.interval.ms`` (rdkafka_cgrp.c, ``rd_kafka_cgrp_new``): the first commit can
+    come no sooner than one interval after ``started_ms``, and no later than one interval
+    (plus the callback's delay) after the records were handed over.
+    """
+
+    handed_over: int
+    started_ms: int
+    first_handed_ms: int
+    first_commit_ms: int
+    committed: dict[int, int]
+    java: dict[str, str]
+
+    @property
+    def commit_after_start_ms(self) -> int:
+        """First commit minus process start: at least one timer interval."""
+        return self.first_commit_ms - self.started_ms
+
+    @property
+    def commit_after_handover_ms(self) -> int:
+        """First commit minus first hand-over: at most one interval plus the callback delay."""
+        return self.first_commit_ms - self.first_handed_ms
+
+
+_OPEN: "set[Any]" = set()
+
+
+def close_all() -> None:
+    """Close every ``CrashAndRestart`` and ``DefaultsProbe`` still open (a notebook's
+    cleanup cell; also registered with ``atexit``). Errors are swallowed: cleanup goes on."""
+    for thing in list(_OPEN):
+        try:
+            thing.close()
+        except Exception:
+            pass
+
+
+atexit.register(close_all)
+
+
+def run_offset_commit(cfg: RunConfig, timeout_s: float = 60.0) -> OffsetCommitResult:
+    """Produce, crash, restart, drain and count one run (``kafkalab run offset-commit``).
+
+    Raises:
+        KafkalabError, WaitTimeout: a step failed (the message names it).
+    """
+    with CrashAndRestart([cfg]) as lab:
+        lab.produce(timeout_s)
+        lab.crash(timeout_s)
+        lab.restart(timeout_s)
+        return lab.results()[0]
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+@click.command("offset-commit")
+@click.option("--mode", type=click.Choice(sorted(set(LIBRDKAFKA_MODES) | set(JAVA_MODES))), default="auto",
+              show_default=True, help="Commit mode (module docstring of kafkalab.experiments.offset_commit).")
+@click.option("--client", type=click.Choice(CLIENTS), default="librdkafka", show_default=True,
+              help="librdkafka (confluent-kafka) or Java (kafka-clients 4.3.1) consumer.")
+@click.option("--messages", "-n", type=click.IntRange(1, 100_000), default=300, show_default=True,
+              help="Records produced before the consumer starts.")
+@click.option("--crash-after", type=click.IntRange(1), default=30, show_default=True,
+              help="The consumer dies right after its K-th processed record.")
+@click.option("--crash-point", type=click.Choice(CRASH_POINTS), default="after-process", show_default=True,
+              help="Before (after-process) or after (after-commit) the K-th record's store/commit.")
+@click.option("--batch", type=click.IntRange(1, 10_000), default=20, show_default=True,
+              help="Records per consume() (librdkafka) or max.poll.records (Java).")
+@click.option("--process-ms", type=click.FloatRange(0), default=25.0, show_default=True,
+              help="Simulated work per record before the crash, ms.")
+@click.option("--auto-commit-interval-ms", type=click.IntRange(1), default=50, show_default=True,
+              help="auto.commit.interval.ms (both clients default to 5000).")
+@click.option("--dedupe", is_flag=True, help="Key the sqlite sink by record id (INSERT OR IGNORE).")
+@click.option("--partitions", type=click.IntRange(1, 50), default=3, show_default=True)
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Seconds per step.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def cli_command(mode: str, client: str, messages: int, crash_after: int, crash_point: str, batch: int,
+                process_ms: float, auto_commit_interval_ms: int, dedupe: bool, partitions: int, timeout_s: float,
+                as_json: bool) -> None:
+    """Crash a consumer at an exact record, restart it, and count lost and duplicated records."""
+    cfg = RunConfig(mode=mode, client=client, messages=messages, crash_after=crash_after, batch=batch,
+                    process_ms=process_ms, auto_commit_interval_ms=auto_commit_interval_ms,
+                    crash_point=crash_point, dedupe=dedupe, partitions=partitions)
+    result = run_offset_commit(cfg, timeout_s=timeout_s)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    rate = f"{result.records_per_s:.0f} records/s" if result.records_per_s else "n/a"
+    click.echo(f"{result.label}: produced {result.produced}, processed {result.processed} "
+               f"({result.processed_unique} unique), lost {result.lost}, duplicates {result.duplicates}; "
+               f"drain {rate}")
+    for claim, ok in verdicts(result).items():
+        click.echo(f"  {'holds' if ok else 'FAILS'}: {claim}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+"""kafkalab.experiments.offset_commit (pure parts), its PySpark analysis and its plot,
+on planted ledgers: no cluster needed."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kafkalab import ledger
+from kafkalab.cli import main as cli_main
+from kafkalab.errors import KafkalabError
+from kafkalab.experiments import offset_commit as oc
+from kafkalab.experiments import offset_commit_analysis as oca
+from kafkalab.experiments import offset_commit_plots as ocp
+from kafkalab.ledger import Event, Ledger
+
+# --- the group's view -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, java", [
+    ("", 0),
+    ("hello", 99162322),
+    ("polygenelubricants", -2147483648),  # Integer.MIN_VALUE
+    ("오프셋 커밋", 783817724),
+    ("offset-commit-r123456-group", 742816491),
+    ("\U0001F600 emoji", -1572615351),  # a surrogate pair: two UTF-16 code units
+])
+def test_java_string_hash_matches_javas_string_hashcode(text: str, java: int) -> None:
+    # values printed by OpenJDK 17's String.hashCode()
+    assert oc.java_string_hash(text) == java
+
+
+def test_offsets_partition_is_kafkas_abs_hash_mod_partitions() -> None:
+    assert oc.offsets_partition("hello", 50) == 99162322 % 50
+    assert oc.offsets_partition("polygenelubricants", 50) == 0  # Utils.abs(Integer.MIN_VALUE) is 0
+    assert oc.offsets_partition("offset-commit-r123456-group", 10) == 742816491 % 10
+    assert all(0 <= oc.offsets_partition(f"g{i}", 10) < 10 for i in range(200))
+
+
+DESCRIBE = """
+GROUP                       TOPIC                 PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID                                                                 HOST            CLIENT-ID
+offset-commit-rbc82df-group offset-commit-rbc82df 0          -               100             -               offset-commit-rbc82df-group-instance-0-53836f71-6f1b-4acf-ab42-3d36716a815d /127.0.0.1      consumer-0
+offset-commit-rbc82df-group offset-commit-rbc82df 1          40              100             60              offset-commit-rbc82df-group-instance-0-53836f71-6f1b-4acf-ab42-3d36716a815d /127.0.0.1      consumer-0
+offset-commit-rbc82df-group offset-commit-rbc82df 2          -               100             -               offset-commit-rbc82df-group-instance-0-53836f71-6f1b-4acf-ab42-3d36716a815d /127.0.0.1      consumer-0
+"""
+
+
+def test_describe_output_is_parsed_into_rows_and_integer_columns() -> None:
+    rows = oc.parse_describe(DESCRIBE)
+    assert [r["PARTITION"] for r in rows] == ["0", "1", "2"]
+    d = oc.GroupDescribe("offset-commit-rbc82df-group", DESCRIBE, rows)
+    assert d.column("CURRENT-OFFSET") == {0: None, 1: 40, 2: None}
+    assert d.column("LAG") == {0: None, 1: 60, 2: None}
+    assert oc.parse_describe("\nConsumer group 'g' has no active members.\n") == []
+
+
+# --- configuration ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"mode": "store-after-process", "client": "java"}, "not a java commit mode"),
+    ({"mode": "commit-sync-no-args"}, "not a librdkafka commit mode"),
+    ({"client": "kafka-python"}, "client must be one of"),
+    ({"crash_after": 301}, "crash_after must be between 1 and messages"),
+    ({"crash_after": 0}, "crash_after must be between 1 and messages"),
+    ({"dedupe": True, "client": "java"}, "dedupe needs the sqlite sink"),
+    ({"crash_point": "during-commit"}, "crash_point must be one of"),
+    ({"auto_commit_interval_ms": 0}, "auto_commit_interval_ms must be at least 1"),
+])
+def test_run_config_rejects_what_cannot_run(kwargs: dict, message: str) -> None:
+    with pytest.raises(KafkalabError, match=message):
+        oc.RunConfig(**kwargs)
+
+
+def test_run_config_names_and_librdkafka_settings_per_mode() -> None:
+    assert oc.RunConfig("auto").name == "auto"
+    assert oc.RunConfig("auto", client="java").name == "java auto"
+    assert oc.RunConfig("store-after-process", dedupe=True).name == "store-after-process + dedupe"
+    conf = lambda mode: oc.consumer_conf(oc.RunConfig(mode), "g", "c", "i")  # noqa: E731
+    assert (conf("auto")["enable.auto.commit"], conf("auto")["enable.auto.offset.store"]) == (True, True)
+    assert (conf("store-after-process")["enable.auto.commit"], conf("store-after-process")["enable.auto.offset.store"]) == (True, False)
+    assert conf("sync-per-message")["enable.auto.commit"] is False and conf("async")["enable.auto.commit"] is False
+    assert conf("auto")["group.instance.id"] == "i" and conf("auto")["auto.commit.interval.ms"] == 50
+    java = oc.java_conf(oc.RunConfig("auto", client="java", batch=7), "g", "c", "i")
+    assert (java["enable.auto.commit"], java["max.poll.records"]) == ("true", "7")
+    assert oc.java_conf(oc.RunConfig("commit-sync-no-args", client="java"), "g", "c", "i")["enable.auto.commit"] == "false"
+    assert all(oc.describe_mode(oc.RunConfig(m)) for m in oc.LIBRDKAFKA_MODES)
+
+
+def test_cli_rejects_a_java_only_mode_for_librdkafka_with_one_line() -> None:
+    r = CliRunner().invoke(cli_main, ["run", "offset-commit", "--mode", "commit-sync-no-args"])
+    assert r.exit_code == 1 and "not a librdkafka commit mode" in r.output and "Traceback" not in r.output
+
+
+def test_cli_help_lists_every_mode() -> None:
+    r = CliRunner().invoke(cli_main, ["run", "offset-commit", "--help"])
+    assert r.exit_code == 0
+    for mode in (*oc.LIBRDKAFKA_MODES, *oc.JAVA_MODES):
+        assert mode in r.output
+
+
+# --- counting a run from its ledgers --------------------------------------------------------
+
+RUN = "r1"
+T = "t"
+
+
+def ev(kind: str, partition: int | None = None, offset: int | None = None, value: str | None = None,
+       client: str = "consumer-0", ts: int = 0, seq: int = 0, error: str | None = None) -> Event:
+    return Event(RUN, kind, ts, seq, T, partition, offset, value=value, client_id=client, error=error)
+
+
+def acked(n: int, partitions: int = 1) -> list[Event]:
+    """n records, round-robin over partitions; value v<i> at offset i // partitions."""
+    return [ev("acked", i % partitions, i // partitions, f"v{i}", "producer-0") for i in range(n)]
+
+
+def consumer(client: str, batches: list[list[int]], processed: int, ts0: int = 1000) -> list[Event]:
+    """A single-partition consumer: batches of offsets handed over, then processed one by
+    one, the first ``processed`` of them in all."""
+    out: list[Event] = [ev("assigned", 0, client=client, ts=ts0)]
+    done = 0
+    t = ts0
+    for batch in batches:
+        for o in batch:
+            t += 1
+            out.append(ev("consumed", 0, o, f"v{o}", client, ts=t))
+        for o in batch:
+            if done == processed:
+                return out
+            t += 10
+            out.append(ev("processed", 0, o, f"v{o}", client, ts=t))
+            done += 1
+    return out
+
+
+def summarize(cfg: oc.RunConfig, crashed: list[Event], drained: list[Event], produced: int = 10) -> oc.OffsetCommitResult:
+    return oc.summarize(cfg, RUN, T, "g", acked(produced), crashed, drained, {}, None, -9, [])
+
+
+def test_auto_commit_past_the_batch_counts_the_unprocessed_rest_as_lost() -> None:
+    cfg = oc.RunConfig("auto", messages=10, crash_after=6, batch=4, process_ms=40, auto_commit_interval_ms=20)
+    crashed = consumer("consumer-0", [[0, 1, 2, 3], [4, 5, 6, 7]], processed=6)
+    drained = consumer("consumer-1", [[8, 9]], processed=2, ts0=5000)  # resumed at 8: the commit covered 0..7
+    r = summarize(cfg, crashed, drained)
+    assert (r.lost, r.lost_ids, r.duplicates) == (2, ["v6", "v7"], 0)
+    assert (r.in_hand_at_crash, r.in_hand_below_resume, r.processed_at_or_after_resume) == (2, 2, 0)
+    assert (r.last_batch, r.processed_from_last_batch) == (4, 2)
+    assert r.resumed_from == {0: 8}
+    assert oc.verdicts(r) == {"explained_by_committed_offset": True, "auto_commit_loses_what_was_in_hand": True}
+    assert r.records_per_s == pytest.approx(2 / ((5000 + 2 + 20 - 5001) / 1000))
+
+
+def test_a_replay_from_the_last_commit_counts_duplicates_not_losses() -> None:
+    cfg = oc.RunConfig("store-after-process", messages=10, crash_after=6, batch=4)
+    crashed = consumer("consumer-0", [[0, 1, 2, 3], [4, 5, 6, 7]], processed=6)
+    drained = consumer("consumer-1", [[4, 5, 6, 7], [8, 9]], processed=6, ts0=5000)  # resumed at 4
+    r = summarize(cfg, crashed, drained)
+    assert (r.lost, r.duplicates, r.duplicate_ids) == (0, 2, ["v4", "v5"])
+    assert r.processed == 12 and r.processed_unique == 10
+    assert oc.verdicts(r) == {"explained_by_committed_offset": True, "at_least_once": True}
+
+
+def test_verdicts_fail_when_the_outcome_contradicts_the_claim() -> None:
+    crashed = consumer("consumer-0", [[0, 1, 2, 3], [4, 5, 6, 7]], processed=6)
+    replay = consumer("consumer-1", [[4, 5, 6, 7], [8, 9]], processed=6, ts0=5000)
+    skip = consumer("consumer-1", [[8, 9]], processed=2, ts0=5000)
+    sync = oc.RunConfig("sync-per-message", messages=10, crash_after=6, batch=4)
+    assert oc.verdicts(summarize(sync, crashed, replay))["at_most_one_duplicate"] is False  # 2 duplicates
+    assert oc.verdicts(summarize(sync, crashed, skip))["at_most_one_duplicate"] is False  # 2 lost
+    store = oc.RunConfig("store-after-process", messages=10, crash_after=6, batch=4)
+    assert oc.verdicts(summarize(store, crashed, skip))["at_least_once"] is False
+    java = oc.RunConfig("auto", client="java", messages=10, crash_after=6, batch=4)
+    assert oc.verdicts(summarize(java, crashed, replay))["java_auto_commit_duplicates_since_last_poll"] is True
+    assert oc.verdicts(summarize(java, crashed, skip))["java_auto_commit_duplicates_since_last_poll"] is False
+
+
+def test_the_auto_claim_is_made_only_when_the_timer_fired_while_records_were_in_hand() -> None:
+    crashed = consumer("consumer-0", [[0, 1, 2, 3], [4, 5, 6, 7]], processed=6)
+    drained = consumer("consumer-1", [[4, 5, 6, 7], [8, 9]], processed=6, ts0=5000)
+    slow_timer = oc.RunConfig("auto", messages=10, crash_after=6, batch=4, process_ms=40, auto_commit_interval_ms=5000)
+    assert not oc.timer_fired_in_hand(slow_timer, 2)
+    assert oc.verdicts(summarize(slow_timer, crashed, drained)) == {"explained_by_committed_offset": True}
+
+
+def test_dedupe_verdict_reads_the_sink(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "sink.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE processed (record_id TEXT PRIMARY KEY, topic TEXT, partition INTEGER, "
+                "offset INTEGER, consumer TEXT, ts_ms INTEGER)")
+    con.executemany("INSERT INTO processed VALUES (?, 't', 0, ?, 'c', 0)", [(f"v{i}", i) for i in range(10)])
+    con.commit()
+    con.close()
+    cfg = oc.RunConfig("store-after-process", dedupe=True, messages=10, crash_after=6, batch=4)
+    crashed = consumer("consumer-0", [[0, 1, 2, 3], [4, 5, 6, 7]], processed=6)
+    drained = consumer("consumer-1", [[4, 5, 6, 7], [8, 9]], processed=6, ts0=5000)
+    r = oc.summarize(cfg, RUN, T, "g", acked(10), crashed, drained, {0: 4}, db, -9, [])
+    assert (r.sink_rows, r.sink_unique, r.duplicates) == (10, 10, 2)
+    assert oc.verdicts(r)["dedupe_side_effect_exactly_once"] is True
+    assert r.to_json()["committed_at_crash"] == {"0": 4} and r.to_json()["verdicts"]["at_least_once"] is True
+
+
+def test_last_batch_is_the_last_run_of_consumed_events() -> None:
+    events = consumer("c", [[0, 1, 2], [3, 4, 5]], processed=4)
+    batch, done = oc.last_batch(events)
+    assert [e.offset for e in batch] == [3, 4, 5] and [e.offset for e in done] == [3]
+    assert oc.last_batch([ev("assigned", 0)]) == ([], [])
+
+
+# --- PySpark analysis -------------------------------------------------------------------------
+
+
+def planted_ledger(tmp_path: Path) -> Path:
+    """Run r1: 4 records, v2 never processed, v1 processed twice; the restarted consumer-1
+    processes 2 records 100 ms apart. Run r2: 2 records, each once."""
+    path = tmp_path / "ledger.jsonl"
+    with Ledger(path, "r1") as book:
+        for i in range(4):
+            book.record("acked", topic="t", partition=0, offset=i, value=f"v{i}", client_id="producer-0", ts_ms=1)
+        book.record("acked", topic="t", partition=0, offset=None, value="failed", error="timed out", ts_ms=1)
+        for v in ("v0", "v1"):
+            book.record("processed", topic="t", partition=0, value=v, client_id="consumer-0", ts_ms=10)
+        book.record("consumed", topic="t", partition=0, offset=1, value="v1", client_id="consumer-1", ts_ms=1000)
+        book.record("processed", topic="t", partition=0, value="v1", client_id="consumer-1", ts_ms=1050)
+        book.record("processed", topic="t", partition=0, value="v3", client_id="consumer-1", ts_ms=1100)
+    with Ledger(tmp_path / "other.jsonl", "r2") as book:
+        for i in range(2):
+            book.record("acked", topic="t", partition=0, offset=i, value=f"w{i}", client_id="producer-0", ts_ms=1)
+            book.record("processed", topic="t", partition=0, value=f"w{i}", client_id="consumer-0", ts_ms=5)
+    return tmp_path
+
+
+@pytest.mark.spark
+def test_outcomes_anti_join_and_group_by_count_lost_and_duplicates(spark, tmp_path: Path) -> None:
+    events = ledger.load(spark, str(planted_ledger(tmp_path)))
+    rows = {r["run_id"]: r.asDict() for r in oca.outcomes(events).collect()}
+    assert rows["r1"] == {"run_id": "r1", "produced": 4, "processed": 4, "processed_unique": 3, "lost": 1, "duplicates": 1}
+    assert rows["r2"] == {"run_id": "r2", "produced": 2, "processed": 2, "processed_unique": 2, "lost": 0, "duplicates": 0}
+    assert [(r["value"], r["offset"]) for r in oca.lost_records(events).collect()] == [("v2", 2)]
+    dups = oca.duplicate_records(events).collect()
+    assert [(r["value"], r["times"], r["consumers"]) for r in dups] == [("v1", 2, ["consumer-0", "consumer-1"])]
+    rate = oca.drain_rates(events).collect()
+    assert [(r["run_id"], r["records"], r["span_ms"], r["records_per_s"]) for r in rate] == [("r1", 2, 100, 20.0)]
+
+
+@pytest.mark.spark
+def test_side_effects_join_the_sink_rows_against_what_was_produced(spark, tmp_path: Path) -> None:
+    events = ledger.load(spark, str(planted_ledger(tmp_path)))
+    sink = spark.createDataFrame([("r1", "v0"), ("r1", "v1"), ("r1", "v1"), ("r1", "v3"), ("r2", "w0"), ("r2", "w1")],
+                                 "run_id string, record_id string")
+    rows = {r["run_id"]: r.asDict() for r in oca.side_effects(events, sink).collect()}
+    assert rows["r1"] == {"run_id": "r1", "produced": 4, "rows": 4, "missing": 1, "repeated": 1}
+    assert rows["r2"] == {"run_id": "r2", "produced": 2, "rows": 2, "missing": 0, "repeated": 0}
+
+
+@pytest.mark.spark
+def test_warm_up_runs_on_a_private_ledger(spark) -> None:
+    oca.warm_up(spark)  # raises if a query of the module does not run
+
+
+# --- plotting ---------------------------------------------------------------------------------
+
+
+def test_plot_outcomes_draws_two_panels_and_refuses_an_empty_table() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    rows = [{"mode": "auto", "lost": 10, "duplicates": 0, "records_per_s": 2000.0},
+            {"mode": "sync-per-message", "lost": 0, "duplicates": 1, "records_per_s": None}]
+    fig = ocp.plot_outcomes(rows, title="t")
+    assert len(fig.axes) == 2 and fig.axes[1].get_yscale() == "log"
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["auto", "sync-per-message"]
+    with pytest.raises(ValueError, match="empty"):
+        ocp.plot_outcomes([])
+    with pytest.raises(ValueError, match="records_per_s"):
+        ocp.plot_outcomes([{"mode": "auto", "lost": 1, "duplicates": 0}])
+
+
+def test_result_row_is_what_the_table_and_plot_use() -> None:
+    cfg = oc.RunConfig("auto", messages=10, crash_after=6, batch=4)
+    r = summarize(cfg, consumer("consumer-0", [[0, 1, 2, 3]], processed=4), consumer("consumer-1", [[4, 5, 6, 7, 8, 9]], 6, 5000))
+    assert set(ocp.outcome_rows([r])[0]) == {"mode", "produced", "processed", "processed_unique", "lost",
+                                             "duplicates", "records_per_s"}
+    assert asdict(r)["config"]["mode"] == "auto"
