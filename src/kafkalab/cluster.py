@@ -318,22 +318,30 @@ def under_replicated(bootstrap: str | None = None, timeout_s: float = 5.0) -> li
     )
 
 
-def _wait_gone(p: psutil.Process, timeout_s: float) -> bool:
-    """True once ``p`` has exited, within ``timeout_s``. A zombie counts as gone: a node started
-    by another process (a test, a notebook) stays a zombie until that parent reaps it, and
-    ``psutil.Process.wait`` would wait for the reaping."""
+def _wait_gone(p: psutil.Process, timeout_s: float, ports: Sequence[int] = ()) -> bool:
+    """True once ``p`` has exited and ``ports`` can be bound again, within ``timeout_s``.
+
+    A zombie counts as exited: a node started by another process (a test, a notebook) stays
+    a zombie until that parent reaps it, and ``psutil.Process.wait`` would wait for the
+    reaping. But a JVM's main thread turns zombie while its other threads still close their
+    sockets, hence the ports."""
     deadline = time.monotonic() + timeout_s
+    exited = False
     while time.monotonic() < deadline:
-        try:
-            if p.status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
+        if not exited:
+            try:
+                exited = p.status() == psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                exited = True
+        if not exited:
+            try:
+                p.wait(timeout=0.05)  # reaps it when it is our child
+                exited = True
+            except psutil.TimeoutExpired:
+                continue
+        if all(port_is_free(port) for port in ports):
             return True
-        try:
-            p.wait(timeout=0.05)  # reaps it when it is our child
-            return True
-        except psutil.TimeoutExpired:
-            pass
+        time.sleep(0.05)  # the kernel closes the sockets; nothing to wait on but the port
     return False
 
 
@@ -581,9 +589,9 @@ class LocalCluster:
             if p.status() == psutil.STATUS_STOPPED:
                 p.resume()  # a paused JVM cannot handle SIGTERM
             p.terminate()
-            if not _wait_gone(p, timeout_s):
+            if not _wait_gone(p, timeout_s, node.ports.values()):
                 p.kill()
-                if not _wait_gone(p, 10):
+                if not _wait_gone(p, 10, node.ports.values()):
                     raise KafkalabError(f"{node.name} (pid {p.pid}) survived SIGKILL for 10 s")
         except psutil.NoSuchProcess:
             pass
@@ -605,7 +613,7 @@ class LocalCluster:
         """SIGKILL node ``node_id``: a crash, no controlled shutdown. Returns once it is gone."""
         node, p = self._live(node_id)
         p.kill()
-        if not _wait_gone(p, 10):
+        if not _wait_gone(p, 10, node.ports.values()):
             raise KafkalabError(f"{node.name} (pid {p.pid}) survived SIGKILL for 10 s")
 
     def stop(self, node_id: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
