@@ -1,0 +1,1023 @@
+"""Notebook 02, rebalancing: what each group protocol stops, revokes and costs when consumers
+are restarted, added, removed, crash, stall, or when partitions are added.
+
+Consumers are separate processes (``kafkalab.worker``), restarted and killed like pods; each
+writes every ``assigned`` and ``revoked`` partition (its rebalance callbacks) to its own
+ledger. A run (``RebalanceRun``) drives one consumer group on one fresh topic through a
+sequence of *scenarios* (the Kubernetes events of article 002), waiting after each until the
+group has *settled*, and keeps three more records beside the ledgers:
+
+- ``actions.jsonl``: what the experiment did to which process, when (``start``, ``stop`` =
+  SIGTERM, ``exited``, ``kill`` = SIGKILL) and when it saw the group ``settled``;
+- ``generations.jsonl``: every generation (classic protocol) or group epoch (KIP-848) that the
+  group coordinator wrote to ``__consumer_offsets`` for the group, with its timestamp. A
+  *rebalance* is one new generation (group epoch) inside a window;
+- ``run.json``: the configuration and the *windows*: from the settled group before a scenario
+  to the settled group after it (``Window``).
+
+``kafkalab.experiments.rebalance_analysis`` turns these into ownership intervals, gaps and
+the per-window result with PySpark; ``rebalance_plots`` draws them.
+
+Protocols (``PROTOCOLS``):
+
+=============  ==============================================================================
+eager          classic protocol, ``partition.assignment.strategy=range`` (eager: every member
+               revokes everything at every rebalance)
+cooperative    classic protocol, ``cooperative-sticky`` (KIP-429, incremental)
+static         ``eager`` plus ``group.instance.id`` per consumer slot (KIP-345) and a longer
+               ``session.timeout.ms`` (10000 ms) so that a restart fits in it
+consumer       ``group.protocol=consumer`` (KIP-848): the broker assigns (``uniform``), the
+               session timeout and heartbeat interval are the broker's
+=============  ==============================================================================
+
+Scenarios (``SCENARIOS``): ``rolling-restart`` (every consumer stopped and replaced, one at a
+time: a StatefulSet rolling update), ``scale-out`` (one consumer more: HPA), ``scale-in`` (the
+newest consumer stopped), ``crash`` (the oldest consumer SIGKILLed: a node lost),
+``add-partitions`` (the topic grows by one partition per consumer), ``slow-consumer`` (a
+consumer joins whose processing of one record outlasts ``max.poll.interval.ms``; the window
+ends when the coordinator has given its partitions to the others).
+
+Teaching timeouts (production values in brackets): classic ``session.timeout.ms`` 6000
+(librdkafka 2.16 default 45000), ``heartbeat.interval.ms`` 1000 (3000),
+``topic.metadata.refresh.interval.ms`` 1000 (300000); broker ``group.consumer.session.timeout.ms``
+10000 (45000) and ``group.consumer.heartbeat.interval.ms`` 1000 (5000), kafka/config/broker.properties.
+Sources: librdkafka CONFIGURATION.md; Kafka documentation 4.3, Broker Configs and Consumer
+Configs; KIP-345, KIP-429, KIP-848.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import struct
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+import click
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import NewPartitions
+
+from .. import config, workloads
+from ..errors import KafkalabError, WaitTimeout
+from ..ledger import read_events
+from ..waiting import wait_until
+from ..worker import ConsumerSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SCENARIOS: tuple[str, ...] = ("rolling-restart", "scale-out", "scale-in", "crash", "add-partitions", "slow-consumer")
+
+#: The sequence every protocol's group goes through in notebook 02.
+MAIN_SCENARIOS: tuple[str, ...] = ("scale-out", "scale-in", "rolling-restart", "crash", "add-partitions")
+
+#: The broker's KIP-848 group timeouts in this lab (kafka/config/broker.properties; Kafka 4.3
+#: defaults 45000 and 5000 ms). ``broker_group_config()`` reads the live values.
+CONSUMER_SESSION_TIMEOUT_MS = 10000
+CONSUMER_HEARTBEAT_INTERVAL_MS = 1000
+
+
+# ----------------------------------------------------------------------------- protocols
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How the members of a group rebalance.
+
+    Attributes:
+        name: ``eager``, ``cooperative``, ``static`` or ``consumer``.
+        group_protocol: ``classic`` or ``consumer`` (librdkafka ``group.protocol``, KIP-848).
+        strategy: classic ``partition.assignment.strategy`` (``range``, ``cooperative-sticky``),
+            None under KIP-848 (the broker assigns; librdkafka refuses the setting).
+        static: every consumer slot gets ``group.instance.id`` (KIP-345).
+        session_timeout_ms: how long the coordinator waits for a silent member, ms: the
+            client's ``session.timeout.ms`` (classic) or the broker's
+            ``group.consumer.session.timeout.ms`` (KIP-848).
+        heartbeat_interval_ms: likewise ``heartbeat.interval.ms`` or
+            ``group.consumer.heartbeat.interval.ms``, ms.
+    """
+
+    name: str
+    group_protocol: str
+    strategy: str | None
+    static: bool
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+
+    @property
+    def incremental(self) -> bool:
+        """True when members give back only what moves (cooperative-sticky, KIP-848)."""
+        return self.group_protocol == "consumer" or self.strategy == "cooperative-sticky"
+
+    def conf(self, slot: int) -> dict:
+        """librdkafka settings of the consumer in ``slot`` (0, 1, ...) besides bootstrap,
+        group and client id (kafkalab.worker adds those)."""
+        conf: dict = {"topic.metadata.refresh.interval.ms": 1000}  # teaching; librdkafka default 300000
+        if self.group_protocol == "consumer":
+            conf["group.protocol"] = "consumer"
+        else:
+            conf.update({"partition.assignment.strategy": self.strategy,
+                         "session.timeout.ms": self.session_timeout_ms,
+                         "heartbeat.interval.ms": self.heartbeat_interval_ms})
+        if self.static:
+            conf["group.instance.id"] = f"c{slot}"
+        return conf
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+PROTOCOLS: dict[str, Protocol] = {
+    "eager": Protocol("eager", "classic", "range", False, 6000, 1000),
+    "cooperative": Protocol("cooperative", "classic", "cooperative-sticky", False, 6000, 1000),
+    "static": Protocol("static", "classic", "range", True, 10000, 1000),
+    "consumer": Protocol("consumer", "consumer", None, False, CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS),
+}
+
+
+def protocol(name: str) -> Protocol:
+    """``PROTOCOLS[name]``.
+
+    Raises:
+        KafkalabError: unknown name (the message lists the known ones).
+    """
+    try:
+        return PROTOCOLS[name]
+    except KeyError:
+        raise KafkalabError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {name!r}") from None
+
+
+# ----------------------------------------------------------------------------- client checks
+
+
+def consumer_conf_error(conf: dict) -> str | None:
+    """Construct a confluent-kafka ``Consumer`` with ``conf`` (plus bootstrap servers and a
+    group id) and close it again: returns librdkafka's error text if construction fails,
+    None if it succeeds. Nothing is sent to the cluster (no subscribe).
+
+    Used to show what librdkafka refuses, e.g. ``partition.assignment.strategy`` with
+    ``group.protocol=consumer``, or ``instance.group.id`` (no such property).
+    """
+    full = {"bootstrap.servers": config.bootstrap_servers(), "group.id": "kafkalab-conf-check", "log_level": 3, **conf}
+    try:
+        Consumer(full).close()
+    except KafkaException as e:
+        return e.args[0].str()
+    return None
+
+
+def kip848_refusals() -> dict[str, str | None]:
+    """What librdkafka says to classic group settings combined with ``group.protocol=consumer``:
+    setting -> error text (None if accepted). Source: librdkafka CONFIGURATION.md (KIP-848
+    section); checked with confluent-kafka 2.16.1."""
+    checks = {
+        "partition.assignment.strategy": {"partition.assignment.strategy": "range"},
+        "session.timeout.ms": {"session.timeout.ms": 6000},
+        "heartbeat.interval.ms": {"heartbeat.interval.ms": 1000},
+        "group.remote.assignor": {"group.remote.assignor": "uniform"},
+    }
+    return {name: consumer_conf_error({"group.protocol": "consumer", **extra}) for name, extra in checks.items()}
+
+
+def broker_group_config(timeout_s: float = 10.0) -> dict[str, str]:
+    """The live broker settings that time group membership (broker with the lowest id):
+    ``group.consumer.session.timeout.ms``, ``group.consumer.heartbeat.interval.ms``,
+    ``group.min.session.timeout.ms``, ``group.max.session.timeout.ms``,
+    ``group.initial.rebalance.delay.ms``, ``group.consumer.assignors`` (Kafka documentation,
+    Broker Configs)."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    a = workloads.admin()
+    broker = min(a.list_topics(timeout=timeout_s).brokers)
+    res = ConfigResource(ResourceType.BROKER, str(broker))
+    entries = a.describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
+    names = ("group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms", "group.min.session.timeout.ms",
+             "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms", "group.consumer.assignors")
+    return {n: entries[n].value for n in names}
+
+
+# ----------------------------------------------------------------------------- generations
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode()`` (signed 32-bit, over UTF-16 code units)."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def offsets_partition(group_id: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition whose leader coordinates ``group_id``:
+    ``Utils.abs(groupId.hashCode()) % partitions`` (Kafka ``GroupCoordinatorService``;
+    ``Utils.abs(Integer.MIN_VALUE)`` is 0)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+@dataclass(frozen=True)
+class GroupRecord:
+    """One group record of ``__consumer_offsets``: ``kind`` ``classic`` (GroupMetadata,
+    record type 2) or ``consumer`` (ConsumerGroupMetadata, type 3, KIP-848); ``generation``
+    the classic generation id or the KIP-848 group epoch, None for a tombstone."""
+
+    group_id: str
+    kind: str
+    generation: int | None
+
+
+def decode_group_record(key: bytes | None, value: bytes | None) -> GroupRecord | None:
+    """Decode the key and (start of the) value of a ``__consumer_offsets`` record.
+
+    Key: int16 record type, then the group id as int16-length string. Types 2
+    (``GroupMetadataKey``/``Value``: value versions 0-3 start with an int16-length
+    ``protocolType`` string, version 4+ is flexible with a compact string, then int32
+    ``generation``) and 3 (``ConsumerGroupMetadataKey``/``Value`` version 0: int32 ``Epoch``)
+    are decoded; every other type (offset commits, member and assignment records) returns None.
+    Source: Kafka 4.3 ``group-coordinator/src/main/resources/common/message/*.json``.
+
+    Raises:
+        ValueError: a type 2 or 3 record too short for its schema.
+    """
+    if key is None or len(key) < 4:
+        return None
+    rtype = struct.unpack_from(">h", key, 0)[0]
+    if rtype not in (2, 3):
+        return None
+    try:
+        (glen,) = struct.unpack_from(">h", key, 2)
+        group = key[4:4 + glen].decode("utf-8")
+        kind = "classic" if rtype == 2 else "consumer"
+        if value is None:
+            return GroupRecord(group, kind, None)
+        (version,) = struct.unpack_from(">h", value, 0)
+        if rtype == 3:
+            return GroupRecord(group, kind, struct.unpack_from(">i", value, 2)[0])
+        if version >= 4:
+            n, pos = _uvarint(value, 2)
+            pos += max(n - 1, 0)
+        else:
+            (slen,) = struct.unpack_from(">h", value, 2)
+            pos = 4 + max(slen, 0)
+        return GroupRecord(group, kind, struct.unpack_from(">i", value, pos)[0])
+    except (struct.error, IndexError, UnicodeDecodeError) as e:
+        raise ValueError(f"malformed group record of type {rtype}: {e}") from None
+
+
+def read_generations(group_id: str, since_ms: int, timeout_s: float = 15.0) -> list[dict]:
+    """Every generation (classic) or group epoch (KIP-848) the coordinator wrote for
+    ``group_id`` at or after ``since_ms`` (ms since the epoch), oldest first, as
+    ``{"ts_ms", "generation", "kind", "offset"}`` (``ts_ms``: the record's timestamp, set by
+    the coordinator). Tombstones are skipped.
+
+    Reads the one ``__consumer_offsets`` partition of the group (``offsets_partition``) from
+    the offset of ``since_ms`` to its end, with an assign()-only consumer (no group).
+
+    Raises:
+        WaitTimeout: the end of the partition was not reached within ``timeout_s``.
+    """
+    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": "kafkalab-generations-reader",
+                  "enable.auto.commit": False, "enable.partition.eof": True, "log_level": 3})
+    try:
+        md = c.list_topics("__consumer_offsets", timeout=timeout_s)
+        n = len(md.topics["__consumer_offsets"].partitions)
+        p = offsets_partition(group_id, n)
+        (tp,) = c.offsets_for_times([TopicPartition("__consumer_offsets", p, since_ms)], timeout=timeout_s)
+        if tp.offset < 0:  # nothing written since
+            return []
+        c.assign([tp])
+        out: list[dict] = []
+        done = {"eof": False}
+
+        def drained() -> bool:
+            m = c.poll(0.2)
+            if m is None:
+                return False
+            if m.error() is not None:
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    done["eof"] = True
+                    return True
+                raise KafkalabError(f"reading __consumer_offsets-{p}: {m.error().str()}")
+            rec = decode_group_record(m.key(), m.value())
+            if rec is not None and rec.group_id == group_id and rec.generation is not None:
+                out.append({"ts_ms": m.timestamp()[1], "generation": rec.generation, "kind": rec.kind,
+                            "offset": m.offset()})
+            return False
+
+        wait_until(drained, timeout_s=timeout_s, interval_s=0, what=f"the end of __consumer_offsets-{p}")
+        return out
+    finally:
+        c.close()
+
+
+# ----------------------------------------------------------------------------- a run
+
+
+@dataclass
+class RebalanceConfig:
+    """One run: a group of ``consumers`` consumers of one ``protocol`` on a fresh topic of
+    ``partitions`` partitions, taken through ``scenarios`` in order.
+
+    Times in ms. ``slow_process_ms`` is how long the slow consumer (scenario
+    ``slow-consumer``) works on each record; its ``max.poll.interval.ms`` is
+    ``slow_max_poll_ms`` (librdkafka refuses a value below ``session.timeout.ms`` on the
+    classic protocol). ``settle_timeout_s``: how long to wait for the group to settle, s.
+    """
+
+    protocol: str
+    consumers: int = 3
+    partitions: int = 6
+    scenarios: tuple[str, ...] = ("rolling-restart",)
+    settle_timeout_s: float = 40.0
+    slow_process_ms: int | None = None
+    slow_max_poll_ms: int | None = None
+    records_per_partition: int = 20
+
+    def __post_init__(self) -> None:
+        self.scenarios = tuple(self.scenarios)
+        p = protocol(self.protocol)
+        if self.consumers < 2:
+            raise KafkalabError("a rebalance needs at least 2 consumers")
+        if self.partitions < self.consumers + 1:
+            raise KafkalabError(f"give the topic more partitions than consumers ({self.consumers} consumers, "
+                                f"{self.partitions} partitions), so that a new consumer takes some")
+        if not self.scenarios:
+            raise KafkalabError("no scenario")
+        bad = [s for s in self.scenarios if s not in SCENARIOS]
+        if bad:
+            raise KafkalabError(f"unknown scenario {bad[0]!r}: expected one of {', '.join(SCENARIOS)}")
+        if self.slow_max_poll_ms is None:
+            # classic: librdkafka requires max.poll.interval.ms >= session.timeout.ms
+            self.slow_max_poll_ms = p.session_timeout_ms if p.group_protocol == "classic" else 3000
+        if self.slow_process_ms is None:
+            # A member past max.poll.interval.ms that sends no leave (a static member, KIP-345;
+            # any member under KIP-848 with librdkafka 2.16.1, as observed here) stops
+            # heartbeating and is dropped only when its session expires: it must stay busy longer.
+            silent = p.static or p.group_protocol == "consumer"
+            self.slow_process_ms = self.slow_max_poll_ms + 3000 + (p.session_timeout_ms if silent else 0)
+
+    @property
+    def spec(self) -> Protocol:
+        return protocol(self.protocol)
+
+
+@dataclass
+class Window:
+    """From the settled group before scenario ``index`` to the settled group after it.
+
+    ``start_ms``/``end_ms``: wall clock, ms since the epoch (the moments the settled group was
+    observed); ``partitions``: the topic's partition count at the start; ``members_before``,
+    ``members_after``: client ids in the group; ``notes``: what the scenario measured on the way
+    (restart times, the slow consumer's error text...).
+    """
+
+    index: int
+    scenario: str
+    start_ms: int
+    end_ms: int
+    partitions: int
+    members_before: list[str]
+    members_after: list[str]
+    notes: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunRecord:
+    """Everything one run left behind: where the ledgers are, what was done, what the
+    coordinator wrote. ``rebalance_analysis.analyse`` reads it."""
+
+    run_id: str
+    protocol: Protocol
+    consumers: int
+    partitions: int
+    topic: str
+    group_id: str
+    dir: str
+    started_ms: int
+    windows: list[Window]
+    actions: list[dict]
+    generations: list[dict]
+    group_type: str | None = None
+    partition_assignor: str | None = None
+
+    @property
+    def ledger_glob(self) -> str:
+        return str(Path(self.dir) / "ledgers" / "*.jsonl")
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["protocol"] = self.protocol.to_json()
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "RunRecord":
+        d = dict(d)
+        d["protocol"] = Protocol(**d["protocol"])
+        d["windows"] = [Window(**w) for w in d["windows"]]
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "RunRecord":
+        """Read ``run.json`` (the folder or the file)."""
+        p = Path(path)
+        return cls.from_json(json.loads((p / "run.json" if p.is_dir() else p).read_text()))
+
+
+_OPEN_RUNS: "set[RebalanceRun]" = set()
+
+
+class RebalanceRun:
+    """One consumer group of worker processes on a fresh topic; a context manager.
+
+    ``with RebalanceRun(cfg) as run: run.start_group(); run.scenario("scale-out"); ...``.
+    On exit every worker is stopped, the topic and the group are deleted (the group as soon
+    as it is empty: static members stay in it for ``session.timeout.ms`` after they stop, so a
+    group that is still non-empty is deleted by ``cleanup_groups``, also called at exit).
+    """
+
+    def __init__(self, cfg: RebalanceConfig):
+        self.cfg = cfg
+        self.proto = cfg.spec
+        self.run_id = workloads.run_id()
+        self.dir = workloads.run_dir(self.run_id)
+        (self.dir / "ledgers").mkdir(exist_ok=True)
+        self.topic = f"rebalance-{self.run_id}"
+        self.group_id = f"rebalance-{self.run_id}-{self.proto.name}"
+        self.partitions = cfg.partitions
+        self.workers: dict[str, workloads.Worker] = {}  # every incarnation, by client id
+        self.slots: dict[int, str] = {}  # slot -> client id of its live incarnation
+        self.incarnations: dict[int, int] = {}
+        self.actions: list[dict] = []
+        self.windows: list[Window] = []
+        self.started_ms = now_ms()
+        self._lock = threading.Lock()
+        self._actions_file = open(self.dir / "actions.jsonl", "a", encoding="utf-8")
+        self._settled_ms: int | None = None
+        self.slow: str | None = None
+        self.group_type: str | None = None
+        self.partition_assignor: str | None = None
+        self.last_view: dict = {}
+
+    # --- bookkeeping
+    def act(self, action: str, client_id: str | None = None, **extra) -> int:
+        """Record one action (``start``, ``stop``, ``exited``, ``kill``...) now; returns its ts (ms)."""
+        ts = now_ms()
+        row = {"run_id": self.run_id, "ts_ms": ts, "action": action, "client_id": client_id, **extra}
+        with self._lock:
+            self.actions.append(row)
+            self._actions_file.write(json.dumps(row) + "\n")
+            self._actions_file.flush()
+        return ts
+
+    # --- processes
+    def start(self, slot: int, process_ms: float = 0.0, conf: dict | None = None) -> str:
+        """Start the next incarnation of consumer ``slot`` (client id ``c<slot>.<n>``)."""
+        n = self.incarnations.get(slot, -1) + 1
+        self.incarnations[slot] = n
+        name = f"c{slot}.{n}"
+        spec = ConsumerSpec(name, self.run_id, str(self.dir / "ledgers" / f"{name}.jsonl"), self.group_id, [self.topic],
+                            conf={**self.proto.conf(slot), **(conf or {})}, commit_mode="none", process_ms=process_ms)
+        self.act("start", name, slot=slot)
+        self.workers[name] = workloads.spawn(spec)
+        self.slots[slot] = name
+        return name
+
+    def stop(self, slot: int) -> int:
+        """SIGTERM the live incarnation of ``slot`` (it closes its consumer) and wait until it
+        exits. Returns the time of the SIGTERM (ms)."""
+        name = self.slots.pop(slot)
+        ts = self.act("stop", name, slot=slot)
+        rc = self.workers[name].terminate(30)
+        self.act("exited", name, slot=slot, returncode=rc)
+        return ts
+
+    def kill(self, slot: int) -> int:
+        """SIGKILL the live incarnation of ``slot`` (a crash). Returns the time (ms)."""
+        name = self.slots.pop(slot)
+        ts = self.act("kill", name, slot=slot)
+        self.workers[name].kill()
+        return ts
+
+    def live(self) -> list[str]:
+        return [self.slots[s] for s in sorted(self.slots)]
+
+    def owned(self, name: str) -> set[int]:
+        """Partitions ``name`` holds by its own ledger (assigned minus revoked)."""
+        w = self.workers[name]
+        held: set[int] = set()
+        if not w.ledger.exists():
+            return held
+        for e in read_events(w.ledger):
+            if e.kind == "assigned":
+                held.add(e.partition)
+            elif e.kind == "revoked":
+                held.discard(e.partition)
+        return held
+
+    # --- the group
+    def snapshot(self) -> dict:
+        """The coordinator's view: state, type, assignor and member -> partitions.
+
+        Members are named by the client id of the process. A static member is named by its
+        ``group.instance.id`` instead, translated to its live incarnation: when a static
+        member restarts, the coordinator swaps in the new member id but may keep reporting
+        the old process's client id.
+        """
+        d = workloads.describe_group(self.group_id)
+
+        def name(m) -> str:
+            if self.proto.static and m.group_instance_id:
+                slot = int(m.group_instance_id[1:])
+                return self.slots.get(slot, m.group_instance_id)
+            return m.client_id
+
+        members = {name(m): sorted(tp.partition for tp in (m.assignment.topic_partitions if m.assignment else []))
+                   for m in d.members}
+        return {"state": d.state.name, "type": getattr(d.type, "name", str(d.type)),
+                "assignor": d.partition_assignor, "members": members}
+
+    def settled_now(self, members: Iterable[str]) -> bool:
+        """One look: is the group settled with exactly ``members`` (see ``settle``)? The view
+        is kept in ``self.last_view`` for error messages."""
+        expected = set(members)
+        try:
+            snap = self.snapshot()
+        except (KafkaException, TimeoutError) as e:  # a slow or failed DescribeGroups: ask again
+            self.last_view = {"error": repr(e)}
+            return False
+        self.last_view = snap
+        if snap["state"] != "STABLE" or set(snap["members"]) != expected:
+            return False
+        if sorted(p for ps in snap["members"].values() for p in ps) != list(range(self.partitions)):
+            return False
+        if any(self.owned(n) != set(snap["members"][n]) for n in expected):
+            return False
+        self.group_type, self.partition_assignor = snap["type"], snap["assignor"]
+        return True
+
+    def diagnosis(self) -> str:
+        """The last view of the group, every live member's ledger, and the workers' log tails."""
+        logs = [f"{n}: {w.log_tail(5)}" for n, w in self.workers.items() if w.log_tail(1)]
+        owned = {n: sorted(self.owned(n)) for n in self.live()}
+        return f"last view: {self.last_view}; ledgers: {owned}" + ("\n" + "\n".join(logs) if logs else "")
+
+    def mark_settled(self, members: Iterable[str], what: str) -> int:
+        """Record that the group was seen settled now; the next step happens strictly later
+        (windows are (start, end] in ms). Returns the time (ms)."""
+        ts = self.act("settled", None, members=sorted(members), what=what)
+        wait_until(lambda: now_ms() > ts, timeout_s=1.0, interval_s=0.001, what="the clock to pass the settle time")
+        self._settled_ms = ts
+        return ts
+
+    def settle(self, members: Iterable[str], what: str) -> int:
+        """Wait until the coordinator reports the group STABLE with exactly ``members``
+        (client ids), every partition assigned once, and every member's own ledger agreeing
+        with the coordinator. Returns when it was first seen (ms since the epoch).
+
+        Raises:
+            WaitTimeout: not within ``cfg.settle_timeout_s``; the message has the last view
+                and the workers' log tails.
+        """
+        expected = list(members)
+        wait_until(lambda: self.settled_now(expected), timeout_s=self.cfg.settle_timeout_s, interval_s=0.1,
+                   what=f"group {self.group_id} ({self.proto.name}) settled {what}", on_timeout=self.diagnosis)
+        return self.mark_settled(expected, what)
+
+    # --- setting up and tearing down
+    def __enter__(self) -> "RebalanceRun":
+        _OPEN_RUNS.add(self)
+        workloads.create_topics({self.topic: self.partitions})
+        return self
+
+    def start_group(self) -> int:
+        """Start ``cfg.consumers`` consumers and wait until they settle (the window of the
+        first scenario starts here). Returns the settle time (ms)."""
+        for slot in range(self.cfg.consumers):
+            self.start(slot)
+        return self.settle(self.live(), f"with its first {self.cfg.consumers} members")
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop every live worker (SIGTERM, then SIGKILL), delete the topic, and delete the
+        group if it is already empty (see ``cleanup_groups``). Idempotent."""
+        for slot in list(self.slots):
+            try:
+                self.stop(slot)
+            except Exception:  # never leave a process behind because one failed to stop
+                pass
+        for w in self.workers.values():
+            if w.alive:
+                w.kill()
+        workloads.delete_topics([self.topic])
+        if delete_group(self.group_id, timeout_s=2.0):
+            _PENDING_GROUPS.discard(self.group_id)
+        else:
+            _PENDING_GROUPS.add(self.group_id)
+        if not self._actions_file.closed:
+            self._actions_file.close()
+        _OPEN_RUNS.discard(self)
+
+    # --- scenarios
+    def scenario(self, name: str) -> Window:
+        """Run one scenario from the settled group to the settled group; returns its window."""
+        if self._settled_ms is None:
+            raise KafkalabError("start_group() first")
+        start = self._settled_ms
+        before = self.live()
+        partitions = self.partitions
+        notes: dict = {}
+        self.act("scenario", None, scenario=name, index=len(self.windows))
+        getattr(self, "_" + name.replace("-", "_"))(notes)
+        w = Window(len(self.windows), name, start, self._settled_ms, partitions, before, self.live(), notes)
+        self.windows.append(w)
+        return w
+
+    def _rolling_restart(self, notes: dict) -> None:
+        # StatefulSet order: stop a pod, wait for it to be gone, start its replacement.
+        # A dynamic member leaves the group on close (LeaveGroup); waiting for the group to
+        # settle without it keeps the leave and the join two rebalances on every run. A static
+        # member sends no LeaveGroup (KIP-345): the coordinator keeps its place for
+        # session.timeout.ms, so the replacement starts at once.
+        restarts = []
+        for slot in sorted(self.slots):
+            old = self.slots[slot]
+            held = sorted(self.owned(old))
+            t_stop = self.stop(slot)
+            if not self.proto.static:
+                self.settle(self.live(), f"without {old}")
+            new = self.start(slot)
+            t_set = self.settle(self.live(), f"with {new} replacing {old}")
+            first = min((e.ts_ms for e in read_events(self.workers[new].ledger) if e.kind == "assigned"), default=None)
+            restarts.append({"old": old, "new": new, "held_before": held, "held_after": sorted(self.owned(new)),
+                             "stop_to_assigned_ms": None if first is None else first - t_stop,
+                             "stop_to_settled_ms": t_set - t_stop})
+        notes["restarts"] = restarts
+
+    def _scale_out(self, notes: dict) -> None:
+        slot = max(self.incarnations) + 1
+        name = self.start(slot)
+        self.settle(self.live(), f"with new member {name}")
+        notes["added"] = name
+
+    def _scale_in(self, notes: dict) -> None:
+        slot = max(self.slots)
+        name = self.slots[slot]
+        notes["removed"] = name
+        notes["held"] = sorted(self.owned(name))
+        self.stop(slot)
+        self.settle(self.live(), f"without {name}")
+
+    def _crash(self, notes: dict) -> None:
+        slot = min(self.slots)
+        name = self.slots[slot]
+        notes["killed"] = name
+        notes["held"] = sorted(self.owned(name))
+        notes["kill_ms"] = self.kill(slot)
+        self.settle(self.live(), f"without crashed {name}")
+
+    def _add_partitions(self, notes: dict) -> None:
+        # First ask for fewer partitions: Kafka refuses (a partition count only grows).
+        shrink = workloads.admin().create_partitions([NewPartitions(self.topic, self.partitions - 1)],
+                                                     operation_timeout=30)[self.topic]
+        try:
+            shrink.result(timeout=40)
+            notes["shrink_error"] = None
+        except KafkaException as e:
+            notes["shrink_error"] = f"{e.args[0].name()}: {e.args[0].str()}"
+        new_total = self.partitions + len(self.slots)
+        fut = workloads.admin().create_partitions([NewPartitions(self.topic, new_total)], operation_timeout=30)
+        fut[self.topic].result(timeout=40)
+        self.act("add-partitions", None, partitions=new_total)
+        notes["partitions_before"], notes["partitions_after"] = self.partitions, new_total
+        self.partitions = new_total
+        self.settle(self.live(), f"over {new_total} partitions")
+
+    def _slow_consumer(self, notes: dict) -> None:
+        # Records in every partition (the members read from the earliest offset, committing
+        # nothing), so whichever partitions the slow consumer gets, it has a record to work on.
+        produce_to_every_partition(self.topic, self.partitions, self.cfg.records_per_partition, self.run_id)
+        slot = max(self.incarnations) + 1
+        mp = self.cfg.slow_max_poll_ms
+        name = self.start(slot, process_ms=self.cfg.slow_process_ms, conf={"max.poll.interval.ms": mp})
+        self.slots.pop(slot)  # not expected to stay in the group
+        self.slow = name
+        w = self.workers[name]
+
+        def first_record_ms() -> int | None:  # assigned and busy with its first record
+            if not w.ledger.exists():
+                return None
+            return next((e.ts_ms for e in read_events(w.ledger) if e.kind == "consumed" and e.error is None), None)
+
+        def poll_error() -> tuple[int, str] | None:  # back from the record: librdkafka reports the exceeded interval
+            return next(((e.ts_ms, e.error) for e in read_events(w.ledger) if e.kind == "consumed" and e.error), None)
+
+        stuck_from = wait_until(first_record_ms, timeout_s=self.cfg.settle_timeout_s,
+                                what=f"slow consumer {name} to poll its first record")
+        notes.update({"slow": name, "max_poll_interval_ms": mp, "process_ms": self.cfg.slow_process_ms,
+                      "stuck_from_ms": stuck_from})
+        # Either the coordinator gives its partitions to the others while it is still busy
+        # (removed), or it polls again first (it was never removed).
+        outcome = wait_until(lambda: "removed" if self.settled_now(self.live()) else ("back" if poll_error() else None),
+                             timeout_s=self.cfg.slow_process_ms / 1000 + self.cfg.settle_timeout_s,
+                             what=f"{name} removed from the group or back from its record", on_timeout=self.diagnosis)
+        if outcome == "removed":
+            self.mark_settled(self.live(), f"without {name}, whose processing outlasts max.poll.interval.ms={mp}")
+            # What the slow consumer believes at this moment: it cannot know it was removed
+            # before it polls again (a zombie).
+            notes.update({"removed_while_alive": w.alive, "zombie_held": sorted(self.owned(name)),
+                          "processed_before_removed": sum(e.kind == "processed" for e in read_events(w.ledger))})
+            back_ms, notes["poll_error"] = wait_until(poll_error, timeout_s=self.cfg.slow_process_ms / 1000 + 15,
+                                                      what=f"{name} to report the exceeded max.poll.interval.ms")
+            self.act("kill", name, slot=slot)
+            w.kill()
+        else:
+            back_ms, notes["poll_error"] = poll_error()
+            notes.update({"removed_while_alive": False, "zombie_held": [],
+                          "processed_before_removed": sum(e.kind == "processed" for e in read_events(w.ledger))})
+            self.act("kill", name, slot=slot)
+            w.kill()
+            self.settle(self.live(), f"without killed {name}")
+        notes["back_ms"] = back_ms
+
+    def record(self) -> RunRecord:
+        """Read the coordinator's generations and write ``run.json``."""
+        gens = read_generations(self.group_id, self.started_ms - 1000)
+        for g in gens:
+            g["run_id"] = self.run_id
+        with open(self.dir / "generations.jsonl", "w") as f:
+            for g in gens:
+                f.write(json.dumps(g) + "\n")
+        for w in self.windows:
+            if w.scenario == "slow-consumer":  # new generations while the slow consumer was busy with one record
+                lo, hi = w.notes["stuck_from_ms"], w.notes["back_ms"]
+                stuck = sorted(g["ts_ms"] for g in gens if lo < g["ts_ms"] < hi)
+                w.notes["rebalances_while_stuck"] = len({g["generation"] for g in gens if lo < g["ts_ms"] < hi})
+                # from its last poll to the first new generation: when the coordinator let it go
+                w.notes["removed_after_ms"] = stuck[0] - lo if stuck else None
+        rec = RunRecord(self.run_id, self.proto, self.cfg.consumers, self.cfg.partitions, self.topic, self.group_id,
+                        str(self.dir), self.started_ms, list(self.windows), list(self.actions), gens,
+                        self.group_type, self.partition_assignor)
+        (self.dir / "run.json").write_text(json.dumps(rec.to_json(), indent=1))
+        return rec
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def produce_to_every_partition(topic: str, partitions: int, per_partition: int, prefix: str,
+                               timeout_s: float = 30.0) -> None:
+    """Produce ``per_partition`` records (values ``<prefix>-<partition>-<i>``) to each of
+    partitions 0..``partitions``-1 of ``topic`` and wait for every delivery report.
+
+    Raises:
+        KafkalabError: a record was not delivered within ``timeout_s``.
+    """
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": config.bootstrap_servers(), "log_level": 3})
+    failed: list = []
+    for part in range(partitions):
+        for i in range(per_partition):
+            p.produce(topic, value=f"{prefix}-{part}-{i}".encode(), partition=part,
+                      on_delivery=lambda err, msg: failed.append(err) if err else None)
+    left = p.flush(timeout_s)
+    if left or failed:
+        raise KafkalabError(f"{left} records undelivered to {topic} after {timeout_s} s; first error: {failed[:1]}")
+
+
+_PENDING_GROUPS: set[str] = set()
+
+
+def delete_group(group_id: str, timeout_s: float = 15.0) -> bool:
+    """Delete a consumer group once it is empty; True when it is gone (deleted or never
+    there). Retries while the coordinator answers NON_EMPTY_GROUP, up to ``timeout_s``;
+    never raises."""
+    def gone() -> bool:
+        fut = workloads.admin().delete_consumer_groups([group_id], request_timeout=5)[group_id]
+        try:
+            fut.result(timeout=10)
+            return True
+        except KafkaException as e:
+            return e.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND
+
+    try:
+        return bool(wait_until(gone, timeout_s=timeout_s, interval_s=0.5, what=f"group {group_id} deleted"))
+    except (WaitTimeout, KafkaException):
+        return False
+
+
+def cleanup_groups(timeout_s: float = 15.0) -> list[str]:
+    """Stop what is still running, then delete the groups of finished runs that were not yet
+    empty (a static member stays in its group for ``session.timeout.ms`` after it stops).
+    Returns the groups that still could not be deleted (empty list: all clean)."""
+    for run in list(_OPEN_RUNS):
+        run.close()
+    deadline = time.monotonic() + timeout_s
+    for g in sorted(_PENDING_GROUPS):
+        if delete_group(g, timeout_s=max(0.5, deadline - time.monotonic())):
+            _PENDING_GROUPS.discard(g)
+    return sorted(_PENDING_GROUPS)
+
+
+atexit.register(lambda: cleanup_groups(timeout_s=1.0))
+
+
+def leftovers(records: Sequence[RunRecord], timeout_s: float = 10.0) -> dict[str, list]:
+    """Topics, groups and worker processes of these runs that still exist (all lists empty
+    when everything was cleaned up)."""
+    a = workloads.admin()
+    topics = set(a.list_topics(timeout=timeout_s).topics)
+    listed = a.list_consumer_groups(request_timeout=timeout_s).result(timeout=timeout_s + 5)
+    groups = {g.group_id for g in listed.valid}
+    alive = [w.name for w in list(workloads.Worker._live) if w.alive and any(w.spec.run_id == r.run_id for r in records)]
+    return {"topics": sorted({r.topic for r in records} & topics),
+            "groups": sorted({r.group_id for r in records} & groups), "processes": sorted(alive)}
+
+
+def run_rebalance(cfg: RebalanceConfig) -> RunRecord:
+    """Run ``cfg``: form the group, run every scenario in order, read the generations, clean
+    up. Returns the record for ``rebalance_analysis.analyse``.
+
+    Raises:
+        KafkalabError: bad configuration; WaitTimeout: the group did not settle (the message
+        names the step and the last view of the group).
+    """
+    with RebalanceRun(cfg) as run:
+        run.start_group()
+        for s in cfg.scenarios:
+            run.scenario(s)
+        return run.record()
+
+
+class Launched:
+    """Runs started in the background by ``launch``: ``get(key)`` waits for one."""
+
+    def __init__(self, futures: dict[str, Future]):
+        self.futures = futures
+
+    def get(self, key: str, timeout_s: float = 120.0) -> RunRecord:
+        """The record of run ``key``; raises what the run raised.
+
+        Raises:
+            WaitTimeout: not finished within ``timeout_s``.
+        """
+        from concurrent.futures import wait
+
+        f = self.futures[key]
+        if not wait([f], timeout=timeout_s).done:
+            raise WaitTimeout(f"timed out after {timeout_s:.0f} s waiting for rebalance run {key!r}")
+        return f.result()
+
+    def all(self, timeout_s: float = 180.0) -> dict[str, RunRecord]:
+        """Every record, waiting for each (the first failure is raised after all finished)."""
+        deadline = time.monotonic() + timeout_s
+        done: dict[str, RunRecord] = {}
+        error: BaseException | None = None
+        for k in self.futures:
+            try:
+                done[k] = self.get(k, max(1.0, deadline - time.monotonic()))
+            except BaseException as e:  # keep waiting for the others, then raise
+                error = error or e
+        if error:
+            raise error
+        return done
+
+    def running(self) -> list[str]:
+        return [k for k, f in self.futures.items() if not f.done()]
+
+    def finished(self) -> list[RunRecord]:
+        """Records of the runs that finished without an error (for cleanup checks)."""
+        return [f.result() for f in self.futures.values() if f.done() and f.exception() is None]
+
+
+def launch(configs: dict[str, RebalanceConfig]) -> Launched:
+    """Start every run in its own thread at once (each has its own topic and group) and return
+    at once; ``Launched.get(key)`` waits for one. Wall time is that of the longest run."""
+    pool = ThreadPoolExecutor(max_workers=len(configs), thread_name_prefix="rebalance")
+    futures = {k: pool.submit(run_rebalance, cfg) for k, cfg in configs.items()}
+    pool.shutdown(wait=False)
+    return Launched(futures)
+
+
+def notebook_plan(consumers: int = 3, partitions: int = 6) -> dict[str, RebalanceConfig]:
+    """The runs of notebook 02, all started at once: one group per protocol taken through
+    ``MAIN_SCENARIOS``, and an eager and a KIP-848 group of 2 that a slow consumer joins.
+
+    The static group's scale-out and scale-in run in a second static group: the scale-in and
+    the crash both wait a full session timeout, and in parallel the notebook waits for only
+    one of them. Both static groups meet their scenarios with ``consumers`` members, like the
+    other protocols' groups.
+    """
+    plan = {p: RebalanceConfig(p, consumers, partitions, MAIN_SCENARIOS) for p in PROTOCOLS}
+    scaling = ("scale-out", "scale-in")
+    plan["static"] = RebalanceConfig("static", consumers, partitions, tuple(s for s in MAIN_SCENARIOS if s not in scaling))
+    plan["static scaling"] = RebalanceConfig("static", consumers, partitions, scaling)
+    plan["slow"] = RebalanceConfig("eager", 2, max(4, partitions - 2), ("slow-consumer",))
+    plan["slow kip-848"] = RebalanceConfig("consumer", 2, max(4, partitions - 2), ("slow-consumer",))
+    return plan
+
+
+def plan_table(plan: dict[str, RebalanceConfig]) -> "pd.DataFrame":
+    """The runs of a plan as a table: protocol settings, consumers, partitions, scenarios."""
+    import pandas as pd
+
+    rows = []
+    for key, c in plan.items():
+        p = c.spec
+        rows.append({"run": key, "protocol": p.name, "group.protocol": p.group_protocol,
+                     "assignor": p.strategy or "(broker)", "static": p.static,
+                     "session timeout ms": p.session_timeout_ms, "consumers": c.consumers,
+                     "partitions": c.partitions, "scenarios": " → ".join(c.scenarios)})
+    return pd.DataFrame(rows).set_index("run")
+
+
+def run_many(configs: dict[str, RebalanceConfig], timeout_s: float = 300.0) -> dict[str, RunRecord]:
+    """``launch`` and wait for all."""
+    return launch(configs).all(timeout_s)
+
+
+# ----------------------------------------------------------------------------- the CLI
+
+
+def _split(values: tuple[str, ...], choices: Sequence[str], what: str) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        for x in v.split(","):
+            x = x.strip()
+            if x == "all":
+                out.extend(c for c in choices if c not in out)
+                continue
+            if x not in choices:
+                raise click.BadParameter(f"{x!r}: expected one of {', '.join(choices)} (or all)", param_hint=what)
+            if x not in out:
+                out.append(x)
+    return out
+
+
+@click.command("rebalance")
+@click.option("--protocol", "protocols", multiple=True, default=("eager",), show_default=True,
+              metavar="eager|cooperative|static|consumer",
+              help="Group protocol; repeat or comma-separate (or 'all') to run several groups at once.")
+@click.option("--consumers", type=click.IntRange(2, 20), default=3, show_default=True, help="Consumers in the group.")
+@click.option("--partitions", type=click.IntRange(3, 200), default=6, show_default=True,
+              help="Partitions of the topic (more than consumers).")
+@click.option("--scenario", "scenarios", multiple=True, default=("rolling-restart",), show_default=True,
+              metavar="|".join(SCENARIOS),
+              help="What happens to the group; repeat or comma-separate to run them in order on one group.")
+@click.option("--timeout", "timeout_s", type=float, default=40.0, show_default=True,
+              help="Seconds to wait for the group to settle after each step.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON: one object for one protocol and one scenario, else a list of them.")
+def cli_command(protocols: tuple[str, ...], consumers: int, partitions: int, scenarios: tuple[str, ...],
+                timeout_s: float, as_json: bool) -> None:
+    """Real consumer processes in a real group, restarted, added and killed like pods: count
+    the rebalances, the revoked partitions and how long partitions went unconsumed.
+
+    \b
+    kafkalab run rebalance --protocol eager --consumers 3 --partitions 6 --scenario rolling-restart --json
+    kafkalab run rebalance --protocol all --scenario scale-out,crash
+    """
+    from .rebalance_analysis import analyse, session, unexpected
+
+    protos = _split(protocols, list(PROTOCOLS), "--protocol")
+    scens = _split(scenarios, SCENARIOS, "--scenario")
+    if partitions <= consumers:
+        raise click.BadParameter(f"needs more partitions than consumers ({partitions} <= {consumers})",
+                                 param_hint="--partitions")
+    configs = {p: RebalanceConfig(p, consumers, partitions, tuple(scens), settle_timeout_s=timeout_s) for p in protos}
+    records = run_many(configs)
+    results = analyse(session("kafkalab-rebalance"), list(records.values())).results
+    rows = []
+    for r in results:
+        row = r.to_json()
+        row["unexpected"] = {k: list(v) for k, v in unexpected(r).items()}
+        rows.append(row)
+    if as_json:
+        click.echo(json.dumps(rows[0] if len(rows) == 1 else rows, indent=2))
+        return
+    click.echo(f"{consumers} consumers, {partitions} partitions")
+    click.echo(f"{'protocol':<12} {'scenario':<16} {'rebalances':>10} {'revoked':>8} {'max pause s':>12} "
+               f"{'sum pause s':>12}  claims of notebook 02")
+    for r in rows:
+        claims = "hold" if not r["unexpected"] else "DIFFER: " + ", ".join(r["unexpected"])
+        click.echo(f"{r['protocol']:<12} {r['scenario']:<16} {r['rebalances']:>10} {r['revoked']:>8} "
+                   f"{r['max_pause_s']:>12.2f} {r['partition_pause_s']:>12.2f}  {claims}")

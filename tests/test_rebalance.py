@@ -1,0 +1,163 @@
+"""Rebalance experiment (notebook 02): pure parts, no cluster needed.
+
+The ``__consumer_offsets`` decoder on planted records, the coordinator partition of a group,
+protocol settings (and that librdkafka accepts them), configuration checks, the CLI's
+argument handling.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from kafkalab.cli import main
+from kafkalab.errors import KafkalabError
+from kafkalab.experiments import rebalance
+from kafkalab.experiments.rebalance import (PROTOCOLS, SCENARIOS, GroupRecord, RebalanceConfig, RunRecord, Window,
+                                            consumer_conf_error, decode_group_record, java_string_hash,
+                                            offsets_partition)
+from kafkalab.experiments.rebalance_analysis import EXPECTED
+
+
+def key(rtype: int, group: str) -> bytes:
+    g = group.encode()
+    return struct.pack(">hh", rtype, len(g)) + g
+
+
+def test_java_string_hash_matches_javas_string_hashcode() -> None:
+    assert java_string_hash("") == 0
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("Aa") == java_string_hash("BB") == 2112
+    assert java_string_hash("polygenelubricants") == -(2 ** 31)  # Integer.MIN_VALUE
+
+
+def test_offsets_partition_is_kafkas_utils_abs_of_the_hash_modulo_partitions() -> None:
+    assert offsets_partition("hello", 10) == 99162322 % 10
+    assert offsets_partition("polygenelubricants", 10) == 0  # Utils.abs(MIN_VALUE) is 0, not negative
+    neg = "rebalance-r3f9c2a-eager"
+    assert 0 <= offsets_partition(neg, 50) < 50
+
+
+def test_decode_classic_group_metadata_v3_reads_the_generation() -> None:
+    value = struct.pack(">h", 3) + struct.pack(">h", 8) + b"consumer" + struct.pack(">i", 7) + b"\x00\x05range"
+    assert decode_group_record(key(2, "g1"), value) == GroupRecord("g1", "classic", 7)
+
+
+def test_decode_classic_group_metadata_v4_flexible_reads_the_generation() -> None:
+    value = struct.pack(">h", 4) + bytes([len("consumer") + 1]) + b"consumer" + struct.pack(">i", 9) + b"\x06range"
+    assert decode_group_record(key(2, "g1"), value) == GroupRecord("g1", "classic", 9)
+
+
+def test_decode_empty_classic_group_has_generation_zero() -> None:
+    # what the coordinator writes when a group is created: empty protocol type, generation 0
+    value = struct.pack(">h", 3) + struct.pack(">h", 0) + struct.pack(">i", 0) + b"\xff\xff\xff\xff"
+    assert decode_group_record(key(2, "g1"), value).generation == 0
+
+
+def test_decode_consumer_group_metadata_reads_the_group_epoch() -> None:
+    value = struct.pack(">h", 0) + struct.pack(">i", 5) + b"\x01\x00\x08" + b"\x00" * 8
+    assert decode_group_record(key(3, "g2"), value) == GroupRecord("g2", "consumer", 5)
+
+
+def test_decode_tombstones_other_record_types_and_torn_records() -> None:
+    assert decode_group_record(key(3, "g2"), None) == GroupRecord("g2", "consumer", None)
+    assert decode_group_record(key(1, "g"), b"\x00\x03" + b"\x00" * 20) is None  # offset commit
+    assert decode_group_record(key(5, "g"), b"\x00\x00") is None  # member metadata
+    assert decode_group_record(None, None) is None
+    with pytest.raises(ValueError, match="malformed group record"):
+        decode_group_record(key(2, "g"), struct.pack(">h", 3) + struct.pack(">h", 8) + b"cons")
+
+
+def test_every_protocols_settings_are_accepted_by_librdkafka() -> None:
+    for p in PROTOCOLS.values():
+        assert consumer_conf_error(p.conf(0)) is None, p.name
+
+
+def test_kip848_settings_leave_liveness_and_assignment_to_the_broker() -> None:
+    conf = PROTOCOLS["consumer"].conf(0)
+    assert conf["group.protocol"] == "consumer"
+    assert not {"partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms"} & set(conf)
+    assert consumer_conf_error({**conf, "session.timeout.ms": 6000}) is not None
+
+
+def test_static_members_get_their_slot_as_group_instance_id_and_a_longer_session() -> None:
+    assert PROTOCOLS["static"].conf(2)["group.instance.id"] == "c2"
+    assert "group.instance.id" not in PROTOCOLS["eager"].conf(2)
+    assert PROTOCOLS["static"].session_timeout_ms > PROTOCOLS["eager"].session_timeout_ms
+    assert PROTOCOLS["cooperative"].incremental and PROTOCOLS["consumer"].incremental
+    assert not PROTOCOLS["eager"].incremental and not PROTOCOLS["static"].incremental
+
+
+def test_the_static_setting_name_in_the_article_does_not_exist() -> None:
+    assert consumer_conf_error({"instance.group.id": "c0"}) == 'No such configuration property: "instance.group.id"'
+
+
+def test_config_rejects_what_cannot_rebalance() -> None:
+    with pytest.raises(KafkalabError, match="at least 2 consumers"):
+        RebalanceConfig("eager", consumers=1, partitions=4)
+    with pytest.raises(KafkalabError, match="more partitions than consumers"):
+        RebalanceConfig("eager", consumers=3, partitions=3)
+    with pytest.raises(KafkalabError, match="unknown scenario"):
+        RebalanceConfig("eager", scenarios=("drain",))
+    with pytest.raises(KafkalabError, match="protocol must be one of"):
+        RebalanceConfig("sticky")
+
+
+def test_the_slow_consumer_outlasts_its_max_poll_interval_which_librdkafka_accepts() -> None:
+    for name in PROTOCOLS:
+        c = RebalanceConfig(name, scenarios=("slow-consumer",))
+        assert c.slow_process_ms > c.slow_max_poll_ms
+        conf = {**PROTOCOLS[name].conf(9), "max.poll.interval.ms": c.slow_max_poll_ms}
+        assert consumer_conf_error(conf) is None, name
+
+
+def test_notebook_plan_runs_every_protocol_and_every_main_scenario() -> None:
+    plan = rebalance.notebook_plan()
+    covered = {(c.protocol, s) for c in plan.values() for s in c.scenarios}
+    assert {(p, s) for p in PROTOCOLS for s in rebalance.MAIN_SCENARIOS} <= covered
+    assert ("eager", "slow-consumer") in covered
+    assert len({c.protocol for c in plan.values()}) == len(PROTOCOLS)
+
+
+def test_expected_verdicts_cover_every_protocol_and_scenario() -> None:
+    assert {(p, s) for p in PROTOCOLS for s in SCENARIOS} == set(EXPECTED)
+
+
+def test_run_record_survives_json() -> None:
+    rec = RunRecord("r1", PROTOCOLS["static"], 3, 6, "t", "g", "/tmp/x", 1, [Window(0, "crash", 1, 2, 6, ["a"], [], {"k": 1})],
+                    [{"run_id": "r1", "ts_ms": 1, "action": "start", "client_id": "c0.0"}],
+                    [{"ts_ms": 1, "generation": 1, "kind": "classic", "offset": 3}])
+    back = RunRecord.from_json(json.loads(json.dumps(rec.to_json())))
+    assert back == rec
+
+
+def test_cli_splits_lists_and_expands_all() -> None:
+    assert rebalance._split(("eager,static", "eager"), list(PROTOCOLS), "--protocol") == ["eager", "static"]
+    assert rebalance._split(("all",), list(PROTOCOLS), "--protocol") == list(PROTOCOLS)
+    with pytest.raises(click.BadParameter, match="'sticky'"):
+        rebalance._split(("sticky",), list(PROTOCOLS), "--protocol")
+
+
+def test_cli_command_is_registered_and_checks_its_arguments_before_running() -> None:
+    runner = CliRunner()
+    r = runner.invoke(main, ["run", "rebalance", "--help"])
+    assert r.exit_code == 0 and "--scenario" in r.output and "rolling-restart" in r.output
+    r = runner.invoke(main, ["run", "rebalance", "--consumers", "3", "--partitions", "3"])
+    assert r.exit_code == 2 and "more partitions than consumers" in r.output
+    r = runner.invoke(main, ["run", "rebalance", "--scenario", "drain"])
+    assert r.exit_code == 2 and "'drain'" in r.output
+
+
+def test_rebalances_are_new_generations_first_written_inside_a_window() -> None:
+    from kafkalab.experiments.rebalance_analysis import rebalances_of
+
+    gens = [{"ts_ms": t, "generation": g} for t, g in [(100, 1), (900, 2), (1500, 2), (1600, 3), (2500, 4), (2600, 4)]]
+    windows = [Window(0, "rolling-restart", 1000, 2000, 6, [], []), Window(1, "crash", 2000, 3000, 6, [], [])]
+    rec = RunRecord("r", PROTOCOLS["eager"], 3, 6, "t", "g", ".", 0, windows, [], gens)
+    got = rebalances_of(rec)
+    assert [(x["index"], x["generation"], x["ts_ms"], x["since_ms"]) for x in got] == [(0, 3, 1600, 1000), (1, 4, 2500, 2000)], \
+        "generation 2 was first written before the window (its rewrite at 1500 is no rebalance); 4 counts once"
