@@ -19,7 +19,7 @@ import time
 
 import psutil
 
-from kafkalab import cluster
+from kafkalab import cluster, config
 
 
 def main() -> None:
@@ -42,7 +42,10 @@ def main() -> None:
         t0 = time.monotonic()
         c.down()
         samples["down"].append(round(time.monotonic() - t0, 2))
-        left = [p.pid for p in psutil.process_iter(["cmdline"]) if any("-Dkafkalab.node=" in a for a in (p.info["cmdline"] or []))]
+        mine = str(config.cluster_dir())  # this cluster's nodes only (another may run beside it)
+        left = [p.pid for p in psutil.process_iter(["cmdline"])
+                if any("-Dkafkalab.node=" in a for a in (p.info["cmdline"] or []))
+                and any(a.startswith(mine) for a in (p.info["cmdline"] or []))]
         assert not left, f"processes left after down: {left}"
     if was_running:
         c.up()
