@@ -1,5 +1,5 @@
-"""kafkalab.experiments.idempotence (notebook 04): the kafka-dump-log parser and the result
-objects on captured samples, then `kafkalab run lost-ack` on the live cluster with other
+"""kafkalab.experiments.idempotence (notebook 04): the result objects on captured samples
+(the kafka-dump-log parser is tested in tests/test_dumplog.py), then `kafkalab run lost-ack` on the live cluster with other
 message counts and lost-ack counts than the notebook uses."""
 
 from __future__ import annotations
@@ -9,66 +9,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from kafkalab import dumplog
 from kafkalab.errors import KafkalabError
 from kafkalab.experiments import idempotence as idem
-
-#: Captured from ``kafka-dump-log --print-data-log`` (Kafka 4.3.1) on this lab: an idempotent
-#: librdkafka producer; a record without key, one with a header, one without value.
-DUMP_4_3 = """\
-Dumping /work/main/.kafkalab/cluster/node-1/data/dumpcap-r810957-0/00000000000000000000.log
-Log starting offset: 0
-baseOffset: 0 lastOffset: 1 count: 2 baseSequence: 0 lastSequence: 1 producerId: 3049 producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1795251221048 size: 98 magic: 2 compresscodec: none crc: 3184948792 isvalid: true
-| offset: 0 CreateTime: 1795251221048 keySize: -1 valueSize: 6 sequence: 0 headerKeys: [] payload: no-key
-| offset: 1 CreateTime: 1795251221048 keySize: 2 valueSize: 11 sequence: 1 headerKeys: [h] key: k1 payload: with header
-Dumping /work/main/.kafkalab/cluster/node-2/data/dumpcap-r810957-1/00000000000000000000.log
-Log starting offset: 0
-baseOffset: 0 lastOffset: 0 count: 1 baseSequence: 0 lastSequence: 0 producerId: 3049 producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1795251221048 size: 70 magic: 2 compresscodec: none crc: 2098030991 isvalid: true
-| offset: 0 CreateTime: 1795251221048 keySize: 2 valueSize: -1 sequence: 0 headerKeys: [] key: k2
-"""
-
-#: A librdkafka producer without idempotence (same tool, same version).
-DUMP_PLAIN = """\
-Dumping /d/lostack-rc7600e-flights-0/00000000000000000000.log
-Log starting offset: 0
-baseOffset: 0 lastOffset: 0 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1795249666988 size: 103 magic: 2 compresscodec: none crc: 2075871002 isvalid: true
-| offset: 0 CreateTime: 1795249666988 keySize: 6 valueSize: 29 sequence: -1 headerKeys: [] key: N14228 payload: flight-2013-01-01-UA-1545-EWR
-"""
-
-
-def test_parse_dump_reads_batches_records_and_partitions() -> None:
-    batches = idem.parse_dump(DUMP_4_3)
-    assert [(b.partition, b.base_offset, b.count, b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence, b.size)
-            for b in batches] == [(0, 0, 2, 3049, 0, 0, 1, 98), (1, 0, 1, 3049, 0, 0, 0, 70)]
-    r0, r1 = batches[0].records
-    assert (r0.offset, r0.sequence, r0.key, r0.value) == (0, 0, None, "no-key")
-    assert (r1.offset, r1.sequence, r1.key, r1.value) == (1, 1, "k1", "with header")
-    [r2] = batches[1].records
-    assert (r2.partition, r2.key, r2.value, r2.producer_id) == (1, "k2", None, 3049)
-    assert batches[1].file.endswith("dumpcap-r810957-1/00000000000000000000.log")
-
-
-def test_parse_dump_of_a_producer_without_idempotence() -> None:
-    [b] = idem.parse_dump(DUMP_PLAIN)
-    assert (b.producer_id, b.producer_epoch, b.base_sequence) == (-1, -1, -1) and not b.is_transactional
-    assert b.records[0].value == "flight-2013-01-01-UA-1545-EWR" and b.records[0].sequence == -1
-
-
-def test_parse_dump_names_what_it_cannot_read() -> None:
-    with pytest.raises(ValueError, match="producerId"):
-        idem.parse_dump("Dumping /d/t-0/0.log\nbaseOffset: 0 lastOffset: 0 count: 1\n")
-    with pytest.raises(ValueError, match="before any batch"):
-        idem.parse_dump("| offset: 0 CreateTime: 1 keySize: -1 valueSize: 1 sequence: 0 headerKeys: [] payload: x\n")
-    with pytest.raises(ValueError, match="topic>-<partition"):
-        idem.partition_of_path("/d/meta/00000000000000000000.log")
-    assert idem.partition_of_path("/d/my-topic-12/00000000000000000000.log") == 12
-
-
-def test_batches_table_has_the_header_fields() -> None:
-    df = idem.batches_table(idem.parse_dump(DUMP_4_3))
-    assert list(df.columns) == ["partition", "base_offset", "last_offset", "count", "producer_id", "producer_epoch",
-                                "base_sequence", "last_sequence", "size"]
-    assert df.producer_id.tolist() == [3049, 3049]
-
+from test_dumplog import DUMP_PLAIN
 
 def test_records_are_unique_flights_round_robin_over_partitions() -> None:
     recs = idem.records_for(2005, 3)
@@ -114,7 +58,7 @@ def _result(**kw) -> idem.LostAckResult:
 
 
 def test_result_json_has_the_fields_the_cli_promises() -> None:
-    r = _result(batches=idem.parse_dump(DUMP_PLAIN))
+    r = _result(batches=dumplog.parse(DUMP_PLAIN).batches)
     d = json.loads(json.dumps(r.to_json()))
     for k in ("sent", "acked", "records_in_log", "unique_in_log", "duplicates", "producer_ids"):
         assert k in d

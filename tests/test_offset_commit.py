@@ -20,26 +20,6 @@ from kafkalab.ledger import Event, Ledger
 # --- the group's view -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, java", [
-    ("", 0),
-    ("hello", 99162322),
-    ("polygenelubricants", -2147483648),  # Integer.MIN_VALUE
-    ("오프셋 커밋", 783817724),
-    ("offset-commit-r123456-group", 742816491),
-    ("\U0001F600 emoji", -1572615351),  # a surrogate pair: two UTF-16 code units
-])
-def test_java_string_hash_matches_javas_string_hashcode(text: str, java: int) -> None:
-    # values printed by OpenJDK 17's String.hashCode()
-    assert oc.java_string_hash(text) == java
-
-
-def test_offsets_partition_is_kafkas_abs_hash_mod_partitions() -> None:
-    assert oc.offsets_partition("hello", 50) == 99162322 % 50
-    assert oc.offsets_partition("polygenelubricants", 50) == 0  # Utils.abs(Integer.MIN_VALUE) is 0
-    assert oc.offsets_partition("offset-commit-r123456-group", 10) == 742816491 % 10
-    assert all(0 <= oc.offsets_partition(f"g{i}", 10) < 10 for i in range(200))
-
-
 DESCRIBE = """
 GROUP                       TOPIC                 PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID                                                                 HOST            CLIENT-ID
 offset-commit-rbc82df-group offset-commit-rbc82df 0          -               100             -               offset-commit-rbc82df-group-instance-0-53836f71-6f1b-4acf-ab42-3d36716a815d /127.0.0.1      consumer-0

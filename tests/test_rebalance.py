@@ -1,14 +1,13 @@
 """Rebalance experiment (notebook 02): pure parts, no cluster needed.
 
-The ``__consumer_offsets`` decoder on planted records, the coordinator partition of a group,
-protocol settings (and that librdkafka accepts them), configuration checks, the CLI's
-argument handling.
+Protocol settings (and that librdkafka accepts them), configuration checks, the CLI's
+argument handling. (The ``__consumer_offsets`` decoder and the coordinator partition are
+tested in tests/test_coordinators.py.)
 """
 
 from __future__ import annotations
 
 import json
-import struct
 
 import click
 import pytest
@@ -17,59 +16,9 @@ from click.testing import CliRunner
 from kafkalab.cli import main
 from kafkalab.errors import KafkalabError
 from kafkalab.experiments import rebalance
-from kafkalab.experiments.rebalance import (PROTOCOLS, SCENARIOS, GroupRecord, RebalanceConfig, RunRecord, Window,
-                                            consumer_conf_error, decode_group_record, java_string_hash,
-                                            offsets_partition)
+from kafkalab.experiments.rebalance import (PROTOCOLS, SCENARIOS, RebalanceConfig, RunRecord, Window,
+                                            consumer_conf_error)
 from kafkalab.experiments.rebalance_analysis import EXPECTED
-
-
-def key(rtype: int, group: str) -> bytes:
-    g = group.encode()
-    return struct.pack(">hh", rtype, len(g)) + g
-
-
-def test_java_string_hash_matches_javas_string_hashcode() -> None:
-    assert java_string_hash("") == 0
-    assert java_string_hash("hello") == 99162322
-    assert java_string_hash("Aa") == java_string_hash("BB") == 2112
-    assert java_string_hash("polygenelubricants") == -(2 ** 31)  # Integer.MIN_VALUE
-
-
-def test_offsets_partition_is_kafkas_utils_abs_of_the_hash_modulo_partitions() -> None:
-    assert offsets_partition("hello", 10) == 99162322 % 10
-    assert offsets_partition("polygenelubricants", 10) == 0  # Utils.abs(MIN_VALUE) is 0, not negative
-    neg = "rebalance-r3f9c2a-eager"
-    assert 0 <= offsets_partition(neg, 50) < 50
-
-
-def test_decode_classic_group_metadata_v3_reads_the_generation() -> None:
-    value = struct.pack(">h", 3) + struct.pack(">h", 8) + b"consumer" + struct.pack(">i", 7) + b"\x00\x05range"
-    assert decode_group_record(key(2, "g1"), value) == GroupRecord("g1", "classic", 7)
-
-
-def test_decode_classic_group_metadata_v4_flexible_reads_the_generation() -> None:
-    value = struct.pack(">h", 4) + bytes([len("consumer") + 1]) + b"consumer" + struct.pack(">i", 9) + b"\x06range"
-    assert decode_group_record(key(2, "g1"), value) == GroupRecord("g1", "classic", 9)
-
-
-def test_decode_empty_classic_group_has_generation_zero() -> None:
-    # what the coordinator writes when a group is created: empty protocol type, generation 0
-    value = struct.pack(">h", 3) + struct.pack(">h", 0) + struct.pack(">i", 0) + b"\xff\xff\xff\xff"
-    assert decode_group_record(key(2, "g1"), value).generation == 0
-
-
-def test_decode_consumer_group_metadata_reads_the_group_epoch() -> None:
-    value = struct.pack(">h", 0) + struct.pack(">i", 5) + b"\x01\x00\x08" + b"\x00" * 8
-    assert decode_group_record(key(3, "g2"), value) == GroupRecord("g2", "consumer", 5)
-
-
-def test_decode_tombstones_other_record_types_and_torn_records() -> None:
-    assert decode_group_record(key(3, "g2"), None) == GroupRecord("g2", "consumer", None)
-    assert decode_group_record(key(1, "g"), b"\x00\x03" + b"\x00" * 20) is None  # offset commit
-    assert decode_group_record(key(5, "g"), b"\x00\x00") is None  # member metadata
-    assert decode_group_record(None, None) is None
-    with pytest.raises(ValueError, match="malformed group record"):
-        decode_group_record(key(2, "g"), struct.pack(">h", 3) + struct.pack(">h", 8) + b"cons")
 
 
 def test_every_protocols_settings_are_accepted_by_librdkafka() -> None:

@@ -1,6 +1,7 @@
 """kafkalab.segments: partition folders, segment files, the record batch / index readers
-(on bytes built here from the documented layout), the broker's rules, kafka-dump-log output,
-and ``kafkalab segments``. Pure: no cluster (tests/test_segments_live.py compares with Kafka)."""
+(on bytes built here from the documented layout), the broker's rules, the reader against
+kafka-dump-log text (``kafkalab.dumplog.diff_against_dump``), and ``kafkalab segments``. Pure:
+no cluster (tests/test_segments_live.py compares with Kafka)."""
 
 from __future__ import annotations
 
@@ -14,41 +15,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kafkalab import segments
+from kafkalab import dumplog, segments
+from kafkalab.cli import segments_command
 from kafkalab.errors import KafkalabError
-
-#: Captured from kafka-dump-log (Kafka 4.3.1) on this lab: a librdkafka batch (no producer
-#: id) and two batches of Spark's Java producer (idempotent: producer id and sequences).
-DUMP_SAMPLE = """\
-Dumping /data/tour-red419a-py-0/00000000000000000000.log
-Log starting offset: 0
-baseOffset: 0 lastOffset: 58 count: 59 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1795249201823 size: 15768 magic: 2 compresscodec: none crc: 2028429632 isvalid: true
-Dumping /data/tour-red419a-java-0/00000000000000000000.log
-Log starting offset: 0
-baseOffset: 0 lastOffset: 46 count: 47 baseSequence: 0 lastSequence: 46 producerId: 1001 producerEpoch: 0 partitionLeaderEpoch: 1 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1795249223134 size: 12568 magic: 2 compresscodec: none crc: 3272146273 isvalid: true
-baseOffset: 47 lastOffset: 49 count: 3 baseSequence: 47 lastSequence: 49 producerId: 1001 producerEpoch: 0 partitionLeaderEpoch: 1 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 12568 CreateTime: 1795249223935 size: 859 magic: 2 compresscodec: none crc: 3758039428 isvalid: true
-"""
-
-
-def test_parse_dump_log_reads_every_batch_and_its_file() -> None:
-    b = segments.parse_dump_log(DUMP_SAMPLE)
-    assert [x.file.split("/")[2] for x in b] == ["tour-red419a-py-0", "tour-red419a-java-0", "tour-red419a-java-0"]
-    assert (b[0].producer_id, b[0].base_sequence, b[0].count, b[0].size) == (-1, -1, 59, 15768)
-    assert (b[1].producer_id, b[1].producer_epoch, b[1].base_sequence, b[1].last_sequence) == (1001, 0, 0, 46)
-    assert b[2].position == b[1].position + b[1].size  # batches sit back to back
-    assert not any(x.is_transactional or x.is_control for x in b)
-    assert {x.magic for x in b} == {2} and {x.compresscodec for x in b} == {"none"}
-
 
 def test_partition_of_reads_the_folder_name() -> None:
     assert segments.partition_of("/d/tour-r1-flights-java-2/00000000000000000000.log") == 2
     with pytest.raises(ValueError):
         segments.partition_of("/d/meta/00000000000000000000.log")
-
-
-def test_parse_dump_log_rejects_a_batch_line_it_does_not_understand() -> None:
-    with pytest.raises(ValueError, match="producerId"):
-        segments.parse_dump_log("baseOffset: 0 lastOffset: 1 count: 2")
 
 
 def test_partition_dirs_matches_only_live_folders_of_that_topic(tmp_path: Path) -> None:
@@ -423,56 +397,6 @@ def test_compacted_view_keeps_the_latest_per_key_below_the_active_segment() -> N
 
 # ----------------------------------------------------------------------------- kafka-dump-log text
 
-#: Shaped like kafka-dump-log --print-data-log output of Kafka 4.3.1 on this lab.
-DUMP_DEEP = """\
-Dumping /d/t-0/00000000000000000000.log
-Log starting offset: 0
-baseOffset: 0 lastOffset: 1 count: 2 baseSequence: 0 lastSequence: 1 producerId: 4008 producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: true isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1795250329967 size: 120 magic: 2 compresscodec: none crc: 4289770200 isvalid: true
-| offset: 0 CreateTime: 1795250329967 keySize: 2 valueSize: 10 sequence: 0 headerKeys: [] key: k0 payload: value-0 ü
-| offset: 1 CreateTime: 1795250329967 keySize: 12 valueSize: -1 sequence: 1 headerKeys: [h1,h2] key: a payload: b
-baseOffset: 2 lastOffset: 2 count: 1 baseSequence: -1 lastSequence: -1 producerId: 4008 producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: true isControl: true deleteHorizonMs: OptionalLong[1795250400000] position: 120 LogAppendTime: 1795250329991 size: 78 magic: 2 compresscodec: none crc: 2878027375 isvalid: false
-| offset: 2 LogAppendTime: 1795250329991 keySize: 4 valueSize: 6 sequence: -1 headerKeys: [] endTxnMarker: ABORT coordinatorEpoch: 3
-Found 17 invalid bytes at the end of 00000000000000000000.log
-Dumping /d/t-0/00000000000000000000.index
-offset: 0 position: 0
-Dumping /d/t-0/00000000000000000000.timeindex
-timestamp: 1795250329967 offset: 1
-"""
-
-
-def test_parse_dump_reads_batches_records_markers_and_index_lines() -> None:
-    files = segments.parse_dump(DUMP_DEEP)
-    log = files["/d/t-0/00000000000000000000.log"]
-    b0, b1 = log.batches
-    assert (b0.timestamp_type, b0.max_timestamp, b0.crc, b0.is_valid, b0.delete_horizon_ms) == (
-        "CreateTime", 1795250329967, 4289770200, True, None)
-    assert (b1.timestamp_type, b1.delete_horizon_ms, b1.is_valid, b1.is_control) == ("LogAppendTime", 1795250400000, False, True)
-    r0, r1 = b0.records
-    assert (r0.offset, r0.key, r0.payload, r0.sequence, r0.header_keys) == (0, "k0", "value-0 ü", 0, ())
-    # a key that contains " payload: " is cut at keySize characters, a null value has no payload
-    assert (r1.key, r1.payload, r1.header_keys, r1.value_size) == ("a payload: b", None, ("h1", "h2"), -1)
-    (m,) = b1.records
-    assert (m.control, m.coordinator_epoch, m.key, m.payload) == ("ABORT", 3, None, None)
-    assert log.trailing_bytes == 17
-    assert files["/d/t-0/00000000000000000000.index"].index == [(0, 0)]
-    assert files["/d/t-0/00000000000000000000.timeindex"].timeindex == [(1795250329967, 1)]
-    assert segments.parse_dump_log(DUMP_DEEP) == [b0, b1]
-
-
-def test_parse_dump_keeps_payload_spaces_and_cuts_a_non_ascii_key_at_its_byte_size() -> None:
-    text = ("Dumping /d/t-0/00000000000000000000.log\n" + DUMP_DEEP.splitlines()[2] + "\n"
-            "| offset: 0 CreateTime: 1 keySize: 14 valueSize: 3 sequence: -1 headerKeys: [] key: 数 payload: x payload: ab \n"
-            "| offset: 1 CreateTime: 1 keySize: 0 valueSize: 0 sequence: -1 headerKeys: [] key:  payload: \n")
-    r0, r1 = segments.parse_dump(text)["/d/t-0/00000000000000000000.log"].batches[0].records
-    assert (r0.key, r0.payload) == ("数 payload: x", "ab ")
-    assert (r1.key, r1.payload) == ("", "")
-
-
-def test_parse_dump_rejects_a_record_line_it_does_not_understand() -> None:
-    with pytest.raises(ValueError, match="record line"):
-        segments.parse_dump("Dumping /x/00000000000000000000.log\n" + DUMP_SAMPLE.splitlines()[2] + "\n| offset: x\n")
-
-
 def _dump_text_for(seg: segments.Segment) -> str:
     """What kafka-dump-log would print for ``seg`` (the format of Kafka 4.3's DumpLogSegments)."""
     lines = [f"Dumping {seg.log}", f"Log starting offset: {seg.base_offset}"]
@@ -504,15 +428,15 @@ def _dump_text_for(seg: segments.Segment) -> str:
 def test_diff_against_dump_is_empty_when_they_agree_and_names_each_difference(tmp_path: Path) -> None:
     seg = _segment_of_single_record_batches(tmp_path)
     text = _dump_text_for(seg)
-    assert segments.diff_against_dump(seg, segments.parse_dump(text)) == []
+    assert dumplog.diff_against_dump(seg, dumplog.parse(text)) == []
     changed = text.replace(" producerId: -1 ", " producerId: 7 ", 1).replace("payload: xxx", "payload: yyy", 1)
-    diffs = segments.diff_against_dump(seg, segments.parse_dump(changed))
+    diffs = dumplog.diff_against_dump(seg, dumplog.parse(changed))
     assert any("producer_id" in d for d in diffs) and any("payload" in d for d in diffs)
-    assert segments.diff_against_dump(seg, {}) == [f"kafka-dump-log printed nothing for {seg.log}"]
+    assert dumplog.diff_against_dump(seg, dumplog.Dump()) == [f"kafka-dump-log printed nothing for {seg.log}"]
     # an index with no entries: the tool prints the first zero-filled slot, the reader nothing
     empty = _write_segment(tmp_path, 500, [encode_batch(500, [_rec("a", "b")])], prealloc=96)
     eseg = segments.read_segment(empty)
-    assert eseg.index == [] and segments.diff_against_dump(eseg, segments.parse_dump(_dump_text_for(eseg))) == []
+    assert eseg.index == [] and dumplog.diff_against_dump(eseg, dumplog.parse(_dump_text_for(eseg))) == []
 
 
 # ----------------------------------------------------------------------------- kafkalab segments
@@ -524,7 +448,7 @@ def test_cli_prints_the_issue_json_for_a_replica_on_disk(tmp_path: Path, monkeyp
     folder.mkdir(parents=True)
     seg = _segment_of_single_record_batches(folder)
     assert seg.index  # the JSON below has index and time index entries to compare
-    result = CliRunner().invoke(segments.cli_command, ["--topic", "t", "--partition", "3", "--broker", "2", "--json"])
+    result = CliRunner().invoke(segments_command, ["--topic", "t", "--partition", "3", "--broker", "2", "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert (out["topic"], out["partition"], out["broker"]) == ("t", 3, 2)
@@ -537,7 +461,7 @@ def test_cli_prints_the_issue_json_for_a_replica_on_disk(tmp_path: Path, monkeyp
     assert [b["base_offset"] for b in s["batches"]] == list(range(40))
     assert s["index"] == [{"offset": e.offset, "position": e.position} for e in seg.index]
     assert s["timeindex"] == [{"timestamp": e.timestamp, "offset": e.offset} for e in seg.timeindex]
-    text = CliRunner().invoke(segments.cli_command, ["--topic", "t", "--partition", "3", "--broker", "2"])
+    text = CliRunner().invoke(segments_command, ["--topic", "t", "--partition", "3", "--broker", "2"])
     assert text.exit_code == 0 and "40 batches" in text.output
 
 
@@ -549,12 +473,12 @@ def test_cli_fails_with_a_clear_error_on_a_corrupt_batch_or_a_missing_replica(tm
     data = bytearray(encode_batch(0, [_rec("a", "hello")]))
     data[-1] ^= 1
     (folder / segments.segment_file_name(0)).write_bytes(bytes(data))
-    bad = CliRunner().invoke(segments.cli_command, ["--topic", "t", "--partition", "0", "--broker", "1", "--json"])
+    bad = CliRunner().invoke(segments_command, ["--topic", "t", "--partition", "0", "--broker", "1", "--json"])
     assert isinstance(bad.exception, segments.CorruptBatchError)
-    ok = CliRunner().invoke(segments.cli_command, ["--topic", "t", "--partition", "0", "--broker", "1", "--no-verify", "--json"])
+    ok = CliRunner().invoke(segments_command, ["--topic", "t", "--partition", "0", "--broker", "1", "--no-verify", "--json"])
     assert ok.exit_code == 0 and json.loads(ok.output)["segments"][0]["batches"][0]["record_count"] == 1
-    missing = CliRunner().invoke(segments.cli_command, ["--topic", "t", "--partition", "1", "--broker", "1"])
+    missing = CliRunner().invoke(segments_command, ["--topic", "t", "--partition", "1", "--broker", "1"])
     assert isinstance(missing.exception, KafkalabError) and "no folder t-1" in str(missing.exception)
-    unknown = CliRunner().invoke(segments.cli_command, ["--topic", "t", "--partition", "0", "--broker", "9"])
+    unknown = CliRunner().invoke(segments_command, ["--topic", "t", "--partition", "0", "--broker", "9"])
     assert isinstance(unknown.exception, KafkalabError) and "no broker 9" in str(unknown.exception)
-    assert segments.cli_command.name == "segments"
+    assert segments_command.name == "segments"

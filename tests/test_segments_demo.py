@@ -6,26 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from kafkalab import segments
 from kafkalab.experiments import segments_demo as demo
-
-
-@pytest.mark.parametrize("s,h", [
-    ("", 0), ("a", 97), ("hello", 99162322), ("Aa", 2112), ("BB", 2112),
-    ("polygenelubricants", -(2**31)),  # the classic string whose hashCode is Integer.MIN_VALUE
-    ("한글", 54620 * 31 + 44544),
-])
-def test_java_string_hash_matches_java(s: str, h: int) -> None:
-    assert demo.java_string_hash(s) == h
-
-
-def test_coordinator_partition_is_utils_abs_of_the_hash_modulo_the_partitions() -> None:
-    assert demo.coordinator_partition("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) is 0, not negative
-    assert demo.coordinator_partition("hello", 50) == 99162322 % 50
-    h = demo.java_string_hash("my-group-with-a-negative-hash-zz")
-    assert demo.coordinator_partition("my-group-with-a-negative-hash-zz", 10) == abs(h) % 10
 
 
 def test_classify_entry_names_what_a_kraft_log_dir_holds(tmp_path: Path) -> None:

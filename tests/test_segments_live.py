@@ -18,7 +18,8 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka import Producer
 
-from kafkalab import cluster, config, segments, workloads
+from kafkalab import config, coordinators, dumplog, segments, workloads
+from kafkalab.cli import segments_command
 from kafkalab.experiments import segments_demo as demo
 from kafkalab.experiments.tour import TourRun
 
@@ -107,11 +108,11 @@ def _wait_replicas_complete(topic: str, end: int) -> dict[int, list[segments.Seg
 def test_reader_agrees_with_kafka_dump_log_on_every_replica_of_a_mixed_log(mixed) -> None:
     replicas = _wait_replicas_complete(mixed["topic"], mixed["end"])
     files = [str(s.log.with_suffix(suffix)) for segs in replicas.values() for s in segs for suffix in segments.SEGMENT_SUFFIXES]
-    dumped = segments.parse_dump(cluster.tool("kafka-dump-log", "--files", ",".join(files), "--print-data-log").stdout)
+    dumped = dumplog.run(files, print_data=True)
     for broker, segs in replicas.items():
         for s in segs:
-            assert segments.diff_against_dump(s, dumped) == [], f"broker {broker} {s.log.name}, seed {mixed['seed']}"
-    leader = replicas[segments.partition_leader(mixed["topic"], 0)]
+            assert dumplog.diff_against_dump(s, dumped) == [], f"broker {broker} {s.log.name}, seed {mixed['seed']}"
+    leader = replicas[coordinators.partition_leader(mixed["topic"], 0)]
     batches = [b for s in leader for b in s.batches]
     # the log holds what this test is about
     assert any(b.producer_id == -1 for b in batches), "plain librdkafka batches"
@@ -127,12 +128,12 @@ def test_reader_agrees_with_kafka_dump_log_on_every_replica_of_a_mixed_log(mixed
 
 def test_cli_json_agrees_field_by_field_with_kafka_dump_log(mixed) -> None:
     _wait_replicas_complete(mixed["topic"], mixed["end"])
-    result = CliRunner().invoke(segments.cli_command, ["--topic", mixed["topic"], "--partition", "0", "--json"])
+    result = CliRunner().invoke(segments_command, ["--topic", mixed["topic"], "--partition", "0", "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
-    assert out["broker"] == segments.partition_leader(mixed["topic"], 0), "by default the leader's replica"
+    assert out["broker"] == coordinators.partition_leader(mixed["topic"], 0), "by default the leader's replica"
     files = [s["file"][: -len(".log")] + suffix for s in out["segments"] for suffix in segments.SEGMENT_SUFFIXES]
-    dumped = segments.parse_dump(cluster.tool("kafka-dump-log", "--files", ",".join(files)).stdout)
+    dumped = dumplog.run(files).files
     for s in out["segments"]:
         d = dumped[s["file"]]
         assert s["base_offset"] == int(s["file"].rsplit("/", 1)[1].split(".")[0])
@@ -179,9 +180,9 @@ def test_reader_agrees_with_kafka_dump_log_on_a_compacted_log_with_delete_horizo
         horizons = [b for s in segs for b in s.batches if b.delete_horizon_ms is not None]
         assert horizons, "the cleaner stamped a delete horizon on the batch that keeps the tombstones"
         files = [str(s.log.with_suffix(x)) for s in segs for x in segments.SEGMENT_SUFFIXES]
-        dumped = segments.parse_dump(cluster.tool("kafka-dump-log", "--files", ",".join(files), "--print-data-log").stdout)
+        dumped = dumplog.run(files, print_data=True)
         for s in segs:
-            assert segments.diff_against_dump(s, dumped) == []
+            assert dumplog.diff_against_dump(s, dumped) == []
 
 
 def test_kafkalab_run_segments_demo_confirms_the_notebooks_claims() -> None:

@@ -116,22 +116,6 @@ def test_partitioner_table_predicts_both_clients() -> None:
     assert row["librdkafka wrote to"] == [4] and row["Java wrote to"] == [6]
 
 
-def test_batches_table_has_the_partition_of_each_batch() -> None:
-    from kafkalab import segments
-
-    line = ("baseOffset: {b} lastOffset: {l} count: {c} baseSequence: -1 lastSequence: -1 producerId: -1 "
-            "producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false "
-            "deleteHorizonMs: OptionalLong.empty position: {pos} CreateTime: 1 size: {s} magic: 2 "
-            "compresscodec: none crc: 1 isvalid: true")
-    text = "\n".join([
-        "Dumping /d/t-x-0/00000000000000000000.log", line.format(b=0, l=9, c=10, pos=0, s=500),
-        "Dumping /d/t-x-2/00000000000000000000.log", line.format(b=0, l=3, c=4, pos=0, s=200),
-        line.format(b=4, l=4, c=1, pos=200, s=80)])
-    df = tour.batches_table(segments.parse_dump_log(text))
-    assert list(df["partition"]) == [0, 2, 2]
-    assert df.groupby("partition")[["count", "size"]].sum().to_dict() == {"count": {0: 10, 2: 5}, "size": {0: 500, 2: 280}}
-
-
 # ----------------------------------------------------------------------------- live cluster
 
 

@@ -9,7 +9,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kafkalab import workloads
+from kafkalab import coordinators, workloads
 from kafkalab.experiments import transactions as tx
 from kafkalab.experiments.tour import describe_config
 
@@ -98,12 +98,13 @@ def test_an_open_transaction_holds_read_committed_readers_at_the_last_stable_off
 def test_the_coordinator_is_the_leader_of_the_hashed_transaction_state_partition(run) -> None:
     topic = run.topic("coord")
     tid = run.transactional_id("coord")
-    assert tx.create_topic_led_by(topic, avoid_leader=tx.coordinator_of(tid)[1]) == tx.partition_leaders(topic)[0]
+    assert tx.create_topic_led_by(topic, avoid_leader=coordinators.transaction_coordinator(tid)[1]) == \
+        coordinators.partition_leaders(topic)[0]
     p = tx.transactional_producer(tid)
     tx.write_transactions(p, topic, [("x", "commit", 1)], 1)
     described = tx.describe_transaction(tid)
-    _, leader = tx.coordinator_of(tid)
-    assert int(described["CoordinatorId"]) == leader != tx.partition_leaders(topic)[0]
+    _, leader = coordinators.transaction_coordinator(tid)
+    assert int(described["CoordinatorId"]) == leader != coordinators.partition_leaders(topic)[0]
     assert described["TransactionState"] == "CompleteCommit"
 
 
@@ -115,7 +116,7 @@ def test_a_second_producer_with_the_same_transactional_id_fences_the_first(run) 
     assert (f.error_name, f.fatal, f.retriable) == ("_FENCED", True, False)
     assert f.commit_again_fatal and f.init_again_fatal
     assert f.zombie_values_in_log == 0 and f.committed_values == ["A-0", "B-0"]
-    data = {r.payload: r for r in tx.control_records(topic) if r.kind == "data"}
+    data = {r.value: r for r in tx.control_records(topic) if r.kind == "data"}
     assert data["A-0"].producer_id == data["B-0"].producer_id
     assert (data["A-0"].producer_epoch, data["B-0"].producer_epoch) == (0, 1)
 
@@ -151,8 +152,8 @@ def test_an_abandoned_transaction_is_aborted_by_its_coordinator_after_its_timeou
     tx.wait_released(ab, timeout_s=30)
     report = tx.timeout_report(ab)
     assert report.described["TransactionState"] == "CompleteAbort"
-    assert int(report.described["CoordinatorId"]) == tx.coordinator_of(ab.transactional_id)[1] != \
-        tx.partition_leaders(ab.output_topic)[0]
+    assert int(report.described["CoordinatorId"]) == coordinators.transaction_coordinator(ab.transactional_id)[1] != \
+        coordinators.partition_leaders(ab.output_topic)[0]
     key = "transaction.abort.timed.out.transaction.cleanup.interval.ms"
     interval = int(describe_config("broker", 1, [key])[key].value)
     assert 3000 <= report.held_ms <= 3000 + interval + 3000, "at least the timeout, at most one check interval more"

@@ -1,13 +1,15 @@
 """kafkalab.experiments.transactions_analysis: the exactly-once audit, ledger reading, parsers
-of Kafka's tools, the coordinator hash. Pure code on planted data (Spark tests use the shared
+of Kafka's tools, the dumped records as a table. Pure code on planted data (Spark tests use the shared
 session)."""
 
 from __future__ import annotations
 
 import pytest
 
+from kafkalab import dumplog
 from kafkalab.experiments import transactions_analysis as ta
 from kafkalab.ledger import Event
+from test_dumplog import DUMP
 
 # ----------------------------------------------------------------------------- the audit
 
@@ -63,44 +65,13 @@ def test_a_failed_delivery_is_not_an_offset_left_in_the_log() -> None:
 
 # ----------------------------------------------------------------------------- kafka-dump-log
 
-#: kafka-dump-log --print-data-log, Kafka 4.3.1, on this lab: a committed and an aborted
-#: transaction of one producer (id 3007, epoch 0), then a plain record.
-DUMP = """\
-Dumping /data/txn-r1-basics-2/00000000000000000000.log
-Log starting offset: 0
-baseOffset: 0 lastOffset: 1 count: 2 baseSequence: 0 lastSequence: 1 producerId: 3007 producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: true isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1795250043857 size: 88 magic: 2 compresscodec: none crc: 3541626378 isvalid: true
-| offset: 0 CreateTime: 1795250043857 keySize: -1 valueSize: 2 sequence: 0 headerKeys: [] payload: c0
-| offset: 1 CreateTime: 1795250043857 keySize: -1 valueSize: 9 sequence: 1 headerKeys: [] payload: with: colon
-baseOffset: 2 lastOffset: 2 count: 1 baseSequence: -1 lastSequence: -1 producerId: 3007 producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: true isControl: true deleteHorizonMs: OptionalLong.empty position: 88 CreateTime: 1795250043997 size: 78 magic: 2 compresscodec: none crc: 1436259909 isvalid: true
-| offset: 2 CreateTime: 1795250043997 keySize: 4 valueSize: 6 sequence: -1 headerKeys: [] endTxnMarker: COMMIT coordinatorEpoch: 0
-baseOffset: 3 lastOffset: 3 count: 1 baseSequence: 2 lastSequence: 2 producerId: 3007 producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: true isControl: false deleteHorizonMs: OptionalLong.empty position: 166 CreateTime: 1795250043976 size: 70 magic: 2 compresscodec: none crc: 975332815 isvalid: true
-| offset: 3 CreateTime: 1795250043976 keySize: -1 valueSize: 2 sequence: 2 headerKeys: [] payload: a0
-baseOffset: 4 lastOffset: 4 count: 1 baseSequence: -1 lastSequence: -1 producerId: 3007 producerEpoch: 1 partitionLeaderEpoch: 0 isTransactional: true isControl: true deleteHorizonMs: OptionalLong.empty position: 236 CreateTime: 1795250054071 size: 78 magic: 2 compresscodec: none crc: 452533043 isvalid: true
-| offset: 4 CreateTime: 1795250054071 keySize: 4 valueSize: 6 sequence: -1 headerKeys: [] endTxnMarker: ABORT coordinatorEpoch: 0
-baseOffset: 5 lastOffset: 5 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 314 CreateTime: 1795250044115 size: 70 magic: 2 compresscodec: none crc: 4180596086 isvalid: true
-| offset: 5 CreateTime: 1795250044115 keySize: -1 valueSize: 2 sequence: -1 headerKeys: [] payload: n0
-"""
-
-
-def test_dump_records_tell_data_from_commit_and_abort_markers() -> None:
-    recs = ta.parse_dump_records(DUMP)
-    assert [(r.offset, r.kind) for r in recs] == [(0, "data"), (1, "data"), (2, "COMMIT"), (3, "data"),
-                                                  (4, "ABORT"), (5, "data")]
-    assert recs[1].payload == "with: colon", "the payload is the rest of the line"
-    assert recs[2].payload is None and recs[2].timestamp == 1795250043997
-    assert (recs[4].producer_id, recs[4].producer_epoch) == (3007, 1)
-    assert (recs[5].producer_id, recs[5].transactional) == (-1, False)
-
 
 def test_records_table_indexes_by_partition_from_the_folder_name() -> None:
-    t = ta.records_table(ta.parse_dump_records(DUMP))
+    t = ta.records_table(dumplog.parse(DUMP).records)
     assert list(t.index[:2]) == [(2, 0), (2, 1)]
     assert list(t["kind"]) == ["data", "data", "COMMIT", "data", "ABORT", "data"]
-
-
-def test_a_record_line_before_any_batch_is_an_error() -> None:
-    with pytest.raises(ValueError, match="before any batch"):
-        ta.parse_dump_records("| offset: 0 CreateTime: 1 payload: x\n")
+    assert t.loc[(2, 1), "payload"] == "with: colon" and t.loc[(2, 2), "payload"] is None
+    assert (t.loc[(2, 4), "producer_epoch"], t.loc[(2, 5), "transactional"]) == (1, False)
 
 
 # ----------------------------------------------------------------------------- Kafka's other tools
@@ -133,32 +104,6 @@ def test_features_are_read_with_their_finalized_level() -> None:
     assert ta.parse_features(text) == {"metadata.version": "4.3-IV0", "transaction.version": "2"}
     with pytest.raises(ValueError):
         ta.parse_features("nothing here")
-
-
-# ----------------------------------------------------------------------------- the coordinator
-
-
-@pytest.mark.parametrize("s, expected", [
-    # values printed by Java 17's String.hashCode() for these strings
-    ("hello", 99162322), ("", 0), ("polygenelubricants", -2147483648),
-    ("txn-r1a2b3c-abandoned-0", -870728823), ("트랜잭션", 1653850671), ("orders-7", 1234322255),
-])
-def test_java_string_hashcode_matches_java(s: str, expected: int) -> None:
-    assert ta.java_string_hashcode(s) == expected
-
-
-@pytest.mark.parametrize("tid, partitions, expected", [
-    ("hello", 10, 2), ("polygenelubricants", 10, 0), ("txn-r1a2b3c-abandoned-0", 10, 3),
-    ("트랜잭션", 50, 21), ("orders-7", 50, 5),
-])
-def test_transaction_state_partition_is_kafkas_partition_for(tid: str, partitions: int, expected: int) -> None:
-    # Utils.abs(hashCode) % partitions, Utils.abs(Integer.MIN_VALUE) == 0 (computed with Java 17)
-    assert ta.transaction_state_partition(tid, partitions) == expected
-
-
-def test_transaction_state_partition_needs_partitions() -> None:
-    with pytest.raises(ValueError):
-        ta.transaction_state_partition("x", 0)
 
 
 # ----------------------------------------------------------------------------- the plot

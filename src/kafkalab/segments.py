@@ -1,5 +1,5 @@
-"""Partitions on disk: the folders and segment files a broker writes, the record batches and
-index entries inside them, and what Kafka's own ``kafka-dump-log`` says about the same bytes.
+"""Partitions on disk: the folders and segment files a broker writes, and the record batches
+and index entries inside them.
 
 Each broker keeps one folder per partition replica it holds, ``<log.dirs>/<topic>-<partition>``.
 A partition is a sequence of segments; each segment is a set of files named by its base
@@ -21,8 +21,11 @@ records, CRC-32C checked), ``read_offset_index``, ``read_time_index``, ``read_pa
 looks offsets and timestamps up the way the broker does (``lookup_offset``,
 ``scan_for_offset``, ``offset_for_timestamp``); states the broker's rules for index
 entries and retention as functions (``expected_offset_index``, ``size_retention_deletes``,
-``time_retention_deletes``); and parses ``kafka-dump-log`` output so tests can compare the
-two field by field. ``cli_command`` is ``kafkalab segments``.
+``time_retention_deletes``). It reads files only: no Kafka client. What Kafka's own
+``kafka-dump-log`` says about the same bytes is ``kafkalab.dumplog`` (which compares the two
+field by field); the record batch header and varints are ``kafkalab.protocol``;
+``kafkalab segments`` (the command, which asks the cluster for the leader) is in
+``kafkalab.cli``.
 
 Sources (Kafka 4.3): documentation, Implementation > Message Format (record batch, record,
 control records) and > Log; storage ``LogSegment`` (append: one offset-index entry per
@@ -31,24 +34,23 @@ control records) and > Log; storage ``LogSegment`` (append: one offset-index ent
 (``deleteRetentionMsBreachedSegments``, ``deleteRetentionSizeBreachedSegments``,
 ``fetchOffsetByTimestamp``); clients ``DefaultRecordBatch``, ``DefaultRecord``,
 ``ControlRecordType``, ``EndTransactionMarker``; KIP-98 (producer id, sequence,
-transactions), KIP-534 (delete horizon in the batch attributes);
-``org.apache.kafka.tools.DumpLogSegments`` (its output format).
+transactions), KIP-534 (delete horizon in the batch attributes).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import click
-
 from .errors import KafkalabError
+from .protocol import (BATCH_HEADER_SIZE, COMPRESSION_CODECS, CONTROL_BIT, CRC_START, DELETE_HORIZON_BIT,
+                       LOG_OVERHEAD, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, ProtocolError, read_batch_header,
+                       read_uvarint, read_varint)
 
 #: Segment file suffixes, in the order of the table above.
 SEGMENT_SUFFIXES: tuple[str, ...] = (".log", ".index", ".timeindex")
@@ -276,25 +278,8 @@ def crc32c_many(buffers: Sequence[bytes | bytearray | memoryview]) -> list[int]:
 
 # ----------------------------------------------------------------------------- record batch v2
 
-#: Record batch v2 header, big-endian (Kafka documentation, Implementation > Message Format):
-#: baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8, crc uint32,
-#: attributes int16, lastOffsetDelta int32, baseTimestamp int64, maxTimestamp int64,
-#: producerId int64, producerEpoch int16, baseSequence int32, recordsCount int32.
-BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
-#: 61 bytes.
-BATCH_HEADER_SIZE = BATCH_HEADER.size
-#: baseOffset and batchLength: a batch occupies ``batchLength + LOG_OVERHEAD`` bytes.
-LOG_OVERHEAD = 12
-#: The CRC covers the batch from the attributes field to its end.
-CRC_START = 21
-
-#: Attribute bits 0-2: the compression codec, by id (``CompressionType``; names as
-#: ``kafka-dump-log`` prints them).
-COMPRESSION_CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-TIMESTAMP_TYPE_BIT = 0x08
-TRANSACTIONAL_BIT = 0x10
-CONTROL_BIT = 0x20
-DELETE_HORIZON_BIT = 0x40
+# The header layout (``BATCH_HEADER``, 61 bytes), its attribute bits and ``read_batch_header``
+# are wire primitives: ``kafkalab.protocol``.
 
 #: Control record types (key: version int16, type int16), ``ControlRecordType``.
 CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
@@ -460,34 +445,6 @@ def parse_control_record(record: Record) -> ControlMarker:
     return ControlMarker(name, version, epoch)
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint (or varlong) at ``pos``: (value, position after it)."""
-    shift = 0
-    raw = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise SegmentFormatError("varint longer than 10 bytes")
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = 0
-    raw = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return raw, pos
-        shift += 7
-
-
 def decompress(codec: str, data: bytes) -> bytes:
     """The records section of a compressed batch, decompressed.
 
@@ -511,7 +468,7 @@ def decompress(codec: str, data: bytes) -> bytes:
         codec_obj = pa.Codec("snappy")
 
         def raw(block: bytes) -> bytes:
-            size, _ = _uvarint(block, 0)
+            size, _ = read_uvarint(block, 0)
             return codec_obj.decompress(block, decompressed_size=size).to_pybytes()
 
         magic = b"\x82SNAPPY\x00"
@@ -533,25 +490,25 @@ def _parse_records(body: bytes, batch: RecordBatch, where: str) -> tuple[Record,
     log_append = batch.timestamp_type == "LogAppendTime"
     try:
         for _ in range(batch.records_count):
-            length, pos = _varint(body, pos)
+            length, pos = read_varint(body, pos)
             end = pos + length
             attributes = body[pos]
             pos += 1
-            ts_delta, pos = _varint(body, pos)
-            offset_delta, pos = _varint(body, pos)
-            klen, pos = _varint(body, pos)
+            ts_delta, pos = read_varint(body, pos)
+            offset_delta, pos = read_varint(body, pos)
+            klen, pos = read_varint(body, pos)
             key = None if klen < 0 else bytes(body[pos:pos + klen])
             pos += max(klen, 0)
-            vlen, pos = _varint(body, pos)
+            vlen, pos = read_varint(body, pos)
             value = None if vlen < 0 else bytes(body[pos:pos + vlen])
             pos += max(vlen, 0)
-            nheaders, pos = _varint(body, pos)
+            nheaders, pos = read_varint(body, pos)
             headers = []
             for _h in range(nheaders):
-                hklen, pos = _varint(body, pos)
+                hklen, pos = read_varint(body, pos)
                 hkey = bytes(body[pos:pos + hklen]).decode("utf-8", "replace")
                 pos += hklen
-                hvlen, pos = _varint(body, pos)
+                hvlen, pos = read_varint(body, pos)
                 hval = None if hvlen < 0 else bytes(body[pos:pos + hvlen])
                 pos += max(hvlen, 0)
                 headers.append(Header(hkey, hval))
@@ -565,7 +522,7 @@ def _parse_records(body: bytes, batch: RecordBatch, where: str) -> tuple[Record,
                 timestamp=batch.max_timestamp if log_append else batch.base_timestamp + ts_delta,
                 key=key, value=value, headers=tuple(headers), sequence=seq, attributes=attributes,
             ))
-    except IndexError:
+    except (IndexError, ProtocolError):
         raise SegmentFormatError(f"{where}: records run past the end of the batch") from None
     return tuple(out)
 
@@ -602,22 +559,22 @@ def parse_batches(data: bytes | bytearray | memoryview, *, where: str = "<bytes>
                                      f"less than a v2 header ({BATCH_HEADER_SIZE - LOG_OVERHEAD})")
         if pos + LOG_OVERHEAD + batch_length > n:
             break  # partial batch at the end
-        fields = BATCH_HEADER.unpack_from(buf, pos)
-        if fields[3] != 2:
-            raise SegmentFormatError(f"{where}: batch at position {pos} has magic {fields[3]}; "
+        fields = read_batch_header(buf, pos)
+        if fields.magic != 2:
+            raise SegmentFormatError(f"{where}: batch at position {pos} has magic {fields.magic}; "
                                      "this reader knows record batch v2 only")
         headers.append((pos, fields))
         pos += LOG_OVERHEAD + batch_length
     crcs: list[int | None]
     if check_crc:
-        crcs = crc32c_many([buf[p + CRC_START:p + LOG_OVERHEAD + f[1]] for p, f in headers])
+        crcs = crc32c_many([buf[p + CRC_START:p + f.size] for p, f in headers])
     else:
         crcs = [None] * len(headers)
     out = []
     for (p, f), computed in zip(headers, crcs):
-        batch = RecordBatch(p, *f, crc_valid=None if computed is None else computed == f[4])
+        batch = RecordBatch(p, *f, crc_valid=None if computed is None else computed == f.crc)
         if records:
-            body = bytes(buf[p + BATCH_HEADER_SIZE:p + LOG_OVERHEAD + f[1]])
+            body = bytes(buf[p + BATCH_HEADER_SIZE:p + f.size])
             try:
                 body = decompress(batch.compression, body)
             except SegmentFormatError:
@@ -915,9 +872,9 @@ class Scan:
 
 
 def _header_batch(head: bytes, position: int) -> RecordBatch:
-    fields = BATCH_HEADER.unpack_from(head)
-    if fields[3] != 2:
-        raise SegmentFormatError(f"batch at position {position} has magic {fields[3]}; expected 2")
+    fields = read_batch_header(head)
+    if fields.magic != 2:
+        raise SegmentFormatError(f"batch at position {position} has magic {fields.magic}; expected 2")
     return RecordBatch(position, *fields)
 
 
@@ -1116,323 +1073,15 @@ def compacted_view(records: Sequence[tuple[int, bytes | None, bytes | None]], cl
     return out
 
 
-# ----------------------------------------------------------------------------- kafka-dump-log
-
-
-@dataclass(frozen=True)
-class DumpedRecord:
-    """One record line of ``kafka-dump-log --print-data-log`` (``| offset: ...``).
-
-    ``key``/``payload`` are the text the tool printed (UTF-8 decoded; None when absent);
-    ``control``: ``"COMMIT"``/``"ABORT"`` for an end transaction marker, with
-    ``coordinator_epoch``.
-    """
-
-    offset: int
-    timestamp_type: str
-    timestamp: int
-    key_size: int
-    value_size: int
-    sequence: int | None = None
-    header_keys: tuple[str, ...] = ()
-    key: str | None = None
-    payload: str | None = None
-    control: str | None = None
-    coordinator_epoch: int | None = None
-
-
-@dataclass(frozen=True)
-class DumpedBatch:
-    """One record batch as ``kafka-dump-log --files X.log`` prints it (Kafka 4.3).
-
-    ``producer_id`` is -1 for a producer without idempotence; an idempotent or transactional
-    producer writes its producer id, epoch and the batch's first sequence number. The fields
-    after ``compresscodec`` are filled when the line has them; ``records`` only with
-    ``--print-data-log`` (or ``--deep-iteration``).
-    """
-
-    file: str
-    base_offset: int
-    last_offset: int
-    count: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    last_sequence: int
-    partition_leader_epoch: int
-    is_transactional: bool
-    is_control: bool
-    position: int
-    size: int
-    magic: int
-    compresscodec: str
-    timestamp_type: str | None = None
-    max_timestamp: int | None = None
-    delete_horizon_ms: int | None = None
-    crc: int | None = None
-    is_valid: bool | None = None
-    records: tuple[DumpedRecord, ...] = ()
-
-
-@dataclass
-class DumpedFile:
-    """What ``kafka-dump-log`` printed for one file: batches (``.log``), ``(offset, position)``
-    entries (``.index``) or ``(timestamp, offset)`` entries (``.timeindex``), and the invalid
-    bytes it reported at the end of a ``.log``."""
-
-    path: str
-    batches: list[DumpedBatch] = field(default_factory=list)
-    index: list[tuple[int, int]] = field(default_factory=list)
-    timeindex: list[tuple[int, int]] = field(default_factory=list)
-    trailing_bytes: int = 0
-
-
-_BATCH_FIELDS = re.compile(r"(\w+): (\S+)")
-_RECORD_LINE = re.compile(
-    r"\| offset: (-?\d+) (\w+): (-?\d+) keySize: (-?\d+) valueSize: (-?\d+)"
-    r"(?: sequence: (-?\d+) headerKeys: \[(.*?)\])?(.*)$")
-_INDEX_LINE = re.compile(r"offset: (-?\d+) position: (-?\d+)$")
-_TIMEINDEX_LINE = re.compile(r"timestamp: (-?\d+) offset: (-?\d+)$")
-_TRAILING = re.compile(r"Found (\d+) invalid bytes at the end of ")
-_TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime", "NO_TIMESTAMP_TYPE")
-
-
-def _dumped_batch(file: str, line: str) -> DumpedBatch:
-    f = dict(_BATCH_FIELDS.findall(line))
-    ts_type = next((t for t in _TIMESTAMP_TYPES if t in f), None)
-    horizon = f.get("deleteHorizonMs", "")
-    m = re.fullmatch(r"OptionalLong\[(-?\d+)\]", horizon)
-    try:
-        return DumpedBatch(
-            file=file,
-            base_offset=int(f["baseOffset"]),
-            last_offset=int(f["lastOffset"]),
-            count=int(f["count"]),
-            producer_id=int(f["producerId"]),
-            producer_epoch=int(f["producerEpoch"]),
-            base_sequence=int(f["baseSequence"]),
-            last_sequence=int(f["lastSequence"]),
-            partition_leader_epoch=int(f["partitionLeaderEpoch"]),
-            is_transactional=f["isTransactional"] == "true",
-            is_control=f["isControl"] == "true",
-            position=int(f["position"]),
-            size=int(f["size"]),
-            magic=int(f["magic"]),
-            compresscodec=f["compresscodec"],
-            timestamp_type=ts_type,
-            max_timestamp=int(f[ts_type]) if ts_type else None,
-            delete_horizon_ms=int(m.group(1)) if m else None,
-            crc=int(f["crc"]) if "crc" in f else None,
-            is_valid=(f["isvalid"] == "true") if "isvalid" in f else None,
-        )
-    except KeyError as e:
-        raise ValueError(f"kafka-dump-log batch line without {e.args[0]!r}: {line!r}") from None
-
-
-def _dumped_record(line: str) -> DumpedRecord:
-    m = _RECORD_LINE.match(line)
-    if not m:
-        raise ValueError(f"kafka-dump-log record line not understood: {line!r}")
-    offset, ts_type, ts, ksize, vsize, seq, hkeys, rest = m.groups()
-    ksize_i, vsize_i = int(ksize), int(vsize)
-    control = epoch = key = payload = None
-    cm = re.match(r" endTxnMarker: (\w+) coordinatorEpoch: (-?\d+)", rest)
-    if cm:
-        control, epoch = cm.group(1), int(cm.group(2))
-    elif rest.startswith(" key: "):
-        body = rest[len(" key: "):]
-        # the key is printed as UTF-8 text and may itself contain " payload: ": cut it where its
-        # UTF-8 length reaches keySize, if the rest starts there; else at the first " payload: "
-        cut, nbytes = 0, 0
-        while nbytes < ksize_i and cut < len(body):
-            nbytes += len(body[cut].encode("utf-8", "surrogatepass"))
-            cut += 1
-        if nbytes == ksize_i and (body[cut:].startswith(" payload: ") or (vsize_i < 0 and cut == len(body))):
-            key, tail = body[:cut], body[cut:]
-        else:
-            key, sep, tail = body.partition(" payload: ")
-            tail = sep + tail
-        if tail.startswith(" payload: "):
-            payload = tail[len(" payload: "):]
-    elif rest.startswith(" payload: "):
-        payload = rest[len(" payload: "):]
-    return DumpedRecord(
-        offset=int(offset), timestamp_type=ts_type, timestamp=int(ts), key_size=ksize_i, value_size=vsize_i,
-        sequence=int(seq) if seq is not None else None,
-        header_keys=tuple(k for k in hkeys.split(",") if k) if hkeys else (),
-        key=key, payload=payload, control=control, coordinator_epoch=epoch,
-    )
-
-
-def parse_dump(text: str) -> dict[str, DumpedFile]:
-    """Everything ``kafka-dump-log --files a.log,a.index,a.timeindex [--print-data-log]``
-    printed, by file (the path after ``Dumping``), in the order printed.
-
-    Raises:
-        ValueError: a batch or record line lacks a field this parser needs (the format changed).
-    """
-    files: dict[str, DumpedFile] = {}
-    current: DumpedFile | None = None  # lines before any "Dumping" line belong to file ""
-    pending: list[list[DumpedRecord]] = []
-    for raw in text.split("\n"):  # the tool ends lines with println's "\n"; other breaks may be payload
-        line = raw.rstrip("\r")  # trailing spaces stay: they may belong to a printed payload
-        if line.startswith("Dumping "):
-            if current is not None:
-                current.batches = [_with_records(b, r) for b, r in zip(current.batches, pending)]
-            path = line[len("Dumping "):].strip()
-            current = files.setdefault(path, DumpedFile(path))
-            pending = [[] for _ in current.batches]
-            continue
-        if current is None:
-            if not line.startswith(("baseOffset:", "| offset:")):
-                continue
-            current = files.setdefault("", DumpedFile(""))
-        if line.startswith("baseOffset:"):
-            current.batches.append(_dumped_batch(current.path, line))
-            pending.append([])
-        elif line.startswith("| offset:"):
-            if not pending:
-                raise ValueError(f"kafka-dump-log record line before any batch: {line!r}")
-            pending[-1].append(_dumped_record(line))
-        elif (m := _TRAILING.match(line)):
-            current.trailing_bytes = int(m.group(1))
-        elif current.path.endswith(".index") and (m := _INDEX_LINE.match(line)):
-            current.index.append((int(m.group(1)), int(m.group(2))))
-        elif current.path.endswith(".timeindex") and (m := _TIMEINDEX_LINE.match(line)):
-            current.timeindex.append((int(m.group(1)), int(m.group(2))))
-    if current is not None:
-        current.batches = [_with_records(b, r) for b, r in zip(current.batches, pending)]
-    return files
-
-
-def _with_records(batch: DumpedBatch, records: list[DumpedRecord]) -> DumpedBatch:
-    if not records:
-        return batch
-    from dataclasses import replace
-
-    return replace(batch, records=batch.records + tuple(records))
-
-
-def parse_dump_log(text: str) -> list[DumpedBatch]:
-    """Record batches from the text ``kafka-dump-log --files a.log,b.log`` prints, in order,
-    each with its file (``Dumping <file>``) and, with ``--print-data-log``, its records.
-    Other lines are skipped.
-
-    Raises:
-        ValueError: a batch line lacks a field this parser needs (the format changed).
-    """
-    return [b for f in parse_dump(text).values() for b in f.batches]
-
-
-def _text(b: bytes | None) -> str | None:
-    return None if b is None else b.decode("utf-8", "replace")
-
-
-def diff_against_dump(segment: Segment, dumped: dict[str, DumpedFile], limit: int = 20) -> list[str]:
-    """Field-by-field differences between ``segment`` (read by this module) and what
-    ``kafka-dump-log --print-data-log`` printed for its three files (``parse_dump``); an empty
-    list when they agree.
-
-    Compared: every batch field the tool prints (offsets, count, sequences, producer id and
-    epoch, leader epoch, transactional/control flags, delete horizon, position, timestamp type
-    and max timestamp, size, magic, codec, CRC and its validity); per record the offset,
-    timestamp, key and value sizes, sequence, header keys, key and payload text, and the end
-    transaction marker of control records; the index and time-index entries; the invalid
-    bytes at the end. One difference in format is not one in content: for an index that has
-    no entry yet, the tool prints the preallocated file's first zero-filled slot as
-    ``offset: <base> position: 0`` (``timestamp: 0 offset: <base>``); this reader returns no
-    entry.
-    """
-    out: list[str] = []
-
-    def check(what: str, mine, theirs) -> None:
-        if mine != theirs and len(out) < limit:
-            out.append(f"{what}: reader {mine!r}, kafka-dump-log {theirs!r}")
-
-    log = dumped.get(str(segment.log))
-    if log is None:
-        return [f"kafka-dump-log printed nothing for {segment.log}"]
-    check("batches", len(segment.batches), len(log.batches))
-    for b, d in zip(segment.batches, log.batches):
-        at = f"batch @{b.position}"
-        for name, mine, theirs in (
-            ("base_offset", b.base_offset, d.base_offset), ("last_offset", b.last_offset, d.last_offset),
-            ("count", b.records_count, d.count), ("producer_id", b.producer_id, d.producer_id),
-            ("producer_epoch", b.producer_epoch, d.producer_epoch),
-            ("base_sequence", b.base_sequence, d.base_sequence), ("last_sequence", b.last_sequence, d.last_sequence),
-            ("partition_leader_epoch", b.partition_leader_epoch, d.partition_leader_epoch),
-            ("is_transactional", b.is_transactional, d.is_transactional), ("is_control", b.is_control, d.is_control),
-            ("delete_horizon_ms", b.delete_horizon_ms, d.delete_horizon_ms), ("position", b.position, d.position),
-            ("timestamp_type", b.timestamp_type, d.timestamp_type), ("max_timestamp", b.max_timestamp, d.max_timestamp),
-            ("size", b.size, d.size), ("magic", b.magic, d.magic), ("compression", b.compression, d.compresscodec),
-            ("crc", b.crc, d.crc), ("crc_valid", b.crc_valid, d.is_valid),
-        ):
-            check(f"{at} {name}", mine, theirs)
-        if b.records is None or not d.records:
-            continue
-        check(f"{at} records", len(b.records), len(d.records))
-        marker = b.control
-        for r, dr in zip(b.records, d.records):
-            rat = f"{at} record {r.offset}"
-            check(f"{rat} offset", r.offset, dr.offset)
-            check(f"{rat} timestamp", (b.timestamp_type, r.timestamp), (dr.timestamp_type, dr.timestamp))
-            check(f"{rat} key size", -1 if r.key is None else len(r.key), dr.key_size)
-            check(f"{rat} value size", -1 if r.value is None else len(r.value), dr.value_size)
-            check(f"{rat} sequence", r.sequence, dr.sequence)
-            check(f"{rat} header keys", tuple(h.key for h in r.headers), dr.header_keys)
-            if b.is_control:
-                check(f"{rat} marker", (marker.type, marker.coordinator_epoch) if marker else None,
-                      (dr.control, dr.coordinator_epoch))
-            else:
-                check(f"{rat} key", _text(r.key), dr.key)
-                check(f"{rat} payload", _text(r.value), dr.payload)
-    check("trailing bytes", segment.trailing_bytes, log.trailing_bytes)
-    index = dumped.get(str(segment.log.with_suffix(".index")))
-    if index is not None:
-        theirs = index.index
-        if not segment.index and theirs == [(segment.base_offset, 0)]:
-            theirs = []
-        check("index", [(e.offset, e.position) for e in segment.index], theirs)
-    timeindex = dumped.get(str(segment.log.with_suffix(".timeindex")))
-    if timeindex is not None:
-        theirs = timeindex.timeindex
-        if not segment.timeindex and theirs == [(0, segment.base_offset)]:
-            theirs = []
-        check("timeindex", [(e.timestamp, e.offset) for e in segment.timeindex], theirs)
-    return out
-
-
-# ----------------------------------------------------------------------------- kafkalab segments
-
-
-def partition_leader(topic: str, partition: int, timeout_s: float = 5.0) -> int | None:
-    """The leader broker id of ``topic``-``partition`` from the cluster metadata, or None if no
-    broker answered within ``timeout_s``.
-
-    Raises:
-        KafkalabError: the cluster answered but has no such topic or partition.
-    """
-    from confluent_kafka import KafkaException
-
-    from . import workloads
-
-    try:
-        md = workloads.admin().list_topics(topic, timeout=timeout_s)
-    except KafkaException:
-        return None
-    tm = md.topics.get(topic)
-    if tm is None or tm.error is not None or partition not in tm.partitions:
-        raise KafkalabError(f"no partition {topic}-{partition} in the cluster metadata"
-                            + (f": {tm.error}" if tm is not None and tm.error is not None else ""))
-    return tm.partitions[partition].leader
+# ----------------------------------------------------------------------------- replicas on this machine
 
 
 def replica_dir(topic: str, partition: int, broker: int | None = None) -> tuple[int, Path]:
     """``(broker id, folder)`` of a replica of ``topic``-``partition`` on this lab's local
     cluster (``.kafkalab/cluster/node-<id>/data``).
 
-    ``broker`` None: the partition's leader if the cluster answers, else the lowest broker id
-    that holds a folder for it.
+    ``broker`` None: the lowest broker id that holds a folder for it (read from the disks
+    only; the partition's leader is ``kafkalab.coordinators.partition_leader``).
 
     Raises:
         KafkalabError: unknown broker id, or no such folder on that broker (the compose
@@ -1440,8 +1089,6 @@ def replica_dir(topic: str, partition: int, broker: int | None = None) -> tuple[
     """
     from . import config
 
-    if broker is None:
-        broker = partition_leader(topic, partition)
     if broker is None:
         for b in config.BROKER_IDS:
             if partition in partition_dirs(config.Node(b, "broker").data_dir, topic):
@@ -1458,39 +1105,3 @@ def replica_dir(topic: str, partition: int, broker: int | None = None) -> tuple[
                             "(not a replica there, or the cluster runs on the compose backend, whose data "
                             "stays inside the containers)")
     return broker, folder
-
-
-def _batch_line(b: RecordBatch) -> str:
-    flags = "".join(f for f, on in (("T", b.is_transactional), ("C", b.is_control)) if on) or "-"
-    ctl = f" {b.control.type}" if b.control else ""
-    return (f"  @{b.position:<9} offsets {b.base_offset}-{b.last_offset} ({b.records_count}) "
-            f"size {b.size} pid {b.producer_id} epoch {b.producer_epoch} seq {b.base_sequence} "
-            f"{b.compression} flags {flags}{ctl} maxTs {b.max_timestamp}")
-
-
-@click.command("segments")
-@click.option("--topic", required=True, help="Topic name.")
-@click.option("--partition", type=click.IntRange(min=0), required=True, help="Partition number.")
-@click.option("--broker", type=int, default=None,
-              help="Broker id whose replica to read (default: the partition's leader).")
-@click.option("--no-verify", is_flag=True, help="Do not fail on a batch whose CRC-32C does not match.")
-@click.option("--json", "as_json", is_flag=True, help="Print every segment, batch and index entry as JSON.")
-def cli_command(topic: str, partition: int, broker: int | None, no_verify: bool, as_json: bool) -> None:
-    """Read a partition replica's segment files (.log, .index, .timeindex) from disk.
-
-    Batches are checked against their CRC-32C. --json prints {"segments": [{"file",
-    "base_offset", "batches": [...], "index": [...], "timeindex": [...]}]} with absolute offsets.
-    """
-    broker_id, folder = replica_dir(topic, partition, broker)
-    segs = read_partition(folder, records=not as_json, verify=not no_verify)
-    if as_json:
-        out = {"topic": topic, "partition": partition, "broker": broker_id, **partition_json(segs)}
-        click.echo(json.dumps(out, indent=2))
-        return
-    click.echo(f"{topic}-{partition} on broker {broker_id}: {folder}")
-    for s in segs:
-        click.echo(f"{s.log.name}: {len(s.batches)} batches, offsets {s.base_offset}-{s.next_offset - 1}, "
-                   f"{s.size} bytes, {len(s.index)} index and {len(s.timeindex)} time index entries"
-                   + (f", {s.trailing_bytes} bytes of a batch being written" if s.trailing_bytes else ""))
-        for b in s.batches:
-            click.echo(_batch_line(b))

@@ -51,7 +51,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import click
 
-from .. import cluster, config, workloads
+from .. import cluster, config, coordinators, dumplog, workloads
+from ..dumplog import DumpedBatch, DumpedRecord
 from ..errors import KafkalabError
 from ..faults import FaultProxy, Rule
 from ..ledger import Ledger, read_events
@@ -124,104 +125,6 @@ def defaults_table(java_config: dict[str, str] | None = None) -> "pd.DataFrame":
 # ----------------------------------------------------------------------------- kafka-dump-log
 
 
-@dataclass(frozen=True)
-class LogRecord:
-    """One record as ``kafka-dump-log --print-data-log`` shows it, with its batch's producer."""
-
-    partition: int
-    offset: int
-    sequence: int
-    key: str | None
-    value: str | None
-    producer_id: int
-    producer_epoch: int
-
-
-@dataclass(frozen=True)
-class LogBatch:
-    """One record batch header as ``kafka-dump-log`` prints it (Kafka 4.3).
-
-    ``producer_id``/``producer_epoch``/``base_sequence`` are -1 for a producer without
-    idempotence; an idempotent producer writes its PID, its epoch and the sequence number of
-    the batch's first record (the records carry ``base_sequence .. last_sequence``).
-    ``size`` is the batch's bytes on disk.
-    """
-
-    partition: int
-    base_offset: int
-    last_offset: int
-    count: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    last_sequence: int
-    is_transactional: bool
-    is_control: bool
-    size: int
-    records: tuple[LogRecord, ...] = ()
-    file: str = ""
-
-
-_FIELD = re.compile(r"(\w+): (\S+)")
-_RECORD = re.compile(r"^\| offset: (\d+) .*?sequence: (-?\d+) headerKeys: \[[^\]]*\](?: key: (.*?))?(?: payload: (.*))?$")
-_PARTITION_DIR = re.compile(r"-(\d+)$")
-
-
-def partition_of_path(path: str) -> int:
-    """Partition number from a segment path ``.../<topic>-<partition>/<offset>.log``.
-
-    Raises:
-        ValueError: the folder name does not end in ``-<number>``.
-    """
-    m = _PARTITION_DIR.search(Path(path).parent.name)
-    if not m:
-        raise ValueError(f"{path}: folder is not named <topic>-<partition>")
-    return int(m.group(1))
-
-
-def parse_dump(text: str) -> list[LogBatch]:
-    """Batches and records from the text of ``kafka-dump-log --files a.log,b.log
-    --print-data-log`` (Kafka 4.3, ``org.apache.kafka.tools.DumpLogSegments``).
-
-    Record lines (``| offset: ...``) belong to the batch line above them; keys and payloads
-    are read as text (they must not contain the word ``payload:`` for the key).
-
-    Raises:
-        ValueError: a batch line lacks a field this parser needs (the tool's format changed),
-            or a record line comes before any batch line.
-    """
-    batches: list[dict] = []
-    partition, current = -1, ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("Dumping "):
-            current = line[len("Dumping "):].strip()
-            partition = partition_of_path(current)
-        elif line.startswith("baseOffset:"):
-            f = dict(_FIELD.findall(line))
-            try:
-                batches.append({
-                    "partition": partition, "base_offset": int(f["baseOffset"]), "last_offset": int(f["lastOffset"]),
-                    "count": int(f["count"]), "producer_id": int(f["producerId"]),
-                    "producer_epoch": int(f["producerEpoch"]), "base_sequence": int(f["baseSequence"]),
-                    "last_sequence": int(f["lastSequence"]), "is_transactional": f["isTransactional"] == "true",
-                    "is_control": f["isControl"] == "true", "size": int(f["size"]), "records": [],
-                    "file": current,
-                })
-            except KeyError as e:
-                raise ValueError(f"kafka-dump-log batch line without {e.args[0]!r}: {line!r}") from None
-        elif line.startswith("| offset:"):
-            if not batches:
-                raise ValueError(f"record line before any batch line: {line!r}")
-            m = _RECORD.match(line)
-            if not m:
-                raise ValueError(f"unreadable kafka-dump-log record line: {line!r}")
-            b = batches[-1]
-            b["records"].append(LogRecord(b["partition"], int(m.group(1)), int(m.group(2)), m.group(3), m.group(4),
-                                          b["producer_id"], b["producer_epoch"]))
-    return [LogBatch(**{**b, "records": tuple(b["records"])}) for b in batches]
-
-
 def leader_log_files(topic: str, partitions: int, status: cluster.ClusterStatus | None = None) -> list[str]:
     """The ``.log`` segment files of each partition of ``topic`` on its leader broker.
 
@@ -230,10 +133,10 @@ def leader_log_files(topic: str, partitions: int, status: cluster.ClusterStatus 
             partition folder is missing.
     """
     status = status or cluster.status()
-    md = workloads.admin().list_topics(topic, timeout=10).topics[topic]
+    leaders = coordinators.partition_leaders(topic)
     files: list[str] = []
     for p in range(partitions):
-        leader = md.partitions[p].leader
+        leader = leaders[p]
         data_dir = Path(status.brokers[leader].data_dir)
         folder = data_dir / f"{topic}-{p}"
         if not folder.is_dir():
@@ -241,23 +144,6 @@ def leader_log_files(topic: str, partitions: int, status: cluster.ClusterStatus 
                                 f"machine (local backend; the compose backend keeps them in volumes)")
         files.extend(str(f) for f in sorted(folder.glob("*.log")))
     return files
-
-
-def dump_log(topic: str, partitions: int, status: cluster.ClusterStatus | None = None) -> list[LogBatch]:
-    """Run Kafka's ``kafka-dump-log --print-data-log`` on the leader replica of every
-    partition of ``topic`` (one JVM, about 1 s) and parse its batches and records."""
-    files = leader_log_files(topic, partitions, status)
-    out = cluster.tool("kafka-dump-log", "--files", ",".join(files), "--print-data-log").stdout
-    return parse_dump(out)
-
-
-def batches_table(batches: Iterable[LogBatch]) -> "pd.DataFrame":
-    """One row per batch: partition, offsets, producer id, epoch, base/last sequence, count, bytes."""
-    import pandas as pd
-
-    cols = ["partition", "base_offset", "last_offset", "count", "producer_id", "producer_epoch",
-            "base_sequence", "last_sequence", "size"]
-    return pd.DataFrame([{c: getattr(b, c) for c in cols} for b in batches], columns=cols)
 
 
 # ----------------------------------------------------------------------------- producing
@@ -424,6 +310,11 @@ def read_topic(topic: str, partitions: int, timeout_s: float = 30.0) -> list[Cop
 # ----------------------------------------------------------------------------- the lost-ack experiment
 
 
+#: Batch fields in ``LostAckResult.to_json``.
+BATCH_JSON_FIELDS = ("partition", "base_offset", "last_offset", "count", "producer_id", "producer_epoch",
+                     "base_sequence", "last_sequence", "is_transactional", "is_control", "size")
+
+
 @dataclass
 class LostAckResult:
     """What ``run_lost_ack`` saw. Counts are records.
@@ -473,7 +364,7 @@ class LostAckResult:
     run_id: str
     ledger_glob: str
     client_ids: list[str]
-    batches: list[LogBatch] = field(default_factory=list)
+    batches: list[DumpedBatch] = field(default_factory=list)
     log: list[Copy] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     librdkafka_log: list[tuple[float, str]] = field(default_factory=list)
@@ -482,11 +373,11 @@ class LostAckResult:
         """The result as JSON: every count, the batches (without their records); not the
         per-record log, deliveries or librdkafka log lines."""
         d = {k: v for k, v in asdict(self).items() if k not in ("batches", "log", "deliveries", "librdkafka_log")}
-        d["batches"] = [{k: v for k, v in asdict(b).items() if k not in ("records", "file")} for b in self.batches]
+        d["batches"] = [{k: getattr(b, k) for k in BATCH_JSON_FIELDS} for b in self.batches]
         return d
 
     @property
-    def records(self) -> list[LogRecord]:
+    def records(self) -> list[DumpedRecord]:
         """Every record of the topic with its producer id and sequence (from the batches)."""
         return [r for b in self.batches for r in b.records]
 
@@ -614,7 +505,7 @@ def run_lost_ack(idempotence: bool, messages: int, drop_acks: int, restart_produ
             deliveries, resent, client_ids = _run_with_restart(proxy, topic, recs, idempotence, drop_acks, retries,
                                                                run.run_id, rdir, capture, timeout_s)
         log = read_topic(topic, partitions, timeout_s=timeout_s)
-        batches = dump_log(topic, partitions) if dump else []
+        batches = dumplog.run(leader_log_files(topic, partitions), print_data=True).batches if dump else []
         counts = Counter(c.value for c in log)
         produce_events = [e for e in proxy.events(api="Produce") if e.client_id in set(client_ids)]
         dropped = [e for e in produce_events if e.kind == "response" and e.action in ("dropped", "cut")]
@@ -1004,7 +895,7 @@ def run_client_defaults(records: int = 5) -> DefaultsCheck:
             raise KafkalabError(f"kafka-producer-perf-test exited {cp.returncode}:\n{cp.stderr[-2000:]}")
         java_config, logged_pid = parse_producer_config_log(cp.stderr)
         files = leader_log_files(t_c, 1) + leader_log_files(t_java, 1)
-        batches = parse_dump(cluster.tool("kafka-dump-log", "--files", ",".join(files)).stdout)
+        batches = dumplog.run(files).batches
         c_batches = [b for b in batches if Path(b.file).parent.name.startswith(t_c)]
         j_batches = [b for b in batches if Path(b.file).parent.name.startswith(t_java)]
         return DefaultsCheck(confluent_kafka.libversion()[0], config.KAFKA_VERSION,

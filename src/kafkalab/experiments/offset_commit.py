@@ -71,7 +71,7 @@ from typing import Any, Sequence
 
 import click
 
-from .. import config, workloads
+from .. import config, coordinators, workloads
 from ..errors import KafkalabError, WaitTimeout
 from ..waiting import wait_until
 
@@ -601,24 +601,6 @@ def java_consumer_defaults(timeout_s: float = 60.0) -> dict[str, str]:
 # ----------------------------------------------------------------------------- the group's view
 
 
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode()`` (a signed 32-bit int over UTF-16 code units)."""
-    data = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def offsets_partition(group_id: str, partitions: int) -> int:
-    """The partition of ``__consumer_offsets`` that holds ``group_id``'s commits, and whose
-    leader is the group's coordinator: ``Utils.abs(groupId.hashCode()) % partitions``
-    (Kafka ``GroupCoordinatorService.partitionFor``; ``Utils.abs`` maps Integer.MIN_VALUE to 0).
-    ``partitions`` is the broker setting ``offsets.topic.num.partitions`` (default 50)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
-
-
 @dataclass
 class CommitHome:
     """Where a group's commits live: ``__consumer_offsets`` partition ``partition`` (of
@@ -647,22 +629,11 @@ def commit_home(group_id: str, timeout_s: float = 10.0) -> CommitHome:
     if md is None or md.error is not None or not md.partitions:
         raise KafkalabError("__consumer_offsets does not exist yet: no consumer group has committed on this cluster")
     n = len(md.partitions)
-    p = offsets_partition(group_id, n)
+    p = coordinators.partition_for(group_id, n)
     res = ConfigResource(ResourceType.TOPIC, "__consumer_offsets")
     cfg = a.describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s)
-    desc = workloads.describe_group(group_id, timeout_s)
     return CommitHome(group_id, p, n, len(md.partitions[p].replicas), cfg["cleanup.policy"].value,
-                      md.partitions[p].leader, desc.coordinator.id)
-
-
-def committed_offsets(group_id: str, timeout_s: float = 10.0) -> dict[int, int]:
-    """partition -> committed offset of ``group_id`` (partitions with no commit left out),
-    from the group coordinator (AdminClient ``list_consumer_group_offsets``, OffsetFetch)."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
-    fut = workloads.admin().list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)],
-                                                        request_timeout=timeout_s)[group_id]
-    return {tp.partition: tp.offset for tp in fut.result(timeout=timeout_s + 5).topic_partitions if tp.offset >= 0}
+                      md.partitions[p].leader, coordinators.group_coordinator(group_id, timeout_s))
 
 
 @dataclass
@@ -1101,7 +1072,7 @@ class CrashAndRestart:
                                     f"its log:\n{p.log_tail()}")
             r.crash_exit = rc
             r.crashed_ledger = p.ledger
-            r.committed_at_crash = committed_offsets(r.group_id)
+            r.committed_at_crash = coordinators.committed_offsets(r.group_id)
 
     def describe(self, label: str) -> GroupDescribe:
         """``kafka-consumer-groups --describe`` of run ``label``'s group, as it stands now."""
@@ -1168,11 +1139,11 @@ class CrashAndRestart:
             def drained() -> bool:
                 if not p.alive:
                     raise KafkalabError(f"{name}: the restarted consumer died; its log:\n{p.log_tail()}")
-                return committed_offsets(r.group_id) == ends
+                return coordinators.committed_offsets(r.group_id) == ends
 
             wait_until(drained, timeout_s=left, interval_s=0.05,
                        what=f"run {name!r}: committed offsets of {r.group_id} at the end of every partition {ends}",
-                       on_timeout=lambda: f"committed now: {committed_offsets(r.group_id)}")
+                       on_timeout=lambda: f"committed now: {coordinators.committed_offsets(r.group_id)}")
             rc = p.terminate(30)
             if rc != 0:
                 raise KafkalabError(f"{name}: the restarted consumer exited {rc} on SIGTERM; its log:\n{p.log_tail()}")
@@ -1309,7 +1280,7 @@ class DefaultsProbe:
 
         events = wait_until(committed, timeout_s=timeout_s, interval_s=0.2,
                             what=f"the first auto-commit of the defaults probe (group {self.group_id})")
-        group_committed = committed_offsets(self.group_id)
+        group_committed = coordinators.committed_offsets(self.group_id)
         try:
             out, err = self.java.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import atexit
 import json
-import struct
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -61,7 +60,7 @@ import click
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewPartitions
 
-from .. import config, workloads
+from .. import config, coordinators, workloads
 from ..errors import KafkalabError, WaitTimeout
 from ..ledger import read_events
 from ..waiting import wait_until
@@ -203,90 +202,13 @@ def broker_group_config(timeout_s: float = 10.0) -> dict[str, str]:
 # ----------------------------------------------------------------------------- generations
 
 
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode()`` (signed 32-bit, over UTF-16 code units)."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def offsets_partition(group_id: str, partitions: int) -> int:
-    """The ``__consumer_offsets`` partition whose leader coordinates ``group_id``:
-    ``Utils.abs(groupId.hashCode()) % partitions`` (Kafka ``GroupCoordinatorService``;
-    ``Utils.abs(Integer.MIN_VALUE)`` is 0)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
-
-
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
-@dataclass(frozen=True)
-class GroupRecord:
-    """One group record of ``__consumer_offsets``: ``kind`` ``classic`` (GroupMetadata,
-    record type 2) or ``consumer`` (ConsumerGroupMetadata, type 3, KIP-848); ``generation``
-    the classic generation id or the KIP-848 group epoch, None for a tombstone."""
-
-    group_id: str
-    kind: str
-    generation: int | None
-
-
-def decode_group_record(key: bytes | None, value: bytes | None) -> GroupRecord | None:
-    """Decode the key and (start of the) value of a ``__consumer_offsets`` record.
-
-    Key: int16 record type, then the group id as int16-length string. Types 2
-    (``GroupMetadataKey``/``Value``: value versions 0-3 start with an int16-length
-    ``protocolType`` string, version 4+ is flexible with a compact string, then int32
-    ``generation``) and 3 (``ConsumerGroupMetadataKey``/``Value`` version 0: int32 ``Epoch``)
-    are decoded; every other type (offset commits, member and assignment records) returns None.
-    Source: Kafka 4.3 ``group-coordinator/src/main/resources/common/message/*.json``.
-
-    Raises:
-        ValueError: a type 2 or 3 record too short for its schema.
-    """
-    if key is None or len(key) < 4:
-        return None
-    rtype = struct.unpack_from(">h", key, 0)[0]
-    if rtype not in (2, 3):
-        return None
-    try:
-        (glen,) = struct.unpack_from(">h", key, 2)
-        group = key[4:4 + glen].decode("utf-8")
-        kind = "classic" if rtype == 2 else "consumer"
-        if value is None:
-            return GroupRecord(group, kind, None)
-        (version,) = struct.unpack_from(">h", value, 0)
-        if rtype == 3:
-            return GroupRecord(group, kind, struct.unpack_from(">i", value, 2)[0])
-        if version >= 4:
-            n, pos = _uvarint(value, 2)
-            pos += max(n - 1, 0)
-        else:
-            (slen,) = struct.unpack_from(">h", value, 2)
-            pos = 4 + max(slen, 0)
-        return GroupRecord(group, kind, struct.unpack_from(">i", value, pos)[0])
-    except (struct.error, IndexError, UnicodeDecodeError) as e:
-        raise ValueError(f"malformed group record of type {rtype}: {e}") from None
-
-
 def read_generations(group_id: str, since_ms: int, timeout_s: float = 15.0) -> list[dict]:
     """Every generation (classic) or group epoch (KIP-848) the coordinator wrote for
     ``group_id`` at or after ``since_ms`` (ms since the epoch), oldest first, as
     ``{"ts_ms", "generation", "kind", "offset"}`` (``ts_ms``: the record's timestamp, set by
     the coordinator). Tombstones are skipped.
 
-    Reads the one ``__consumer_offsets`` partition of the group (``offsets_partition``) from
+    Reads the one ``__consumer_offsets`` partition of the group (``coordinators.partition_for``) from
     the offset of ``since_ms`` to its end, with an assign()-only consumer (no group).
 
     Raises:
@@ -297,7 +219,7 @@ def read_generations(group_id: str, since_ms: int, timeout_s: float = 15.0) -> l
     try:
         md = c.list_topics("__consumer_offsets", timeout=timeout_s)
         n = len(md.topics["__consumer_offsets"].partitions)
-        p = offsets_partition(group_id, n)
+        p = coordinators.partition_for(group_id, n)
         (tp,) = c.offsets_for_times([TopicPartition("__consumer_offsets", p, since_ms)], timeout=timeout_s)
         if tp.offset < 0:  # nothing written since
             return []
@@ -314,7 +236,7 @@ def read_generations(group_id: str, since_ms: int, timeout_s: float = 15.0) -> l
                     done["eof"] = True
                     return True
                 raise KafkalabError(f"reading __consumer_offsets-{p}: {m.error().str()}")
-            rec = decode_group_record(m.key(), m.value())
+            rec = coordinators.decode_group_record(m.key(), m.value())
             if rec is not None and rec.group_id == group_id and rec.generation is not None:
                 out.append({"ts_ms": m.timestamp()[1], "generation": rec.generation, "kind": rec.kind,
                             "offset": m.offset()})

@@ -34,7 +34,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec,
                                    ResourceType)
 
-from .. import config, segments, workloads
+from .. import config, coordinators, segments, workloads
 from ..errors import KafkalabError
 from ..segments import Segment
 from ..waiting import wait_until
@@ -105,68 +105,18 @@ def read_properties(path: str | Path) -> dict[str, str]:
     return config.parse_properties(Path(path).read_text())
 
 
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units, int32."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def coordinator_partition(group_id: str, partitions: int) -> int:
-    """The ``__consumer_offsets`` partition that holds ``group_id``'s offsets:
-    ``Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions``. Its leader is the
-    group's coordinator. Source: ``GroupCoordinatorService.partitionFor`` (4.3), KIP-848
-    keeps the mapping."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
-
-
-def commit_offset(group_id: str, topic: str, partition: int, offset: int, timeout_s: float = 10.0) -> None:
-    """Commit ``offset`` for ``group_id`` on ``topic``-``partition`` without joining the group
-    (what a consumer that read that far and stopped would have left).
-
-    Raises:
-        KafkaException: the commit failed.
-    """
-    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id, "log_level": 3})
-    try:
-        c.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
-    finally:
-        c.close()
-
-
-def committed_offset(group_id: str, topic: str, partition: int, timeout_s: float = 10.0) -> int:
-    """The offset ``group_id`` has committed on ``topic``-``partition`` (-1001 if none).
-
-    Raises:
-        KafkaException: the group coordinator did not answer within ``timeout_s``.
-    """
-    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id, "log_level": 3})
-    try:
-        (tp,) = c.committed([TopicPartition(topic, partition)], timeout=timeout_s)
-        return tp.offset
-    finally:
-        c.close()
-
-
-def group_coordinator(group_id: str, timeout_s: float = 10.0) -> int:
-    """Broker id of ``group_id``'s coordinator, as DescribeGroups reports it.
-
-    Raises:
-        KafkaException: no answer within ``timeout_s``.
-    """
-    return workloads.describe_group(group_id, timeout_s).coordinator.id
-
-
 def offset_commit_records(partition_dir: str | Path, group_id: str, topic: str) -> list[segments.Record]:
     """Records of a ``__consumer_offsets`` partition folder whose key names ``group_id`` and
-    ``topic``: the offset commits (key: version int16, group, topic, partition; value: the
-    offset and metadata). Read with ``kafkalab.segments`` from the files."""
-    g, t = group_id.encode(), topic.encode()
-    return [r for s in segments.read_partition(partition_dir)
-            for r in s.records if r.key is not None and g in r.key and t in r.key]
+    ``topic``: the offset commits (key: version int16, group, topic, partition, decoded by
+    ``coordinators.decode_offset_commit_key``; value: the offset and metadata). Read with
+    ``kafkalab.segments`` from the files."""
+    out = []
+    for s in segments.read_partition(partition_dir):
+        for r in s.records:
+            k = coordinators.decode_offset_commit_key(r.key)
+            if k is not None and (k.group_id, k.topic) == (group_id, topic):
+                out.append(r)
+    return out
 
 
 # ----------------------------------------------------------------------------- producing
@@ -256,6 +206,8 @@ def replica_segments(topic: str, partition: int = 0, broker: int | None = None, 
     Raises:
         KafkalabError: no replica folder; CorruptBatchError: a CRC mismatch.
     """
+    if broker is None:
+        broker = coordinators.partition_leader(topic, partition)
     b, folder = segments.replica_dir(topic, partition, broker)
     return b, segments.read_partition(folder, records=records, verify=True)
 
@@ -286,14 +238,10 @@ def batches_table(segs: Sequence[Segment]) -> "pd.DataFrame":
     return pd.DataFrame([{"segment": s.base_offset, **b.to_json()} for s in segs for b in s.batches])
 
 
-def dump_segment(seg: Segment, print_data: bool = True) -> dict[str, segments.DumpedFile]:
-    """Kafka's ``kafka-dump-log`` on the segment's ``.log``, ``.index`` and ``.timeindex``
-    (one JVM start, a few seconds), parsed by file path."""
-    from .. import cluster
-
-    files = [str(seg.log.with_suffix(s)) for s in segments.SEGMENT_SUFFIXES if seg.log.with_suffix(s).exists()]
-    args = ["--files", ",".join(files)] + (["--print-data-log"] if print_data else [])
-    return segments.parse_dump(cluster.tool("kafka-dump-log", *args).stdout)
+def segment_paths(seg: Segment) -> list[Path]:
+    """The segment's ``.log``, ``.index`` and ``.timeindex`` files that exist (for
+    ``dumplog.run``: ``kafka-dump-log`` on all three)."""
+    return [seg.log.with_suffix(s) for s in segments.SEGMENT_SUFFIXES if seg.log.with_suffix(s).exists()]
 
 
 # ----------------------------------------------------------------------------- configs and offsets
@@ -368,6 +316,9 @@ def wait_segments(topic: str, partition: int, bases: Sequence[int], broker: int 
     """
     last: list[int] = []
 
+    if broker is None:
+        broker = coordinators.partition_leader(topic, partition)
+
     def match():
         _, folder = segments.replica_dir(topic, partition, broker)
         last[:] = [f.base_offset for f in segments.segment_files(folder) if f.kind == "log"]
@@ -429,7 +380,7 @@ def resume_group(group_id: str, topic: str, partition: int, reset: str, timeout_
         KafkalabError: the consumer got an error (``reset="error"``: ``_AUTO_OFFSET_RESET``).
         WaitTimeout: no position within ``timeout_s``.
     """
-    committed = committed_offset(group_id, topic, partition)
+    committed = coordinators.committed_offsets(group_id, topic).get(partition, -1001)
     stats: dict = {}
 
     def on_stats(text: str) -> None:
@@ -807,7 +758,7 @@ def run_segments_demo(timeout_s: float = 30.0) -> SegmentsDemoResult:
         stats = produce_records(sized, filler(4600, 1000), partition=0, conf={"batch.size": 65536, "linger.ms": 5})
         produce_records(sized, filler(300, 1000), partition=1, conf={"batch.size": 65536, "linger.ms": 5})
         group = run.group("lagging")
-        commit_offset(group, sized, 0, 100)
+        coordinators.commit_offset(group, sized, 0, 100)
         _, before = replica_segments(sized, 0, records=False)
         retention = MIN_SEGMENT_BYTES * 3 // 2
         deleted = segments.size_retention_deletes([(s.base_offset, s.size) for s in before], retention)

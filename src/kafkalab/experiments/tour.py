@@ -22,7 +22,7 @@ import click
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
-from .. import cluster, config, defaults, segments, workloads
+from .. import cluster, config, defaults, dumplog, segments, workloads
 from ..cluster import ClusterStatus
 from ..data import Flight
 from ..errors import KafkalabError
@@ -473,25 +473,6 @@ def wait_replicas_equal(status: ClusterStatus, topic: str, partitions: int, time
                       on_timeout=lambda: f"last sizes (partition -> broker -> bytes): {last}")
 
 
-def dump_log(paths: Iterable[str]) -> list[segments.DumpedBatch]:
-    """Run Kafka's ``kafka-dump-log --files`` on ``paths`` (one JVM for all) and parse the batches."""
-    paths = list(paths)
-    if not paths:
-        return []
-    out = cluster.tool("kafka-dump-log", "--files", ",".join(paths)).stdout
-    return segments.parse_dump_log(out)
-
-
-def batches_table(batches: Iterable[segments.DumpedBatch]) -> "pd.DataFrame":
-    """Dumped record batches as a DataFrame, with the partition taken from each file's folder."""
-    import pandas as pd
-
-    cols = ["partition", "base_offset", "last_offset", "count", "producer_id", "producer_epoch",
-            "base_sequence", "last_sequence", "is_transactional", "position", "size"]
-    rows = [{"partition": segments.partition_of(b.file), **asdict(b)} for b in batches]
-    return pd.DataFrame(rows, columns=cols)
-
-
 def first_log_files(status: ClusterStatus, topic: str, broker: int | None = None) -> list[str]:
     """The first ``.log`` file of each partition replica of ``topic`` on ``broker`` (default:
     the lowest broker id)."""
@@ -548,7 +529,7 @@ def run_tour(n_flights: int = 200, timeout_s: float = 30.0) -> TourResult:
         seen = key_partitions(got)
         n = len(states)
         sizes = wait_replicas_equal(status, topic, n)
-        batches = dump_log(first_log_files(status, topic))
+        batches = dumplog.run(first_log_files(status, topic)).batches
         return TourResult(
             topic=topic, quorum_leader=quorum.leader_id, voters=quorum.voters, observers=quorum.observers,
             partitions=states, produced=len(sent), consumed=len(got),

@@ -12,7 +12,8 @@ Every step of the notebook is one function here; ``run_eos`` is also ``kafkalab 
                                         indexes in the partition leaders' files (sections 1, 5, 6)
 ``abandon_transaction``                 a processor SIGKILLed mid-transaction, never restarted
                                         (section 3)
-``coordinator_of`` and friends          the transaction coordinator of a transactional.id (4)
+``describe_transaction``                the transaction coordinator's view of a transactional.id
+                                        (section 4; computing the coordinator: ``kafkalab.coordinators``)
 ``fence_zombie``                        two producers, one transactional.id (section 5)
 ``wait_released`` / ``timeout_report``  what the coordinator did at transaction.timeout.ms (6)
 ``run_eos`` / ``spark_audit``           the processor under K crashes, audited (sections 7, 8)
@@ -53,7 +54,8 @@ import click
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from .. import cluster, config, workloads
+from .. import cluster, config, coordinators, dumplog, workloads
+from ..dumplog import DumpedRecord
 from ..errors import KafkalabError
 from ..waiting import wait_until
 from . import eos_processor as eosp
@@ -353,13 +355,7 @@ def write_transactions(producer: Producer, topic: str, plan: Sequence[tuple[str,
     return done
 
 
-def partition_leaders(topic: str) -> dict[int, int]:
-    """Partition -> leader broker id, from the metadata."""
-    md = workloads.admin().list_topics(topic, timeout=10).topics[topic]
-    return {p: m.leader for p, m in sorted(md.partitions.items())}
-
-
-def control_records(topic: str, status: cluster.ClusterStatus | None = None) -> list[ta.LogRecord]:
+def control_records(topic: str, status: cluster.ClusterStatus | None = None) -> list[DumpedRecord]:
     """Every record, data and control, in the first segment of each partition of ``topic``,
     read from the partition leader's ``.log`` file with Kafka's ``kafka-dump-log
     --print-data-log`` (one JVM for all partitions). Sorted by (file, offset).
@@ -372,14 +368,13 @@ def control_records(topic: str, status: cluster.ClusterStatus | None = None) -> 
 
     status = status or cluster.status()
     files = []
-    for p, leader in partition_leaders(topic).items():
+    for p, leader in coordinators.partition_leaders(topic).items():
         d = segments.partition_dirs(status.brokers[leader].data_dir, topic).get(p)
         logs = [f for f in segments.segment_files(d) if f.kind == "log"] if d else []
         if not logs:
             raise KafkalabError(f"no .log file for {topic}-{p} on broker {leader}")
         files.append(str(logs[0].path))
-    out = cluster.tool("kafka-dump-log", "--files", ",".join(files), "--print-data-log").stdout
-    return ta.parse_dump_records(out)
+    return dumplog.run(files, print_data=True).records
 
 
 def txn_index_files(topic: str, status: cluster.ClusterStatus | None = None) -> dict[int, list[str]]:
@@ -391,7 +386,7 @@ def txn_index_files(topic: str, status: cluster.ClusterStatus | None = None) -> 
 
     status = status or cluster.status()
     out = {}
-    for p, leader in partition_leaders(topic).items():
+    for p, leader in coordinators.partition_leaders(topic).items():
         d = segments.partition_dirs(status.brokers[leader].data_dir, topic).get(p)
         out[p] = sorted(f.name for f in d.glob("*.txnindex")) if d else []
     return out
@@ -459,8 +454,9 @@ def create_topic_led_by(topic: str, avoid_leader: int, timeout_s: float = 30.0) 
         fut.result()
     except KafkaException as e:
         raise KafkalabError(f"could not create topic {topic!r}: {e.args[0].str()}") from None
-    wait_until(lambda: partition_leaders(topic).get(0) == others[0] if topic in a.list_topics(timeout=5).topics
-               else False, timeout_s=timeout_s, what=f"broker {others[0]} leading {topic}-0")
+    wait_until(lambda: coordinators.partition_leaders(topic).get(0) == others[0]
+               if topic in a.list_topics(timeout=5).topics else False,
+               timeout_s=timeout_s, what=f"broker {others[0]} leading {topic}-0")
     return others[0]
 
 
@@ -483,7 +479,7 @@ def abandon_transaction(run: TxnRun, name: str = "abandoned", records: int = 20,
     tin, tout = run.topic(f"{name}-in"), run.topic(f"{name}-out")
     tid = run.transactional_id(name)
     workloads.create_topics({tin: 1})
-    create_topic_led_by(tout, avoid_leader=coordinator_of(tid)[1])
+    create_topic_led_by(tout, avoid_leader=coordinators.transaction_coordinator(tid)[1])
     produce_input(tin, records)
     spec = eosp.ProcessorSpec(name=f"{run.prefix}-{name}-0", run_id=run.run_id, ledger=str(run.dir / f"{name}-0.jsonl"),
                               input_topic=tin, output_topic=tout, group_id=run.group(name), transactional_id=tid,
@@ -547,20 +543,6 @@ def timeout_report(abandoned: Abandoned) -> TimeoutReport:
 
 
 # ----------------------------------------------------------------------------- section 4: the coordinator
-
-
-def transaction_state_leaders() -> dict[int, int]:
-    """``__transaction_state`` partition -> leader broker id (the coordinator for the
-    transactional ids hashed to it). The topic exists once any transaction was used."""
-    return partition_leaders("__transaction_state")
-
-
-def coordinator_of(transactional_id: str, leaders: dict[int, int] | None = None) -> tuple[int, int]:
-    """``(partition of __transaction_state, broker id of its leader)`` for ``transactional_id``,
-    computed as the broker does (``transactions_analysis.transaction_state_partition``)."""
-    leaders = leaders or transaction_state_leaders()
-    p = ta.transaction_state_partition(transactional_id, len(leaders))
-    return p, leaders[p]
 
 
 def describe_transaction(transactional_id: str) -> dict[str, str]:

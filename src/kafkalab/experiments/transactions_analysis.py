@@ -1,5 +1,5 @@
-"""Notebook 05's measuring side: the exactly-once audit, control markers on disk, the
-transaction coordinator's address, and the throughput plot.
+"""Notebook 05's measuring side: the exactly-once audit, control markers on disk (as a table;
+the coordinator's address is ``kafkalab.coordinators``), and the throughput plot.
 
 Pure functions (no cluster) are tested on planted data in ``tests/test_transactions_analysis.py``;
 ``spark_*`` functions take a SparkSession and return small results, computed by Spark.
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from pyspark.sql import DataFrame
 
+    from ..dumplog import DumpedRecord
     from ..ledger import Event
 
 
@@ -250,112 +251,22 @@ def incarnations(events: Sequence["Event"]) -> list[Incarnation]:
 # ----------------------------------------------------------------------------- kafka-dump-log
 
 
-@dataclass(frozen=True)
-class LogRecord:
-    """One record of ``kafka-dump-log --print-data-log``: a data record or a control record.
-
-    ``kind``: ``"data"``, ``"COMMIT"`` or ``"ABORT"`` (a control record's ``endTxnMarker``).
-    ``payload``: the value as text for data records, None for control records. ``timestamp``:
-    the record's timestamp, ms since the epoch (CreateTime or LogAppendTime; for a marker, when
-    the coordinator wrote it). Batch fields (``producer_id``, ``producer_epoch``,
-    ``transactional``) are those of the enclosing batch.
-    """
-
-    offset: int
-    kind: str
-    producer_id: int
-    producer_epoch: int
-    transactional: bool
-    payload: str | None
-    file: str
-    timestamp: int | None = None
-
-
-_FIELD = re.compile(r"(\w+): (\S+)")
-
-
-def parse_dump_records(text: str) -> list[LogRecord]:
-    """Records from ``kafka-dump-log --files X.log --print-data-log`` (Kafka 4.3 format): batch
-    lines start with ``baseOffset:``, record lines with ``| offset:``; a control record line
-    carries ``endTxnMarker: COMMIT|ABORT``, a data record ``payload: ...`` (the rest of the line).
-
-    Raises:
-        ValueError: a record line before any batch line, or a field missing (format changed).
-
-    Source: ``org.apache.kafka.tools.DumpLogSegments`` (4.3); control records: KIP-98,
-    Kafka documentation Implementation > Message Format ("Control Records").
-    """
-    out: list[LogRecord] = []
-    batch: dict[str, str] | None = None
-    current = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("Dumping "):
-            current = line[len("Dumping "):].strip()
-        elif line.startswith("baseOffset:"):
-            batch = dict(_FIELD.findall(line))
-        elif line.startswith("| offset:"):
-            if batch is None:
-                raise ValueError(f"record line before any batch line: {line!r}")
-            head, sep, payload = line.partition(" payload: ")
-            f = dict(_FIELD.findall(head))
-            try:
-                if batch["isControl"] == "true":
-                    kind, text_value = f["endTxnMarker"], None
-                else:
-                    kind, text_value = "data", payload if sep else None
-                ts = f.get("CreateTime", f.get("LogAppendTime"))
-                out.append(LogRecord(offset=int(f["offset"]), kind=kind, producer_id=int(batch["producerId"]),
-                                     producer_epoch=int(batch["producerEpoch"]),
-                                     transactional=batch["isTransactional"] == "true",
-                                     payload=text_value, file=current, timestamp=int(ts) if ts else None))
-            except KeyError as e:
-                raise ValueError(f"kafka-dump-log line without {e.args[0]!r}: {line!r}") from None
-    return out
-
-
-def records_table(records: Iterable[LogRecord]) -> "pd.DataFrame":
-    """Dumped records as a DataFrame, one row per record, indexed by (partition, offset); the
-    partition comes from each file's folder name (``<topic>-<partition>``)."""
+def records_table(records: Iterable["DumpedRecord"]) -> "pd.DataFrame":
+    """Records of ``kafka-dump-log --print-data-log`` (``kafkalab.dumplog``) as a DataFrame,
+    one row per record, indexed by (partition, offset): ``kind`` (``"data"``, ``"COMMIT"``,
+    ``"ABORT"``), ``payload`` (the value as text; None for a marker), the batch's producer id,
+    epoch and transactional flag, and the timestamp (ms since the epoch; for a marker, when the
+    coordinator wrote it)."""
     import pandas as pd
 
-    from .. import segments
-
     cols = ["partition", "offset", "kind", "payload", "producer_id", "producer_epoch", "transactional", "timestamp"]
-    rows = [{**asdict(r), "partition": segments.partition_of(r.file)} for r in records]
-    return pd.DataFrame(rows, columns=cols + ["file"])[cols].set_index(["partition", "offset"])
+    rows = [{"partition": r.partition, "offset": r.offset, "kind": r.kind, "payload": r.value,
+             "producer_id": r.producer_id, "producer_epoch": r.producer_epoch, "transactional": r.is_transactional,
+             "timestamp": r.timestamp} for r in records]
+    return pd.DataFrame(rows, columns=cols).set_index(["partition", "offset"])
 
 
-# ----------------------------------------------------------------------------- the coordinator
-
-
-def java_string_hashcode(s: str) -> int:
-    """Java's ``String.hashCode()``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units,
-    as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= (1 << 31) else h
-
-
-def java_abs(n: int) -> int:
-    """Kafka's ``Utils.abs``: ``Math.abs``, except ``Integer.MIN_VALUE`` -> 0."""
-    return 0 if n == -(1 << 31) else abs(n)
-
-
-def transaction_state_partition(transactional_id: str, partitions: int) -> int:
-    """The ``__transaction_state`` partition that holds ``transactional_id``'s state; its
-    leader is the transaction coordinator for that id.
-
-    ``Utils.abs(transactionalId.hashCode) % transaction.state.log.num.partitions``.
-
-    Source: Kafka 4.3.1 ``core/src/main/scala/kafka/coordinator/transaction/TransactionStateManager.scala``
-    (``partitionFor``); KIP-98 "Transaction Coordinator".
-    """
-    if partitions < 1:
-        raise ValueError(f"partitions must be at least 1, not {partitions}")
-    return java_abs(java_string_hashcode(transactional_id)) % partitions
+# ----------------------------------------------------------------------------- Kafka's other tools
 
 
 def parse_transactions_describe(text: str) -> dict[str, str]:
