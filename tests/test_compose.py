@@ -1,160 +1,44 @@
-"""docker-compose.yml and environment.yml agree with the local configuration.
+"""docker-compose.yml, the compose backend's commands, and environment.yml.
 
-Pure unit tests: the compose files are parsed with PyYAML and merged the way
-``docker compose -f docker-compose.yml [-f docker-compose.three-controllers.yml]`` merges
-them; no Docker engine is needed. The sources of truth are ``kafkalab.config`` (topology,
-ports, versions, cluster id, heaps) and ``kafka/config/{broker,controller}.properties``
-(the settings the local backend renders).
-
-The official image turns ``KAFKA_FOO_BAR`` into the property ``foo.bar`` (``__`` -> ``_``,
-``___`` -> ``-``), except a few variables meant for the JVM (apache/kafka
-docker/examples/README.md; core/src/main/scala/kafka/docker/KafkaDockerWrapper.scala).
+Pure unit tests, no Docker engine: the compose files are parsed and merged the way
+``docker compose`` does (tests/compose_files.py), and the compose backend's ``docker`` command
+lines are read from a stand-in ``docker`` script on PATH that records its arguments. What the
+image renders from each service's environment is checked with the image's own code in
+tests/test_compose_image.py. The sources of truth are ``kafkalab.config`` (topology, ports,
+versions, cluster id, heaps) and ``kafka/config/{broker,controller}.properties``.
 """
 
 from __future__ import annotations
 
-import copy
+import json
+import os
 import re
+import stat
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from click.testing import CliRunner
 from packaging.specifiers import SpecifierSet
 
-from kafkalab import config
-from kafkalab.config import Node, Topology, parse_properties
+from compose_files import (
+    COMPOSE, THREE_CONTROLLERS, bind_mounts, compose_services, load_yaml, nodes_with_services, published,
+)
+from kafkalab import cli, cluster, config
+from kafkalab.config import Topology
+from kafkalab.errors import KafkalabError
 
 ROOT = config.repo_root()
-COMPOSE = ROOT / "docker-compose.yml"
-THREE_CONTROLLERS = ROOT / "docker-compose.three-controllers.yml"
 ENVIRONMENT = ROOT / "environment.yml"
 PYPROJECT = ROOT / "pyproject.toml"
 
-#: Properties each node sets for itself; every other template line must be the same everywhere.
-HOST_SPECIFIC = {"node.id", "controller.quorum.voters", "listeners", "advertised.listeners", "log.dirs"}
-#: KAFKA_* variables the image hands to the JVM scripts instead of server.properties.
-JVM_ENV = {
-    "KAFKA_VERSION", "KAFKA_HEAP_OPTS", "KAFKA_LOG4J_OPTS", "KAFKA_OPTS", "KAFKA_JMX_OPTS",
-    "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_LOG4J_ROOT_LOGLEVEL",
-    "KAFKA_LOG4J_LOGGERS", "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_JMX_HOSTNAME",
-}
 #: The Java major version the project targets (Kafka 4 brokers and Spark 4 need 17+).
 JAVA_MAJOR = 17
 #: The Python the project targets (pyproject.toml requires-python).
 PYTHON_MINOR = "3.11"
-
-
-# ----------------------------------------------------------------------------- helpers
-
-
-def load_yaml(path: Path) -> dict[str, Any]:
-    with path.open(encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
-
-
-def merge(base: Any, override: Any) -> Any:
-    """Compose's merge of two files: mappings key by key, sequences joined, scalars replaced."""
-    if isinstance(base, dict) and isinstance(override, dict):
-        out = dict(base)
-        for key, value in override.items():
-            out[key] = merge(base[key], value) if key in base else copy.deepcopy(value)
-        return out
-    if isinstance(base, list) and isinstance(override, list):
-        return base + [v for v in override if v not in base]
-    return copy.deepcopy(override)
-
-
-def resolve_extends(services: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """Replace ``extends: {file, service}`` by the extended service merged with the local keys."""
-    out = {}
-    for name, service in services.items():
-        ext = service.get("extends")
-        if ext:
-            source = load_yaml(folder / ext["file"])["services"] if "file" in ext else services
-            local = {k: v for k, v in service.items() if k != "extends"}
-            service = merge(copy.deepcopy(source[ext["service"]]), local)
-        out[name] = service
-    return out
-
-
-def compose_services(controllers: int) -> dict[str, Any]:
-    """The services ``docker compose`` runs for a cluster with 1 or 3 controllers."""
-    model = load_yaml(COMPOSE)
-    if controllers == 3:
-        model = merge(model, load_yaml(THREE_CONTROLLERS))
-    return resolve_extends(model["services"], COMPOSE.parent)
-
-
-def env_to_property(name: str) -> str | None:
-    """The server property the image renders for environment variable ``name`` (None: not a property)."""
-    if not name.startswith("KAFKA_") or name in JVM_ENV:
-        return None
-    return name[len("KAFKA_"):].lower().replace("_", ".").replace("...", "-").replace("..", "_")
-
-
-def properties(service: dict[str, Any]) -> dict[str, str]:
-    """The server.properties the image would write for ``service``."""
-    out = {}
-    for name, value in service["environment"].items():
-        prop = env_to_property(name)
-        if prop is not None:
-            out[prop] = value
-    return out
-
-
-def template(role: str) -> dict[str, str]:
-    return parse_properties((config.config_templates_dir() / f"{role}.properties").read_text())
-
-
-def shared_settings(role: str) -> dict[str, str]:
-    """The template's settings that are the same on every node of ``role``."""
-    return {k: v for k, v in template(role).items() if k not in HOST_SPECIFIC}
-
-
-def listeners(value: str) -> dict[str, tuple[str, int]]:
-    """``"CLIENT://:9092,INTERNAL://broker-1:9094"`` -> ``{"CLIENT": ("", 9092), ...}``."""
-    out = {}
-    for item in value.split(","):
-        name, _, address = item.partition("://")
-        host, _, port = address.rpartition(":")
-        out[name] = (host, int(port))
-    return out
-
-
-def published(service: dict[str, Any]) -> list[tuple[str, int, int]]:
-    """``ports`` as (host ip, host port, container port), short or long syntax."""
-    out = []
-    for entry in service.get("ports", []):
-        if isinstance(entry, dict):
-            out.append((str(entry.get("host_ip", "")), int(entry["published"]), int(entry["target"])))
-        else:
-            parts = str(entry).split(":")
-            if len(parts) != 3:  # "9092:9092" or "9092" would bind every interface
-                out.append(("", int(parts[-2]) if len(parts) == 2 else 0, int(parts[-1])))
-            else:
-                out.append((parts[0], int(parts[1]), int(parts[2])))
-    return out
-
-
-def docker_voters(topology: Topology) -> str:
-    """``Topology.quorum_voters`` with each controller's container hostname instead of 127.0.0.1."""
-    names = {n.node_id: n.name for n in topology.controller_nodes}
-    out = []
-    for voter in topology.quorum_voters.split(","):
-        node_id, _, address = voter.partition("@")
-        host, _, port = address.rpartition(":")
-        assert host == "127.0.0.1", f"local voters are expected on 127.0.0.1, not {host}"
-        out.append(f"{node_id}@{names[int(node_id)]}:{port}")
-    return ",".join(out)
-
-
-def nodes_with_services(controllers: int) -> list[tuple[Node, dict[str, Any]]]:
-    services = compose_services(controllers)
-    return [(n, services[n.name]) for n in Topology(controllers).nodes]
-
 
 TOPOLOGIES = pytest.mark.parametrize("controllers", [1, 3], ids=["1-controller", "3-controllers"])
 
@@ -202,11 +86,9 @@ def test_environment_values_are_strings(controllers):
 
 
 @TOPOLOGIES
-def test_node_ids_and_roles_match_the_topology(controllers):
+def test_every_node_has_its_node_name_as_hostname(controllers):
+    # the voters and the INTERNAL listeners name the containers by these host names
     for node, service in nodes_with_services(controllers):
-        props = properties(service)
-        assert props["node.id"] == str(node.node_id), f"{node.name} should have node.id {node.node_id}"
-        assert props["process.roles"] == node.role, f"{node.name} should have process.roles={node.role}"
         assert service.get("hostname") == node.name, f"{node.name} should have hostname {node.name}"
 
 
@@ -216,84 +98,6 @@ def test_every_node_shares_the_cluster_id(controllers):
         assert service["environment"].get("CLUSTER_ID") == config.CLUSTER_ID, (
             f"{node.name} should format its storage with CLUSTER_ID {config.CLUSTER_ID}"
         )
-
-
-@TOPOLOGIES
-def test_quorum_voters_are_the_topology_voters_at_container_hostnames(controllers):
-    expected = docker_voters(Topology(controllers))
-    for node, service in nodes_with_services(controllers):
-        assert properties(service)["controller.quorum.voters"] == expected, (
-            f"{node.name} should list the voters {expected}"
-        )
-
-
-@TOPOLOGIES
-def test_every_node_sets_its_host_specific_properties(controllers):
-    for node, service in nodes_with_services(controllers):
-        props = properties(service)
-        needed = HOST_SPECIFIC - ({"advertised.listeners"} if node.role == "controller" else set())
-        missing = needed - set(props)
-        assert not missing, f"{node.name} should set {sorted(missing)}"
-        assert props["log.dirs"], f"{node.name} should have a log.dirs"
-
-
-def test_template_placeholders_are_exactly_the_host_specific_properties():
-    # If a template gains a new ${...} line, compose must set it per node: this test says so.
-    for role in ("broker", "controller"):
-        templated = {k for k, v in template(role).items() if "${" in v}
-        expected = HOST_SPECIFIC & set(template(role))
-        assert templated == expected, (
-            f"{role}.properties templates {sorted(templated)}; tests/test_compose.py treats "
-            f"{sorted(expected)} as host-specific"
-        )
-
-
-@TOPOLOGIES
-def test_listener_names_and_ports_match_config(controllers):
-    for node, service in nodes_with_services(controllers):
-        bound = listeners(properties(service)["listeners"])
-        assert {name: port for name, (_, port) in bound.items()} == node.ports, (
-            f"{node.name} should bind {node.ports}, not {bound}"
-        )
-        for name, (host, _) in bound.items():
-            assert host == "", f"{node.name} should bind {name} on all container interfaces (empty host)"
-
-
-def test_brokers_advertise_client_and_fault_like_local_and_internal_at_their_hostname():
-    for node, service in nodes_with_services(1):
-        if node.role != "broker":
-            continue
-        advertised = {
-            name: f"{host}:{port}" for name, (host, port) in listeners(properties(service)["advertised.listeners"]).items()
-        }
-        local = node.listeners()
-        assert advertised["CLIENT"] == local["CLIENT"], f"{node.name} CLIENT should be advertised as {local['CLIENT']}"
-        assert advertised["FAULT"] == local["FAULT"], (
-            f"{node.name} FAULT should be advertised at the proxy, {local['FAULT']}"
-        )
-        internal = f"{node.name}:{node.ports['INTERNAL']}"
-        assert advertised["INTERNAL"] == internal, f"{node.name} INTERNAL should be advertised as {internal}"
-        assert set(advertised) == set(local), f"{node.name} should advertise exactly {sorted(local)}"
-
-
-@TOPOLOGIES
-def test_controllers_advertise_nothing_because_the_image_refuses_it(controllers):
-    for node, service in nodes_with_services(controllers):
-        if node.role == "controller":
-            assert "KAFKA_ADVERTISED_LISTENERS" not in service["environment"], (
-                f"{node.name}: the image exits when a controller sets KAFKA_ADVERTISED_LISTENERS"
-            )
-
-
-@TOPOLOGIES
-def test_listener_names_and_protocol_map_match_the_templates(controllers):
-    for node, service in nodes_with_services(controllers):
-        props = properties(service)
-        local = template(node.role)
-        for key in ("listener.security.protocol.map", "controller.listener.names"):
-            assert props[key] == local[key], f"{node.name} {key} should be {local[key]!r} as in {node.role}.properties"
-        mapped = {item.split(":")[0] for item in props["listener.security.protocol.map"].split(",")}
-        assert set(listeners(props["listeners"])) <= mapped, f"{node.name}: every listener needs a protocol"
 
 
 @TOPOLOGIES
@@ -313,29 +117,18 @@ def test_published_ports_are_client_and_fault_ports_on_localhost_only(controller
 
 
 @TOPOLOGIES
-def test_broker_settings_match_broker_properties(controllers):
-    expected = shared_settings("broker")
+def test_each_node_bind_mounts_its_local_data_folder_at_the_image_data_dir(controllers):
+    # the readers of broker files (kafkalab.segments, kafka-dump-log) use Node.data_dir on both backends
     for node, service in nodes_with_services(controllers):
-        if node.role != "broker":
-            continue
-        props = properties(service)
-        wrong = {k: (v, props.get(k)) for k, v in expected.items() if props.get(k) != v}
-        assert not wrong, f"{node.name} differs from broker.properties (local, compose): {wrong}"
-        extra = set(props) - set(expected) - HOST_SPECIFIC
-        assert not extra, f"{node.name} sets {sorted(extra)}, which broker.properties does not"
-
-
-@TOPOLOGIES
-def test_controller_settings_match_controller_properties(controllers):
-    expected = shared_settings("controller")
-    for node, service in nodes_with_services(controllers):
-        if node.role != "controller":
-            continue
-        props = properties(service)
-        wrong = {k: (v, props.get(k)) for k, v in expected.items() if props.get(k) != v}
-        assert not wrong, f"{node.name} differs from controller.properties (local, compose): {wrong}"
-        extra = set(props) - set(expected) - HOST_SPECIFIC
-        assert not extra, f"{node.name} sets {sorted(extra)}, which controller.properties does not"
+        assert service["environment"]["KAFKA_LOG_DIRS"] == cluster.CONTAINER_DATA_DIR, (
+            f"{node.name} should keep its log in the image's volume {cluster.CONTAINER_DATA_DIR}"
+        )
+        relative = node.data_dir.relative_to(config.state_dir())
+        expected = f"${{KAFKALAB_STATE:-./.kafkalab}}/{relative.as_posix()}"
+        assert bind_mounts(service) == {cluster.CONTAINER_DATA_DIR: expected}, (
+            f"{node.name} should bind-mount {expected} (Node.data_dir) at {cluster.CONTAINER_DATA_DIR}, "
+            f"not {bind_mounts(service)}"
+        )
 
 
 @TOPOLOGIES
@@ -363,6 +156,139 @@ def test_brokers_start_after_every_controller(controllers):
         depends = services[node.name].get("depends_on", [])
         depends = set(depends) if isinstance(depends, list) else set(depends)
         assert names <= depends, f"{node.name} should depend on {sorted(names)}"
+
+
+# ----------------------------------------------------------------------------- choosing the backend
+
+FAKE_DOCKER = r"""#!/bin/sh
+# A stand-in for the docker CLI: records each call (state folder, tab, arguments each ended by
+# \037), answers `info`, prints $FAKE_DOCKER_PS for `ps`.
+{ printf '%s\t' "$KAFKALAB_STATE"; for a in "$@"; do printf '%s\037' "$a"; done; echo; } >> "$FAKE_DOCKER_LOG"
+case "$*" in
+  *" ps "*) [ -f "$FAKE_DOCKER_PS" ] && cat "$FAKE_DOCKER_PS" ;;
+esac
+exit 0
+"""
+
+
+@pytest.fixture
+def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A ``docker`` on PATH that answers ``info`` (as a running engine would) and records every
+    call; a fresh state folder; no backend chosen by the environment."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text(FAKE_DOCKER)
+    docker.chmod(docker.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    log, ps = tmp_path / "docker-calls.log", tmp_path / "ps.json"
+    log.touch()
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DOCKER_LOG", str(log))
+    monkeypatch.setenv("FAKE_DOCKER_PS", str(ps))
+    monkeypatch.setenv("KAFKALAB_STATE", str(tmp_path / "state"))
+    monkeypatch.delenv("KAFKALAB_BACKEND", raising=False)
+
+    def calls() -> list[tuple[str, list[str]]]:
+        out = []
+        for line in log.read_text().splitlines():
+            state, _, args = line.partition("\t")
+            out.append((state, args.split("\x1f")[:-1]))
+        return out
+
+    def set_states(states: dict[str, str]) -> None:
+        ps.write_text("".join(json.dumps({"Service": s, "State": st}) + "\n" for s, st in states.items()))
+
+    return {"calls": calls, "set_states": set_states, "tmp": tmp_path}
+
+
+def test_a_docker_that_answers_info_does_not_make_compose_the_default(fake_docker, monkeypatch):
+    assert subprocess.run(["docker", "info"]).returncode == 0, "the stand-in docker answers info"
+    empty = fake_docker["tmp"] / "no-jars"
+    empty.mkdir()
+    monkeypatch.setenv("KAFKALAB_JARS", str(empty))  # the local backend stops at its first step
+    assert cluster.chosen_backend() == "local"
+    result = CliRunner().invoke(cli.main, ["up"])
+    assert result.exit_code == 1 and "make jars" in result.output, (
+        f"`kafkalab up` with no flag should take the local path (which needs the jars): {result.output}"
+    )
+    assert [args for _, args in fake_docker["calls"]()] == [["info"]], "kafkalab up should not call docker at all"
+
+
+def test_compose_only_when_asked(fake_docker, monkeypatch):
+    assert isinstance(cluster.cluster(), cluster.LocalCluster) and not isinstance(cluster.cluster(), cluster.ComposeCluster)
+    assert isinstance(cluster.cluster("compose"), cluster.ComposeCluster)
+    monkeypatch.setenv("KAFKALAB_BACKEND", "compose")
+    assert isinstance(cluster.cluster(), cluster.ComposeCluster)
+    assert cluster.chosen_backend("local") == "local", "--backend wins over $KAFKALAB_BACKEND"
+    with pytest.raises(KafkalabError, match="choose local or compose"):
+        cluster.chosen_backend("auto")
+
+
+def test_status_names_the_backend_in_text_and_json(fake_docker, monkeypatch):
+    for backend in ("local", "compose"):
+        monkeypatch.setenv("KAFKALAB_BACKEND", backend)
+        fake_docker["set_states"]({"broker-1": "running", "broker-2": "paused"})
+        text = CliRunner().invoke(cli.main, ["status"])
+        assert text.exit_code == 0 and f"backend: {backend}" in text.output, text.output
+        st = json.loads(CliRunner().invoke(cli.main, ["status", "--json"]).output)
+        assert st["backend"] == backend
+        if backend == "compose":
+            b1, b2, b3 = (st["brokers"][str(i)] for i in (1, 2, 3))
+            assert b1["alive"] and not b1["paused"] and b2["paused"] and not b3["alive"]
+            assert b1["data_dir"] == str(config.Node(1, "broker").data_dir), (
+                "on compose a broker's data folder is its bind mount, the same path as on the local backend"
+            )
+
+
+# ----------------------------------------------------------------------------- the compose backend's commands
+
+
+def test_node_operations_map_to_docker_compose_commands(fake_docker):
+    c = cluster.ComposeCluster(Topology(1))
+    files = ["compose", "-f", str(COMPOSE)]
+    fake_docker["set_states"]({"broker-2": "exited", "controller-101": "exited"})
+    c.kill(2)
+    c.stop(2)
+    c.start(101)  # a controller: nothing to wait for in the metadata
+    c.pause(1)
+    c.resume(1)
+    c.logs(3, lines=7)
+    ops = [args for _, args in fake_docker["calls"]() if "ps" not in args]
+    assert ops == [
+        files + ["kill", "-s", "SIGKILL", "broker-2"],
+        files + ["stop", "--timeout", str(int(cluster.STOP_TIMEOUT_S)), "broker-2"],
+        files + ["start", "controller-101"],
+        files + ["pause", "broker-1"],
+        files + ["unpause", "broker-1"],
+        files + ["logs", "--no-color", "--tail", "7", "broker-3"],
+    ]
+    states = {state for state, _ in fake_docker["calls"]()}
+    assert states == {str(config.state_dir())}, "compose should bind-mount the data of this state folder"
+
+
+def test_three_controllers_add_the_override_file(fake_docker):
+    cmd = cluster.ComposeCluster(Topology(3)).compose_command("ps")
+    assert cmd[1:] == ["compose", "-f", str(COMPOSE), "-f", str(THREE_CONTROLLERS), "ps"]
+
+
+def test_wipe_deletes_the_data_from_inside_each_container(fake_docker):
+    c = cluster.ComposeCluster(Topology(1))
+    for n in c.topology.nodes:
+        n.data_dir.mkdir(parents=True)
+    fake_docker["set_states"]({n.name: "exited" for n in c.topology.nodes})
+    c.wipe()
+    runs = [args for _, args in fake_docker["calls"]() if "run" in args]
+    assert [r[r.index("sh") + 1] for r in runs] == [n.name for n in c.topology.nodes]
+    assert all(r[-2:] == ["-c", f"rm -rf {cluster.CONTAINER_DATA_DIR}/* {cluster.CONTAINER_DATA_DIR}/.[!.]*"]
+               for r in runs)
+    assert not config.cluster_dir().exists()
+
+
+def test_compose_up_refuses_a_port_base_the_compose_file_does_not_publish(fake_docker, monkeypatch):
+    monkeypatch.setenv("KAFKALAB_PORT_BASE", "23092")
+    with pytest.raises(KafkalabError, match="publishes the default ports"):
+        cluster.ComposeCluster(Topology(1)).up()
+    assert fake_docker["calls"]() == []
 
 
 # ----------------------------------------------------------------------------- environment.yml

@@ -1,6 +1,6 @@
 """``kafkalab``: the command line twin of the notebooks.
 
-    kafkalab up [--controllers 1|3] [--backend auto|local|compose]
+    kafkalab up [--controllers 1|3] [--backend local|compose]
     kafkalab status [--json]
     kafkalab kill|stop|start|pause|resume ID
     kafkalab down
@@ -32,8 +32,9 @@ def main() -> None:
 @main.command()
 @click.option("--controllers", type=click.Choice(["1", "3"]), default=None,
               help="KRaft controllers (default: what the last up used, else 1).")
-@click.option("--backend", type=click.Choice(["auto", "local", "compose"]), default=None,
-              help="local JVMs or docker compose; auto = compose if a Docker engine answers.")
+@click.option("--backend", type=click.Choice(list(cluster_mod.BACKENDS)), default=None,
+              help="local JVMs (the default) or docker compose. Default: $KAFKALAB_BACKEND, else what "
+                   "the last up used, else local.")
 @click.option("--timeout", "timeout_s", type=float, default=cluster_mod.UP_TIMEOUT_S, show_default=True,
               help="Seconds to wait for the cluster to serve.")
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
@@ -73,7 +74,7 @@ def status(as_json: bool, check: bool) -> None:
 
 
 def _print_status(st: cluster_mod.ClusterStatus) -> None:
-    click.echo(f"Kafka {st.kafka_version} ({st.backend}); quorum leader: {st.quorum_leader}")
+    click.echo(f"Kafka {st.kafka_version}, backend: {st.backend}; quorum leader: {st.quorum_leader}")
     for n in [*st.controllers.values(), *st.brokers.values()]:
         state = "paused" if n.paused else ("up" if n.alive else "down")
         listeners = " ".join(f"{k}={v}" for k, v in n.listeners.items())
@@ -110,8 +111,8 @@ def logs(node_id: int, lines: int) -> None:
 def wipe(yes: bool) -> None:
     """Delete all node data and logs (cluster must be down): the next up formats afresh."""
     if not yes:
-        click.confirm("Delete every topic and log of the local cluster?", abort=True)
-    cluster_mod.LocalCluster().wipe()
+        click.confirm("Delete every topic and log of the cluster?", abort=True)
+    cluster_mod.cluster().wipe()
     click.echo("wiped")
 
 

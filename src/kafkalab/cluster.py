@@ -2,8 +2,9 @@
 
 The local backend runs each node as a JVM process (``kafka.Kafka``) from the jars that
 ``make jars`` fetched from Maven Central (kafka/pom.xml), with per-node config, data and
-logs under ``.kafkalab/cluster/node-<id>/``. The compose backend drives the same cluster
-described by docker-compose.yml (official apache/kafka image) where a Docker engine answers.
+logs under ``.kafkalab/cluster/node-<id>/``. The compose backend, when chosen
+(``kafkalab up --backend compose`` or ``$KAFKALAB_BACKEND``), drives the same cluster
+described by docker-compose.yml (official apache/kafka image); local is the default.
 
 Every operation is a function here and a ``kafkalab`` subcommand (kafkalab.cli):
 
@@ -665,22 +666,62 @@ class LocalCluster:
 
 # ----------------------------------------------------------------------------- compose backend
 
+#: Where the apache/kafka image keeps a node's data: its declared volume, ``KAFKA_LOG_DIRS`` in
+#: docker-compose.yml. Each service bind-mounts its node's host folder ``Node.data_dir`` there.
+CONTAINER_DATA_DIR = "/var/lib/kafka/data"
+#: The image runs Kafka as ``appuser``, uid 1000 (apache/kafka docker/jvm/Dockerfile: ``USER appuser``).
+CONTAINER_UID = 1000
+
 
 class ComposeCluster(LocalCluster):
     """The same cluster from docker-compose.yml (apache/kafka image). Nodes are compose
-    services ``controller-<id>`` and ``broker-<id>``; faults use docker kill/stop/pause."""
+    services ``controller-<id>`` and ``broker-<id>``; ``kill``, ``stop``, ``start``, ``pause``,
+    ``resume`` and ``logs`` are ``docker compose kill -s SIGKILL``, ``stop``, ``start``,
+    ``pause`` (cgroup freezer: alive, sockets open, silent), ``unpause`` and ``logs``.
+
+    Each node's data folder is bind-mounted from the host path the local backend uses
+    (``.kafkalab/cluster/node-<id>/data``), so the readers of broker files (kafkalab.segments,
+    ``kafka-dump-log``, the producer-state reader) read the same paths live on both backends.
+    The image runs as uid 1000 and refuses another user (its ``configure`` script exits unless
+    ``/opt/kafka/config``, owned by uid 1000, is writable), so the folders are made writable for
+    it instead, and ``wipe`` deletes their contents from inside a container.
+
+    Not run on the project's machines (no Docker engine there): the command lines are checked by
+    tests/test_compose.py with a stand-in ``docker`` command, the configuration by
+    tests/test_compose_image.py with the image's own code (``kafka.docker.KafkaDockerWrapper``).
+    """
 
     backend = "compose"
 
-    def _compose(self, *args: str, check: bool = True, timeout_s: float = 120) -> subprocess.CompletedProcess:
+    def compose_files(self) -> list[Path]:
+        """docker-compose.yml, plus the three-controllers override for a 3-controller topology
+        (it adds controllers 102 and 103 and changes the voters of every node at once)."""
+        files = [config.repo_root() / "docker-compose.yml"]
+        if self.topology.controllers == 3:
+            files.append(config.repo_root() / "docker-compose.three-controllers.yml")
+        return files
+
+    def compose_command(self, *args: str) -> list[str]:
+        """``docker compose -f ... ARGS``: the command line ``_compose`` runs.
+
+        Raises:
+            KafkalabError: no ``docker`` command on PATH.
+        """
         docker = shutil.which("docker")
         if not docker:
             raise KafkalabError("the compose backend needs the `docker` command (with the compose plugin)")
-        files = ["-f", str(config.repo_root() / "docker-compose.yml")]
-        if self.topology.controllers == 3:
-            # adds controllers 102 and 103 and changes the voters of every node at once
-            files += ["-f", str(config.repo_root() / "docker-compose.three-controllers.yml")]
-        cp = subprocess.run([docker, "compose", *files, *args], capture_output=True, text=True, timeout=timeout_s)
+        files = [a for f in self.compose_files() for a in ("-f", str(f))]
+        return [docker, "compose", *files, *args]
+
+    @staticmethod
+    def compose_environment() -> dict[str, str]:
+        """The environment ``docker compose`` runs with: this one plus ``KAFKALAB_STATE``, the
+        folder docker-compose.yml bind-mounts the nodes' data from (``config.state_dir()``)."""
+        return {**os.environ, "KAFKALAB_STATE": str(config.state_dir())}
+
+    def _compose(self, *args: str, check: bool = True, timeout_s: float = 120) -> subprocess.CompletedProcess:
+        cp = subprocess.run(self.compose_command(*args), capture_output=True, text=True, timeout=timeout_s,
+                            env=self.compose_environment())
         if check and cp.returncode != 0:
             raise KafkalabError(f"docker compose {' '.join(args)} failed:\n{cp.stderr.strip()}")
         return cp
@@ -698,93 +739,205 @@ class ComposeCluster(LocalCluster):
                 out[d.get("Service", "")] = d
         return out
 
+    def _state(self, node: Node) -> str:
+        """``running``, ``paused``, ``exited``... or "" when the container does not exist."""
+        return self._states().get(self._service(node), {}).get("State", "")
+
     def _node_status(self, node: Node) -> NodeStatus:
-        st = self._states().get(self._service(node), {})
-        state = st.get("State", "")
+        state = self._state(node)
         return NodeStatus(node.node_id, node.role, None, state in ("running", "paused"), state == "paused",
-                          node.listeners(), f"docker compose logs {self._service(node)}", "(container volume)")
+                          node.listeners(), f"docker compose logs {self._service(node)}", str(node.data_dir))
 
     def process(self, node: Node):  # noqa: D401 - no host pid for containers
         return None
 
     def quorum_leader(self) -> int | None:
-        return None
+        """Active controller id from the ``quorum-state`` files in the running controllers'
+        bind-mounted data folders (see LocalCluster.quorum_leader)."""
+        states = self._states()
+        best: tuple[int, int] | None = None  # (epoch, leader)
+        for node in self.topology.controller_nodes:
+            if states.get(self._service(node), {}).get("State") != "running":
+                continue
+            try:
+                state = json.loads((node.data_dir / "__cluster_metadata-0" / "quorum-state").read_text())
+            except (OSError, ValueError):
+                continue
+            leader, epoch = state.get("leaderId", -1), state.get("leaderEpoch", -1)
+            if leader is not None and leader >= 0 and (best is None or epoch > best[0]):
+                best = (epoch, leader)
+        return best[1] if best else None
+
+    def _prepare_data_dirs(self) -> None:
+        """Create each node's data folder and let the container's uid 1000 write in it."""
+        for n in self.topology.nodes:
+            n.data_dir.mkdir(parents=True, exist_ok=True)
+            if n.data_dir.stat().st_uid == os.getuid():
+                n.data_dir.chmod(0o777)
 
     def up(self, controllers: int | None = None, timeout_s: float = UP_TIMEOUT_S) -> ClusterStatus:
+        """``docker compose up -d --wait`` and wait until 3 brokers are registered.
+
+        Raises:
+            KafkalabError: ``$KAFKALAB_PORT_BASE`` is not 9092 (docker-compose.yml publishes the
+                default ports), or docker compose failed; WaitTimeout.
+        """
+        if config.port_base() != 9092:
+            raise KafkalabError(
+                f"docker-compose.yml publishes the default ports (9092...), not KAFKALAB_PORT_BASE={config.port_base()}: "
+                "unset KAFKALAB_PORT_BASE, or use the local backend (`kafkalab up --backend local`)"
+            )
         if controllers is not None:
             self.topology = Topology(controllers=controllers)
+        config.cluster_dir().mkdir(parents=True, exist_ok=True)
+        self._topology_file().write_text(json.dumps(self.topology.to_json()))
+        self._prepare_data_dirs()
         self._compose("up", "-d", "--wait", timeout_s=timeout_s + 120)
         wait_until(lambda: set(config.BROKER_IDS) <= registered_brokers(self.topology.bootstrap_servers),
                    timeout_s=timeout_s, what="3 brokers registered (compose)")
         return self.status()
 
     def down(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
-        # -v: the data volumes go too, like `kafkalab wipe` (otherwise every cycle leaves some)
+        """``docker compose down -v``: containers and their anonymous volumes go; the data in the
+        bind-mounted folders stays, as with the local backend (``wipe`` deletes it)."""
         self._compose("down", "-v", "--timeout", str(int(timeout_s)))
 
+    def wipe(self) -> None:
+        """Delete every node's data (the cluster must be down): from inside a throw-away container
+        of each service, because the files belong to the container's uid 1000."""
+        if any(self._state(n) in ("running", "paused") for n in self.topology.nodes):
+            raise KafkalabError("the cluster is running; `kafkalab down` first")
+        for n in self.topology.nodes:
+            if n.data_dir.exists():
+                self._compose("run", "--rm", "--no-deps", "--entrypoint", "sh", self._service(n), "-c",
+                              f"rm -rf {CONTAINER_DATA_DIR}/* {CONTAINER_DATA_DIR}/.[!.]*")
+        shutil.rmtree(config.cluster_dir(), ignore_errors=True)
+
+    def _wait_state(self, node: Node, done, what: str) -> None:
+        wait_until(lambda: done(self._state(node)), timeout_s=STOP_TIMEOUT_S, interval_s=0.25,
+                   what=f"{node.name} {what}")
+
     def kill(self, node_id: int) -> None:
-        self._compose("kill", "-s", "SIGKILL", self._service(self._node(node_id)))
+        """``docker compose kill -s SIGKILL``: a crash; returns once the container has exited."""
+        node = self._node(node_id)
+        self._compose("kill", "-s", "SIGKILL", self._service(node))
+        self._wait_state(node, lambda s: s not in ("running", "paused"), "to exit on SIGKILL")
 
     def stop(self, node_id: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
-        self._compose("stop", "--timeout", str(int(timeout_s)), self._service(self._node(node_id)))
+        """``docker compose stop --timeout``: SIGTERM, SIGKILL after ``timeout_s`` (as the local backend)."""
+        self._compose("stop", "--timeout", str(int(timeout_s)), self._service(self._node(node_id)),
+                      timeout_s=timeout_s + 60)
 
     def start(self, node_id: int, timeout_s: float = UP_TIMEOUT_S) -> NodeStatus:
+        """``docker compose start`` (``unpause`` if paused) and wait until a broker is registered."""
         node = self._node(node_id)
-        self._compose("start", self._service(node))
+        if self._state(node) == "paused":
+            self._compose("unpause", self._service(node))
+        else:
+            self._compose("start", self._service(node))
         if node.role == "broker":
             wait_until(lambda: node.node_id in registered_brokers(self.topology.bootstrap_servers),
                        timeout_s=timeout_s, what=f"{node.name} registered")
         return self._node_status(node)
 
     def pause(self, node_id: int) -> None:
+        """``docker compose pause``: the container's processes are frozen (cgroup freezer)."""
         self._compose("pause", self._service(self._node(node_id)))
 
     def resume(self, node_id: int) -> None:
+        """``docker compose unpause``."""
         self._compose("unpause", self._service(self._node(node_id)))
 
     def logs(self, node_id: int, lines: int = 40) -> str:
-        return self._compose("logs", "--tail", str(lines), self._service(self._node(node_id)), check=False).stdout
+        """``docker compose logs --no-color --tail LINES``."""
+        return self._compose("logs", "--no-color", "--tail", str(lines), self._service(self._node(node_id)),
+                             check=False).stdout
+
+
+class PreparedCluster(LocalCluster):
+    """The local backend's processes, started from ``server.properties`` files prepared
+    elsewhere instead of rendered from kafka/config: each node's file must already be at
+    ``Node.config_path``. Storage is formatted as by LocalCluster (``kafka-storage format``)
+    unless it already is. tests/test_compose_image.py boots the files the apache/kafka image's
+    ``KafkaDockerWrapper`` renders from docker-compose.yml this way.
+    """
+
+    backend = "local (prepared properties)"
+
+    def _prepare(self, node: Node) -> None:
+        if not node.config_path.exists():
+            raise NodeFailedToStart(f"{node.name} has no {node.config_path}: a PreparedCluster starts from given files")
+        node.log_dir.mkdir(parents=True, exist_ok=True)
+        node.data_dir.mkdir(parents=True, exist_ok=True)
 
 
 # ----------------------------------------------------------------------------- choosing a backend
 
-
-def docker_engine_answers(timeout_s: float = 5.0) -> bool:
-    """True if ``docker info`` succeeds within ``timeout_s`` (a Docker engine, not just the client)."""
-    docker = shutil.which("docker")
-    if not docker:
-        return False
-    try:
-        return subprocess.run([docker, "info"], capture_output=True, timeout=timeout_s).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+#: The backends ``kafkalab up --backend`` accepts. The default is local: it is the tested path.
+BACKENDS = ("local", "compose")
 
 
 def _backend_file() -> Path:
     return config.cluster_dir() / "backend"
 
 
-def cluster(backend: str | None = None) -> LocalCluster:
-    """The cluster object for ``backend`` ("local", "compose", or "auto").
+def chosen_backend(backend: str | None = None) -> str:
+    """The backend to use: ``backend`` if given, else ``$KAFKALAB_BACKEND``, else the one the
+    last ``up`` used (saved in the state folder), else "local". Never guessed from what is
+    installed: a ``docker`` that answers does not make compose the default.
 
-    None means: the backend the last ``up`` used, else "auto". "auto" picks compose when a
-    Docker engine answers and local otherwise.
+    Raises:
+        KafkalabError: not one of BACKENDS.
     """
     if backend is None:
         f = _backend_file()
-        backend = f.read_text().strip() if f.exists() else "auto"
-    if backend == "auto":
-        backend = "compose" if docker_engine_answers() else "local"
-    if backend == "local":
-        return LocalCluster()
-    if backend == "compose":
-        return ComposeCluster()
-    raise KafkalabError(f"unknown backend {backend!r}: choose local, compose or auto")
+        backend = os.environ.get("KAFKALAB_BACKEND") or (f.read_text().strip() if f.exists() else "local")
+    if backend not in BACKENDS:
+        raise KafkalabError(f"unknown backend {backend!r}: choose {' or '.join(BACKENDS)}")
+    return backend
+
+
+def cluster(backend: str | None = None) -> LocalCluster:
+    """The cluster object for ``backend`` ("local" or "compose"; None: see ``chosen_backend``)."""
+    return ComposeCluster() if chosen_backend(backend) == "compose" else LocalCluster()
+
+
+def _check_data_owner(c: LocalCluster) -> None:
+    """Refuse to start on node data the other backend wrote and this one cannot write: the
+    compose containers run as uid 1000, the local JVMs as this user."""
+    writer = CONTAINER_UID if c.backend == "compose" else os.getuid()
+    if writer == 0:
+        return
+    for n in c.topology.nodes:
+        meta = n.data_dir / "meta.properties"
+        if meta.exists() and meta.stat().st_uid != writer:
+            other = "local" if c.backend == "compose" else "compose"
+            raise KafkalabError(
+                f"{meta} belongs to uid {meta.stat().st_uid} (the {other} backend wrote it); the {c.backend} backend "
+                f"writes as uid {writer}: `kafkalab down && kafkalab wipe --yes`, then `kafkalab up --backend {c.backend}`"
+            )
 
 
 def up(controllers: int | None = None, backend: str | None = None, timeout_s: float = UP_TIMEOUT_S) -> ClusterStatus:
-    """Start the cluster (see LocalCluster.up) and remember the backend for later commands."""
-    c = cluster(backend)
+    """Start the cluster on ``backend`` (see ``chosen_backend``; LocalCluster.up, ComposeCluster.up)
+    and remember the backend for later commands.
+
+    Raises:
+        KafkalabError: another backend's cluster still runs, or its data is in the state folder
+            (``kafkalab down``, ``kafkalab wipe`` first); whatever the backend's ``up`` raises.
+    """
+    name = chosen_backend(backend)
+    saved = _backend_file().read_text().strip() if _backend_file().exists() else None
+    if saved in BACKENDS and saved != name:
+        try:
+            running = cluster(saved).status()
+        except KafkalabError:  # no docker: nothing of the compose backend can run
+            running = None
+        if running and any(n.alive for n in [*running.brokers.values(), *running.controllers.values()]):
+            raise KafkalabError(f"the cluster runs on the {saved} backend: `kafkalab down` first, "
+                                f"then `kafkalab up --backend {name}`")
+    c = cluster(name)
+    _check_data_owner(c)
     status = c.up(controllers=controllers, timeout_s=timeout_s)
     config.cluster_dir().mkdir(parents=True, exist_ok=True)
     _backend_file().write_text(c.backend)
