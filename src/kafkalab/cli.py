@@ -12,6 +12,7 @@ Errors kafkalab raises on purpose are printed as one message (no traceback) with
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import time
 import click
 
 from . import cluster as cluster_mod
+from . import runscope
 from .clickutil import KafkalabGroup
 
 
@@ -135,9 +137,36 @@ def tool(name: str, args: tuple[str, ...]) -> None:
 # ----------------------------------------------------------------------------- experiments
 
 
-@main.group(cls=KafkalabGroup)
+def _whole_cluster_first(callback):
+    """``callback`` preceded by the run precondition (``runscope.require_whole_cluster``): the
+    cluster answers, every node is up (a node that is down is restarted, said on stderr so
+    ``--json`` output stays clean) and every ISR is full; else one error line naming the fix."""
+    @functools.wraps(callback)
+    def checked(*args, **kwargs):
+        runscope.require_whole_cluster(echo=lambda message: click.echo(message, err=True))
+        return callback(*args, **kwargs)
+
+    checked.requires_whole_cluster = True
+    return checked
+
+
+class RunGroup(KafkalabGroup):
+    """``kafkalab run``: every subcommand starts from a whole cluster. Each one's callback is
+    wrapped when it is added, so the precondition runs after click has parsed and checked the
+    options (``--help`` and usage errors need no cluster) and before anything that could hang."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if cmd.callback is not None and not getattr(cmd.callback, "requires_whole_cluster", False):
+            cmd.callback = _whole_cluster_first(cmd.callback)
+        super().add_command(cmd, name)
+
+
+@main.group(cls=RunGroup)
 def run() -> None:
-    """Run a notebook's experiment from the terminal (same code as the notebook)."""
+    """Run a notebook's experiment from the terminal (same code as the notebook).
+
+    Each first makes sure the cluster is whole: it answers (else: `kafkalab up`), every node
+    runs (a node that is down is restarted, and it says so), every ISR is full."""
 
 
 def _parse_topic(value: str) -> tuple[str, int]:
