@@ -138,12 +138,12 @@ def tool(name: str, args: tuple[str, ...]) -> None:
 
 
 def _whole_cluster_first(callback):
-    """``callback`` preceded by the run precondition (``runscope.require_whole_cluster``): the
+    """``callback`` preceded by the run precondition (``runscope.require_for_cli``): the
     cluster answers, every node is up (a node that is down is restarted, said on stderr so
     ``--json`` output stays clean) and every ISR is full; else one error line naming the fix."""
     @functools.wraps(callback)
     def checked(*args, **kwargs):
-        runscope.require_whole_cluster(echo=lambda message: click.echo(message, err=True))
+        runscope.require_for_cli()
         return callback(*args, **kwargs)
 
     checked.requires_whole_cluster = True
@@ -153,7 +153,9 @@ def _whole_cluster_first(callback):
 class RunGroup(KafkalabGroup):
     """``kafkalab run``: every subcommand starts from a whole cluster. Each one's callback is
     wrapped when it is added, so the precondition runs after click has parsed and checked the
-    options (``--help`` and usage errors need no cluster) and before anything that could hang."""
+    options (``--help`` and usage errors need no cluster) and before anything that could hang.
+    A callback that checks more of its arguments itself is marked
+    ``runscope.checks_cluster_itself`` and calls the precondition after those checks."""
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         if cmd.callback is not None and not getattr(cmd.callback, "requires_whole_cluster", False):
@@ -189,6 +191,7 @@ def _parse_topic(value: str) -> tuple[str, int]:
 @click.option("--run-prefix", default=None, help="Topic name prefix; topics are PREFIX-NAME. Default: unique per run.")
 @click.option("--timeout", "timeout_s", type=float, default=30.0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@runscope.checks_cluster_itself
 def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | None, group_protocol: str | None,
                        remote_assignor: str | None, run_prefix: str | None, timeout_s: float, as_json: bool) -> None:
     """Real consumers in a real group on fresh topics: who gets which partition."""
@@ -206,6 +209,7 @@ def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | 
         if remote_assignor:
             raise click.UsageError("--remote-assignor needs --group-protocol consumer")
         assignor = Assignor(strategy=strategy or "range")
+    runscope.require_for_cli()
     result = run_assignment(consumers, parsed, assignor, run_prefix=run_prefix, timeout_s=timeout_s)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import socket
+import sys
 import threading
 import uuid
 from typing import Callable
@@ -153,6 +154,20 @@ def require_whole_cluster(restore: bool = True, timeout_s: float = 5.0, restore_
         echo("kafkalab: the cluster is whole again: every node up, every ISR full")
         st = cluster.status()
     return st
+
+
+def require_for_cli() -> ClusterStatus:
+    """``require_whole_cluster`` as ``kafkalab run`` calls it: what was restored is said on
+    stderr, so a command's ``--json`` output on stdout stays clean."""
+    return require_whole_cluster(echo=lambda message: print(message, file=sys.stderr, flush=True))
+
+
+def checks_cluster_itself(callback: Callable) -> Callable:
+    """Mark the callback of a ``kafkalab run`` command that checks its own arguments first and
+    then calls ``require_for_cli()`` itself; the CLI calls the precondition before every other
+    command's callback (``kafkalab.cli.RunGroup``). Use it as the innermost decorator."""
+    callback.requires_whole_cluster = True
+    return callback
 
 
 # ----------------------------------------------------------------------------- unique names

@@ -60,7 +60,7 @@ import click
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewPartitions
 
-from .. import admin, config, workloads
+from .. import admin, config, runscope, workloads
 from ..errors import KafkalabError, WaitTimeout
 from ..ledger import read_events
 from ..runscope import RunScope
@@ -949,6 +949,7 @@ def _split(values: tuple[str, ...], choices: Sequence[str], what: str) -> list[s
               help="Seconds to wait for the group to settle after each step.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print JSON: one object for one protocol and one scenario, else a list of them.")
+@runscope.checks_cluster_itself
 def cli_command(protocols: tuple[str, ...], consumers: int, partitions: int, scenarios: tuple[str, ...],
                 timeout_s: float, as_json: bool) -> None:
     """Real consumer processes in a real group, restarted, added and killed like pods: count
@@ -965,6 +966,7 @@ def cli_command(protocols: tuple[str, ...], consumers: int, partitions: int, sce
     if partitions <= consumers:
         raise click.BadParameter(f"needs more partitions than consumers ({partitions} <= {consumers})",
                                  param_hint="--partitions")
+    runscope.require_for_cli()
     configs = {p: RebalanceConfig(p, consumers, partitions, tuple(scens), settle_timeout_s=timeout_s) for p in protos}
     records = run_many(configs)
     results = analyse(session("kafkalab-rebalance"), list(records.values())).results

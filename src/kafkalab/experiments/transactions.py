@@ -53,7 +53,7 @@ import click
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from .. import admin, cluster, config, workloads
+from .. import admin, cluster, config, runscope, workloads
 from ..errors import KafkalabError
 from ..waiting import wait_until
 from . import eos_processor as eosp
@@ -1133,6 +1133,7 @@ def measure_throughput(topic: str, sizes: Sequence[int] = (1, 10, 100, 1000), se
               help="Crash points to cycle through (repeat); default depends on --mode.")
 @click.option("--keep", is_flag=True, help="Keep this run's topics (for a look with Spark or kafka-dump-log).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@runscope.checks_cluster_itself
 def cli_command(mode: str, messages: int, crashes: int, batch: int, partitions: int, points: tuple[str, ...],
                 keep: bool, as_json: bool) -> None:
     """The consume-transform-produce processor under planned SIGKILLs, audited:
@@ -1143,6 +1144,7 @@ def cli_command(mode: str, messages: int, crashes: int, batch: int, partitions: 
             raise ValueError("--point after-offsets is a transactional crash point")
     except ValueError as e:
         raise click.UsageError(str(e)) from None
+    runscope.require_for_cli()
     run = TxnRun()
     try:
         r = run_eos(run, mode=mode, messages=messages, crashes=crashes, batch=batch, partitions=partitions,
