@@ -68,3 +68,117 @@ def test_run_assignment_with_kip848_uniform_assignor_balances() -> None:
     assert r.exit_code == 0, r.output
     counts = sorted(len(m["partitions"]) for m in json.loads(r.output)["members"])
     assert counts == [1, 1, 2]
+
+
+# ----------------------------------------------------------------------------- the run precondition
+
+#: Valid options for run subcommands with required options of a type that has no obvious
+#: valid value; other required options get the first choice or the range minimum. A new
+#: subcommand with such an option must be added here (the test says so), so every
+#: ``kafkalab run NAME`` is covered.
+REQUIRED_OPTIONS = {"assignment": ["--consumers", "2", "--topic", "A:2"]}
+
+
+def _valid_value(param) -> str | None:
+    import click
+
+    if isinstance(param.type, click.Choice):
+        return str(param.type.choices[0])
+    if isinstance(param.type, (click.IntRange, click.FloatRange)) and param.type.min is not None:
+        return str(max(param.type.min, 1))
+    return None
+
+
+def run_commands() -> dict[str, list[str]]:
+    """Every ``kafkalab run`` subcommand -> valid arguments."""
+    from kafkalab.cli import run
+
+    out = {}
+    for name, cmd in sorted(run.commands.items()):
+        if name in REQUIRED_OPTIONS:
+            out[name] = REQUIRED_OPTIONS[name]
+            continue
+        args: list[str] = []
+        for p in cmd.params:
+            if p.required:
+                value = _valid_value(p)
+                assert value is not None, f"kafkalab run {name} needs {p.opts}: add valid options to REQUIRED_OPTIONS"
+                args += [p.opts[0], value]
+        out[name] = args
+    return out
+
+
+def test_every_run_command_is_behind_the_whole_cluster_precondition() -> None:
+    from kafkalab.cli import run
+
+    assert len(run.commands) >= 9
+    for name, cmd in run.commands.items():
+        assert getattr(cmd.callback, "requires_whole_cluster", False), f"kafkalab run {name} skips the precondition"
+
+
+def test_run_help_needs_no_cluster() -> None:
+    for name in run_commands():
+        r = invoke("run", name, "--help")
+        assert r.exit_code == 0 and "Usage:" in r.output, (name, r.output)
+
+
+def test_every_run_command_fails_fast_naming_kafkalab_up_when_the_cluster_is_down(tmp_path) -> None:
+    """Issue 12: with the cluster down, every ``kafkalab run NAME`` (valid options) exits
+    non-zero within the precondition's budget, with a message naming ``kafkalab up``. The
+    budget covers the whole command: Python start, imports, the check."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from kafkalab import cluster
+    from kafkalab.runscope import PRECONDITION_BUDGET_S
+
+    base = 31092  # a port plan where no cluster runs
+    if not all(cluster.port_is_free(base + 100 * i) for i in range(3)):
+        pytest.skip(f"something listens on the ports of KAFKALAB_PORT_BASE={base}")
+    env = {k: v for k, v in os.environ.items() if k != "KAFKALAB_BOOTSTRAP"}
+    env.update(KAFKALAB_PORT_BASE=str(base), KAFKALAB_STATE=str(tmp_path))
+    exe = str(Path(sys.executable).with_name("kafkalab"))
+    took = {}
+    for name, args in run_commands().items():
+        t0 = time.monotonic()
+        try:
+            cp = subprocess.run([exe, "run", name, *args], env=env, capture_output=True, text=True,
+                                timeout=PRECONDITION_BUDGET_S, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"kafkalab run {name} still ran after {PRECONDITION_BUDGET_S} s with the cluster down")
+        took[name] = round(time.monotonic() - t0, 1)
+        assert cp.returncode != 0, f"kafkalab run {name} exited 0 with the cluster down"
+        assert "kafkalab up" in cp.stderr and "Traceback" not in cp.stderr, (name, cp.stderr)
+    print(f"seconds to fail, cluster down: {took}")
+
+
+@pytest.mark.cluster
+def test_a_run_after_a_broker_was_killed_restores_it_and_passes() -> None:
+    """Issue 12: a learner killed broker 2 in an exercise and forgot it; the next
+    ``kafkalab run`` starts it again (saying so on stderr, so --json stays clean) and runs."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from kafkalab import cluster
+
+    if cluster.cluster().backend != "local":
+        pytest.skip("kills a node of the local backend")
+    cluster.restore()
+    cluster.kill(2)
+    try:
+        exe = str(Path(sys.executable).with_name("kafkalab"))
+        cp = subprocess.run([exe, "run", "assignment", "--consumers", "2", "--topic", "A:2", "--json"],
+                            env=dict(os.environ), capture_output=True, text=True, timeout=300,
+                            stdin=subprocess.DEVNULL)
+        assert cp.returncode == 0, cp.stderr
+        assert "broker 2 was down" in cp.stderr and "kafkalab start 2" in cp.stderr, cp.stderr
+        assert len(json.loads(cp.stdout)["members"]) == 2, "stdout is the result, as JSON"
+        st = cluster.status()
+        assert st.all_alive and not cluster.under_replicated(), "the cluster is whole again"
+    finally:
+        cluster.restore()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalab import cluster, config, workloads
+from kafkalab import admin, cluster, config, runscope
 from kafkalab.cluster import registered_brokers
 from kafkalab.waiting import wait_until
 
@@ -20,17 +20,17 @@ def local() -> cluster.LocalCluster:
     c = cluster.cluster()
     if c.backend != "local":
         pytest.skip("fault tests drive the local backend")
-    cluster.require_cluster()
+    runscope.require_whole_cluster()
     yield c
     cluster.restore()
 
 
 @pytest.fixture
 def topic() -> str:
-    name = f"test-{workloads.run_id()}"
-    workloads.create_topics({name: 3})
+    name = f"test-{runscope.run_id()}"
+    admin.create_topics({name: 3})
     yield name
-    workloads.delete_topics([name])
+    admin.delete_topics([name])
 
 
 def test_up_is_idempotent_and_keeps_the_running_processes(local: cluster.LocalCluster) -> None:

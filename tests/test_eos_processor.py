@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from kafkalab import workloads
+from kafkalab import admin
 from kafkalab.experiments import eos_processor as eosp
 from kafkalab.ledger import read_events
 
@@ -75,7 +75,7 @@ def test_a_processor_incarnation_dies_exactly_at_its_crash_point_and_the_next_on
     run = tx.TxnRun(prefix="test-eosp")
     try:
         tin, tout = run.topic("in"), run.topic("out")
-        workloads.create_topics({tin: 2, tout: 2})
+        admin.create_topics({tin: 2, tout: 2})
         tx.produce_input(tin, 30)
         common = dict(run_id=run.run_id, input_topic=tin, output_topic=tout, group_id=run.group("g"),
                       transactional_id=run.transactional_id("p"), batch=10)

@@ -117,10 +117,10 @@ def test_fault_cli_lists_its_commands() -> None:
 
 
 def _topic(partitions: int = 1) -> str:
-    from kafkalab import workloads
+    from kafkalab import admin, runscope
 
-    t = f"faults-{workloads.run_id()}"
-    workloads.create_topics({t: partitions})
+    t = f"faults-{runscope.run_id()}"
+    admin.create_topics({t: partitions})
     return t
 
 
@@ -152,11 +152,11 @@ def _end_offset(topic: str) -> int:
 
 @pytest.fixture
 def topic():
-    from kafkalab import workloads
+    from kafkalab import admin
 
     t = _topic()
     yield t
-    workloads.delete_topics([t])
+    admin.delete_topics([t])
 
 
 @pytest.mark.cluster

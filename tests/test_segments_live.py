@@ -18,10 +18,10 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka import Producer
 
-from kafkalab import config, coordinators, dumplog, segments, workloads
+from kafkalab import admin, cluster, config, coordinators, dumplog, segments, workloads
 from kafkalab.cli import segments_command
 from kafkalab.experiments import segments_demo as demo
-from kafkalab.experiments.tour import TourRun
+from kafkalab.runscope import RunScope
 
 pytestmark = pytest.mark.cluster
 
@@ -65,9 +65,9 @@ def mixed():
     every kind of producer, half with timestamps 10 minutes old so the segment rolls."""
     seed = time.time_ns()
     rng = random.Random(seed)
-    with TourRun(prefix="segtest") as run:
+    with RunScope("segtest") as run:
         topic = run.topic("mixed")
-        workloads.create_topics({topic: 1}, topic_config={"index.interval.bytes": "512", "segment.ms": "60000"})
+        admin.create_topics({topic: 1}, topic_config={"index.interval.bytes": "512", "segment.ms": "60000"})
         old = int(time.time() * 1000) - 600_000
         _produce(topic, {"linger.ms": 5, "batch.num.messages": rng.randrange(2, 30)}, _records(rng, 150, old))
         _produce(topic, {"enable.idempotence": True, "linger.ms": 2}, _records(rng, 120, old + 1000))
@@ -169,9 +169,9 @@ def test_lookups_by_offset_and_time_land_where_a_consumer_does(mixed) -> None:
 
 
 def test_reader_agrees_with_kafka_dump_log_on_a_compacted_log_with_delete_horizons() -> None:
-    with TourRun(prefix="segtest") as run:
+    with RunScope("segtest") as run:
         topic = run.topic("compacted")
-        workloads.create_topics({topic: 1}, topic_config={**demo.COMPACTION_CONFIG, "delete.retention.ms": "3600000"})
+        admin.create_topics({topic: 1}, topic_config={**demo.COMPACTION_CONFIG, "delete.retention.ms": "3600000"})
         t0 = int(time.time() * 1000) - 600_000
         keys = [f"key-{i}".encode() for i in range(30)]
         demo.produce_records(topic, [(k, b"v1" * 20, t0) for k in keys] + [(k, None, t0) for k in keys[:10]])

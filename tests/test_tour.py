@@ -75,18 +75,6 @@ def test_nodes_table_lists_controllers_first_and_marks_the_quorum_leader() -> No
     assert df.loc[101, "CONTROLLER"] == "127.0.0.1:9093" and df.loc[101, "CLIENT"] == ""
 
 
-def test_tour_run_names_are_unique_and_remembered_for_cleanup() -> None:
-    a, b = tour.TourRun(), tour.TourRun()
-    try:
-        assert a.topic("flights") != b.topic("flights")
-        assert a.topic("flights").startswith(f"tour-{a.run_id}-")
-        assert a.group("reader") == f"tour-{a.run_id}-reader"
-        assert a.topics == [f"tour-{a.run_id}-flights"] * 2 and a.groups == [f"tour-{a.run_id}-reader"]
-    finally:
-        for r in (a, b):  # nothing was created: do not touch the cluster at exit
-            r.cleaned = True
-
-
 def test_aircraft_flights_takes_whole_aircraft_that_fly_more_than_once() -> None:
     from kafkalab.data import flights
 

@@ -9,9 +9,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kafkalab import coordinators, workloads
+from kafkalab import admin, coordinators, workloads
 from kafkalab.experiments import transactions as tx
-from kafkalab.experiments.tour import describe_config
+from kafkalab.admin import describe_config
 
 # ----------------------------------------------------------------------------- the crash plan (pure)
 
@@ -79,7 +79,7 @@ def test_at_least_once_duplicates_what_was_produced_after_the_last_commit(run) -
 @pytest.mark.cluster
 def test_an_open_transaction_holds_read_committed_readers_at_the_last_stable_offset(run) -> None:
     topic = run.topic("lso")
-    workloads.create_topics({topic: 2})
+    admin.create_topics({topic: 2})
     p = tx.transactional_producer(run.transactional_id("lso"))
     tx.write_transactions(p, topic, [("done", "commit", 4)], 2)
     p.begin_transaction()
@@ -111,7 +111,7 @@ def test_the_coordinator_is_the_leader_of_the_hashed_transaction_state_partition
 @pytest.mark.cluster
 def test_a_second_producer_with_the_same_transactional_id_fences_the_first(run) -> None:
     topic = run.topic("fence")
-    workloads.create_topics({topic: 1})
+    admin.create_topics({topic: 1})
     f = tx.fence_zombie(topic, run.transactional_id("fence"))
     assert (f.error_name, f.fatal, f.retriable) == ("_FENCED", True, False)
     assert f.commit_again_fatal and f.init_again_fatal

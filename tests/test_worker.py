@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from kafkalab import workloads
+from kafkalab import admin, runscope, workloads
 from kafkalab.ledger import read_events
 from kafkalab.waiting import wait_until
 from kafkalab.worker import ConsumerSpec, ProducerSpec, commit_mode_conf
@@ -22,9 +22,9 @@ def test_commit_modes_map_to_librdkafka_settings() -> None:
 
 
 def test_producer_worker_acks_every_record_and_a_crashing_consumer_stops_exactly_at_k() -> None:
-    run = workloads.run_id()
+    run = runscope.run_id()
     topic = f"worker-{run}"
-    workloads.create_topics({topic: 3})
+    admin.create_topics({topic: 3})
     d = workloads.run_dir(run)
     try:
         p = workloads.spawn(ProducerSpec("producer-0", run, str(d / "producer-0.jsonl"), topic, partitions=3, count=60))
@@ -41,13 +41,13 @@ def test_producer_worker_acks_every_record_and_a_crashing_consumer_stops_exactly
         assert sum(e.kind == "processed" for e in events) == 25, "the crash point is exact"
         assert {e.partition for e in events if e.kind == "assigned"} == {0, 1, 2}
     finally:
-        workloads.delete_topics([topic])
+        admin.delete_topics([topic])
 
 
 def test_terminated_worker_exits_cleanly_and_none_is_left() -> None:
-    run = workloads.run_id()
+    run = runscope.run_id()
     topic = f"worker-{run}"
-    workloads.create_topics({topic: 1})
+    admin.create_topics({topic: 1})
     try:
         c = workloads.spawn(ConsumerSpec("consumer-0", run, str(workloads.run_dir(run) / "c.jsonl"), f"{run}-g", [topic]))
         wait_until(lambda: c.ledger.exists() and any(e.kind == "assigned" for e in read_events(c.ledger)), timeout_s=30,
@@ -55,4 +55,4 @@ def test_terminated_worker_exits_cleanly_and_none_is_left() -> None:
         assert c.terminate(30) == 0
         assert not c.alive
     finally:
-        workloads.delete_topics([topic])
+        admin.delete_topics([topic])

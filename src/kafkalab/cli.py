@@ -12,6 +12,7 @@ Errors kafkalab raises on purpose are printed as one message (no traceback) with
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import time
 import click
 
 from . import cluster as cluster_mod
+from . import runscope
 from .clickutil import KafkalabGroup
 
 
@@ -136,9 +138,38 @@ def tool(name: str, args: tuple[str, ...]) -> None:
 # ----------------------------------------------------------------------------- experiments
 
 
-@main.group(cls=KafkalabGroup)
+def _whole_cluster_first(callback):
+    """``callback`` preceded by the run precondition (``runscope.require_for_cli``): the
+    cluster answers, every node is up (a node that is down is restarted, said on stderr so
+    ``--json`` output stays clean) and every ISR is full; else one error line naming the fix."""
+    @functools.wraps(callback)
+    def checked(*args, **kwargs):
+        runscope.require_for_cli()
+        return callback(*args, **kwargs)
+
+    checked.requires_whole_cluster = True
+    return checked
+
+
+class RunGroup(KafkalabGroup):
+    """``kafkalab run``: every subcommand starts from a whole cluster. Each one's callback is
+    wrapped when it is added, so the precondition runs after click has parsed and checked the
+    options (``--help`` and usage errors need no cluster) and before anything that could hang.
+    A callback that checks more of its arguments itself is marked
+    ``runscope.checks_cluster_itself`` and calls the precondition after those checks."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if cmd.callback is not None and not getattr(cmd.callback, "requires_whole_cluster", False):
+            cmd.callback = _whole_cluster_first(cmd.callback)
+        super().add_command(cmd, name)
+
+
+@main.group(cls=RunGroup)
 def run() -> None:
-    """Run a notebook's experiment from the terminal (same code as the notebook)."""
+    """Run a notebook's experiment from the terminal (same code as the notebook).
+
+    Each first makes sure the cluster is whole: it answers (else: `kafkalab up`), every node
+    runs (a node that is down is restarted, and it says so), every ISR is full."""
 
 
 def _parse_topic(value: str) -> tuple[str, int]:
@@ -161,6 +192,7 @@ def _parse_topic(value: str) -> tuple[str, int]:
 @click.option("--run-prefix", default=None, help="Topic name prefix; topics are PREFIX-NAME. Default: unique per run.")
 @click.option("--timeout", "timeout_s", type=float, default=30.0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@runscope.checks_cluster_itself
 def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | None, group_protocol: str | None,
                        remote_assignor: str | None, run_prefix: str | None, timeout_s: float, as_json: bool) -> None:
     """Real consumers in a real group on fresh topics: who gets which partition."""
@@ -178,6 +210,7 @@ def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | 
         if remote_assignor:
             raise click.UsageError("--remote-assignor needs --group-protocol consumer")
         assignor = Assignor(strategy=strategy or "range")
+    runscope.require_for_cli()
     result = run_assignment(consumers, parsed, assignor, run_prefix=run_prefix, timeout_s=timeout_s)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))

@@ -45,7 +45,6 @@ import psutil
 from . import config
 from .config import KAFKA_VERSION, Node, Topology
 from .errors import (
-    ClusterUnreachable,
     JarsMissing,
     JavaMissing,
     KafkalabError,
@@ -281,31 +280,6 @@ def registered_brokers(bootstrap: str | None = None, timeout_s: float = 2.0) -> 
     except KafkaException:
         return set()
     return set(md.brokers)
-
-
-def require_cluster(timeout_s: float = 5.0, brokers: int = 3) -> ClusterStatus:
-    """Fail in seconds with a clear message unless the cluster serves with ``brokers`` brokers.
-
-    Returns:
-        ClusterStatus of the running cluster.
-
-    Raises:
-        ClusterUnreachable: no broker answered on the bootstrap servers within ``timeout_s``,
-            or fewer than ``brokers`` are registered.
-    """
-    bootstrap = config.bootstrap_servers()
-    ids = registered_brokers(bootstrap, timeout_s)
-    if not ids:
-        raise ClusterUnreachable(
-            f"no Kafka broker answered at {bootstrap} within {timeout_s:.0f} s. "
-            "Start the cluster: `kafkalab up` (or `make lab`); see `kafkalab status`."
-        )
-    if len(ids) < brokers:
-        raise ClusterUnreachable(
-            f"only brokers {sorted(ids)} are registered at {bootstrap}, {brokers} are needed. "
-            "Start the others: `kafkalab up` (it starts only what is down)."
-        )
-    return cluster().status()
 
 
 def under_replicated(bootstrap: str | None = None, timeout_s: float = 5.0) -> list[tuple[str, int]]:

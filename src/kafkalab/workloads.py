@@ -11,25 +11,18 @@ from __future__ import annotations
 import atexit
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from . import config
 from .errors import KafkalabError
 from .waiting import wait_until
 
 Partition = tuple[str, int]
-
-
-def run_id() -> str:
-    """A short unique id for one run, e.g. ``"r3f9c2a"``: prefixes topic and group names so
-    runs never see each other's data."""
-    return "r" + uuid.uuid4().hex[:6]
 
 
 _ADMINS: dict[str, AdminClient] = {}
@@ -45,57 +38,6 @@ def admin(bootstrap: str | None = None) -> AdminClient:
     if bootstrap not in _ADMINS:
         _ADMINS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     return _ADMINS[bootstrap]
-
-
-def create_topics(
-    topics: dict[str, int],
-    replication_factor: int = 3,
-    topic_config: dict[str, str] | None = None,
-    timeout_s: float = 30.0,
-) -> None:
-    """Create ``topics`` (name -> partition count) and wait until every partition has a leader
-    in the metadata of every broker the client sees.
-
-    Raises:
-        KafkalabError: a topic could not be created (e.g. it exists: names must be unique per run).
-        WaitTimeout: leaders not visible within ``timeout_s``.
-    """
-    a = admin()
-    futures = a.create_topics(
-        [NewTopic(t, num_partitions=n, replication_factor=replication_factor, config=topic_config or {})
-         for t, n in topics.items()],
-        operation_timeout=timeout_s,
-        request_timeout=timeout_s,
-    )
-    for name, fut in futures.items():
-        try:
-            fut.result()
-        except KafkaException as e:
-            raise KafkalabError(f"could not create topic {name!r}: {e.args[0].str()}") from None
-
-    def ready() -> bool:
-        md = a.list_topics(timeout=5)
-        for t, n in topics.items():
-            tm = md.topics.get(t)
-            if tm is None or tm.error is not None or len(tm.partitions) != n:
-                return False
-            if any(p.leader < 0 for p in tm.partitions.values()):
-                return False
-        return True
-
-    wait_until(ready, timeout_s=timeout_s, what=f"leaders for every partition of {sorted(topics)}")
-
-
-def delete_topics(names: Iterable[str], timeout_s: float = 30.0) -> None:
-    """Delete topics, ignoring ones that do not exist."""
-    names = list(names)
-    if not names:
-        return
-    for fut in admin().delete_topics(names, operation_timeout=timeout_s).values():
-        try:
-            fut.result()
-        except KafkaException:
-            pass
 
 
 def produce(topic: str, records: Iterable[tuple[bytes | None, bytes]], conf: dict | None = None,

@@ -35,12 +35,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, TypeVar
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, ResourceType
 
-from .. import workloads
-from ..errors import KafkalabError, WaitTimeout
-from ..waiting import wait_until
+from .. import admin, workloads
+from ..errors import KafkalabError
+from ..runscope import RunScope
 from ..workloads import GroupMember, Partition
 
 if TYPE_CHECKING:
@@ -298,9 +298,10 @@ class GroupRun:
         self.subscriptions = [list(s) for s in subscriptions] if subscriptions is not None else None
         self.assignor = assignor
         self.topics = dict(topics)
-        self.prefix = run_prefix or f"kl-{workloads.run_id()}"
+        self.scope = RunScope(run_prefix or "kl", unique=run_prefix is None)  # names, cleanup
+        self.prefix = self.scope.prefix
         self.names = topic_names(self.topics, self.prefix)
-        self.group_id = f"{self.prefix}-group"
+        self.group_id = self.scope.name("group")
         self.n = consumers
         self.static = static
         self.replication_factor = replication_factor
@@ -308,7 +309,11 @@ class GroupRun:
         self.t0 = time.monotonic()
 
     def __enter__(self) -> "GroupRun":
-        workloads.create_topics({self.names[t]: n for t, n in self.topics.items()},
+        for t in self.names.values():
+            self.scope.add_topic(t)
+        self.scope.add_group(self.group_id)
+        self.scope.on_cleanup(self._close_members)
+        admin.create_topics({self.names[t]: n for t, n in self.topics.items()},
                                 replication_factor=self.replication_factor)
         try:
             for i in range(self.n):
@@ -360,39 +365,13 @@ class GroupRun:
         """member name -> partitions revoked from it so far (every rebalance callback)."""
         return {m.state.client_id: len(m.snapshot().revoked) for m in self.members}
 
-    def __exit__(self, *exc) -> None:
+    def _close_members(self) -> None:
         for m in self.members:
             m.close()
         self.members = []
-        workloads.delete_topics(self.names.values())
-        delete_group(self.group_id)
 
-
-def delete_group(group_id: str, timeout_s: float = 15.0) -> bool:
-    """Delete a consumer group once it is empty (best effort, for cleanup: never raises).
-
-    A group whose members all left is EMPTY but stays listed (classic and KIP-848 alike);
-    deleting it leaves the cluster as it was found. Retries while the coordinator still says
-    NON_EMPTY_GROUP (a member's leave still in flight), up to ``timeout_s``.
-
-    Returns:
-        True if the group is gone (deleted now, or never existed).
-    """
-    def gone() -> bool:
-        fut = workloads.admin().delete_consumer_groups([group_id], request_timeout=5)[group_id]
-        try:
-            fut.result(timeout=10)
-            return True
-        except KafkaException as e:
-            code = e.args[0].code()
-            if code == KafkaError.GROUP_ID_NOT_FOUND:
-                return True
-            return False
-
-    try:
-        return wait_until(gone, timeout_s=timeout_s, interval_s=0.3, what=f"group {group_id} deleted")
-    except (WaitTimeout, KafkaException):
-        return False
+    def __exit__(self, *exc) -> None:
+        self.scope.cleanup()
 
 
 def run_assignment(consumers: int, topics: dict[str, int], assignor: Assignor | str = "range",

@@ -51,11 +51,12 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import click
 
-from .. import cluster, config, coordinators, dumplog, workloads
+from .. import admin, cluster, config, coordinators, dumplog, workloads
 from ..dumplog import DumpedBatch, DumpedRecord
 from ..errors import KafkalabError
 from ..faults import FaultProxy, Rule
 from ..ledger import Ledger, read_events
+from ..runscope import RunScope
 from ..waiting import wait_until
 
 if TYPE_CHECKING:
@@ -464,8 +465,6 @@ def run_lost_ack(idempotence: bool, messages: int, drop_acks: int, restart_produ
             report did not come.
         WaitTimeout: the crashed producer's batch was not appended within ``timeout_s``.
     """
-    from . import tour
-
     if messages < 1 or not 0 <= drop_acks <= messages:
         raise KafkalabError(f"need messages >= 1 and 0 <= drop-acks <= messages, got {messages} and {drop_acks}")
     if restart_producer and drop_acks < 1:
@@ -478,10 +477,10 @@ def run_lost_ack(idempotence: bool, messages: int, drop_acks: int, restart_produ
     own_proxy = proxy is None
     if own_proxy:
         proxy = FaultProxy().start()
-    run = tour.TourRun(prefix="lostack")
+    run = RunScope("lostack")
     try:
         topic = run.topic("flights")
-        workloads.create_topics({topic: partitions})
+        admin.create_topics({topic: partitions})
         rdir = workloads.run_dir(run.run_id)
         capture = LogCapture()
         recs = records_for(messages, partitions)
@@ -733,17 +732,15 @@ def run_retry_timeline(configs: dict[str, dict], proxy: FaultProxy | None = None
     Raises:
         KafkalabError: a producer got no delivery report within ``timeout_s``.
     """
-    from . import tour
-
     own = proxy is None
     if own:
         proxy = FaultProxy().start()
-    run = tour.TourRun(prefix="retries")
+    run = RunScope("retries")
     rule = None
     producers: dict[str, Any] = {}
     try:
         topic = run.topic("t")
-        workloads.create_topics({topic: 1})
+        admin.create_topics({topic: 1})
         t0 = time.monotonic()
         captures = {name: LogCapture(t0) for name in configs}
         for name, extra in configs.items():
@@ -876,12 +873,10 @@ def run_client_defaults(records: int = 5) -> DefaultsCheck:
     """
     import confluent_kafka
 
-    from . import tour
-
-    run = tour.TourRun(prefix="defaults")
+    run = RunScope("defaults")
     try:
         t_c, t_java = run.topic("librdkafka"), run.topic("java")
-        workloads.create_topics({t_c: 1, t_java: 1})
+        admin.create_topics({t_c: 1, t_java: 1})
         workloads.produce(t_c, [(None, f"r{i}".encode()) for i in range(records)], conf={"log_level": 3})
         log4j = config.state_dir() / "tools" / "log4j2-info.properties"
         if not log4j.is_file() or log4j.read_text() != TOOLS_INFO_LOG4J2:
@@ -929,16 +924,14 @@ def run_in_flight(records: int = 200, batch: int = 10, hold_ms: int = 300, proxy
     librdkafka caps them at ``max.in.flight.requests.per.connection``: 1000000 by default,
     5 when idempotent (CONFIGURATION.md).
     """
-    from . import tour
-
     own = proxy is None
     if own:
         proxy = FaultProxy().start()
-    run = tour.TourRun(prefix="inflight")
+    run = RunScope("inflight")
     out: dict[bool, InFlight] = {}
     try:
         topic = run.topic("t")
-        workloads.create_topics({topic: 1})
+        admin.create_topics({topic: 1})
         for idempotence in (False, True):
             cid = f"{run.run_id}-{'idempotent' if idempotence else 'plain'}"
             rule = proxy.add_rule(Rule("delay_response", "Produce", client_id=cid, times=1, delay_ms=hold_ms))
@@ -994,15 +987,13 @@ def measure_throughput(records: int = 100_000, value_bytes: int = 200, partition
     per producer is not timed (connections, metadata, and the idempotent producer's
     ``InitProducerId``). Returns every burst; numbers are for showing, never for asserting.
     """
-    from . import tour
-
-    run = tour.TourRun(prefix="throughput")
+    run = RunScope("throughput")
     value = b"x" * value_bytes
     out: list[Throughput] = []
     extra = {"batch.num.messages": batch_num_messages} if batch_num_messages else {}
     try:
         topic = run.topic("t")
-        workloads.create_topics({topic: partitions})
+        admin.create_topics({topic: partitions})
         for _ in range(rounds):
             for idempotence in (False, True):
                 p = make_producer({"bootstrap.servers": config.bootstrap_servers(), "enable.idempotence": idempotence,
@@ -1089,19 +1080,6 @@ def stop_spark(future: "Future", timeout_s: float = 300.0) -> None:
     from .. import spark as kspark
 
     kspark.stop_in_background(future, timeout_s)
-
-
-def delete_topics(topics: Iterable[str], timeout_s: float = 30.0) -> None:
-    """Delete ``topics`` (kept with ``keep_topic=True``) and wait until the metadata no longer
-    lists them.
-
-    Raises:
-        WaitTimeout: a topic is still listed after ``timeout_s``.
-    """
-    names = set(topics)
-    workloads.delete_topics(names, timeout_s=timeout_s)
-    wait_until(lambda: not names & set(workloads.admin().list_topics(timeout=5).topics), timeout_s=timeout_s,
-               what=f"topics {sorted(names)} gone from the metadata")
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -53,7 +53,6 @@ after the commit (see ``CRASH_POINTS``).
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import hashlib
 import json
@@ -71,8 +70,9 @@ from typing import Any, Sequence
 
 import click
 
-from .. import config, coordinators, workloads
+from .. import admin, config, coordinators, runscope, workloads
 from ..errors import KafkalabError, WaitTimeout
+from ..runscope import RunScope
 from ..waiting import wait_until
 
 #: librdkafka commit modes (module docstring).
@@ -955,14 +955,15 @@ class CrashAndRestart:
         if len(set(names)) != len(names):
             raise KafkalabError(f"run labels must differ: {names}")
         self.runs: dict[str, _Run] = {}
+        self.scope = RunScope("offset-commit")  # cleanup; each run names its own topic and group
         for cfg in configs:
-            run = workloads.run_id()
-            topic = f"offset-commit-{run}"
-            self.runs[cfg.name] = _Run(cfg, run, topic, f"{topic}-group", workloads.run_dir(run))
+            run = runscope.run_id()
+            topic = self.scope.add_topic(f"offset-commit-{run}")
+            self.runs[cfg.name] = _Run(cfg, run, topic, self.scope.add_group(f"{topic}-group"), workloads.run_dir(run))
         self.stage = "new"
         self.closed = False
-        workloads.create_topics({r.topic: r.cfg.partitions for r in self.runs.values()})
-        _OPEN.add(self)
+        self.scope.on_cleanup(self._kill_processes)
+        admin.create_topics({r.topic: r.cfg.partitions for r in self.runs.values()})
 
     def __enter__(self) -> "CrashAndRestart":
         return self
@@ -1181,18 +1182,26 @@ class CrashAndRestart:
         return [str(p) for r in self.runs.values() for p in sorted(r.dir.glob("*.jsonl"))]
 
     def close(self, group_timeout_s: float = 20.0) -> None:
-        """Kill every process still running, delete the topics, then the groups (once their
-        static member has timed out: ``SESSION_TIMEOUT_MS`` after it stopped). Idempotent."""
-        if self.closed:
+        """Kill every process still running, delete the groups (once their static member has
+        timed out: ``SESSION_TIMEOUT_MS`` after it stopped), then the topics. Idempotent.
+
+        Raises:
+            WaitTimeout: a group could still not be deleted after ``group_timeout_s`` (it stays
+                registered: ``kafkalab.runscope.cleanup_all`` retries it, at exit too).
+        """
+        if self.closed and self.scope.cleaned:
             return
+        self.scope.cleanup(group_timeout_s=group_timeout_s)
+        if self.scope.pending_groups:
+            raise WaitTimeout(f"timed out after {group_timeout_s:.1f} s waiting for consumer groups "
+                              f"{self.scope.pending_groups} deleted")
+
+    def _kill_processes(self) -> None:
         self.closed = True
-        _OPEN.discard(self)
         for r in self.runs.values():
             for p in r.procs:
                 if p.alive:
                     p.kill()
-        workloads.delete_topics([r.topic for r in self.runs.values()])
-        delete_groups([r.group_id for r in self.runs.values()], timeout_s=group_timeout_s)
 
 
 def _end_offsets(acked: list) -> dict[int, int]:
@@ -1201,33 +1210,6 @@ def _end_offsets(acked: list) -> dict[int, int]:
         if e.error is None and e.offset is not None:
             ends[e.partition] = max(ends.get(e.partition, 0), e.offset + 1)
     return ends
-
-
-def delete_groups(group_ids: Sequence[str], timeout_s: float = 20.0) -> None:
-    """Delete consumer groups, waiting (at most ``timeout_s``) while one still has a member
-    (a static member stays until its session times out). Groups that do not exist are fine.
-
-    Raises:
-        WaitTimeout: a group could still not be deleted after ``timeout_s``.
-    """
-    from confluent_kafka import KafkaError, KafkaException
-
-    pending = set(group_ids)
-
-    def attempt() -> bool:
-        if not pending:
-            return True
-        for g, fut in workloads.admin().delete_consumer_groups(sorted(pending), request_timeout=10).items():
-            try:
-                fut.result()
-                pending.discard(g)
-            except KafkaException as e:
-                if e.args[0].code() in (KafkaError.GROUP_ID_NOT_FOUND,):
-                    pending.discard(g)
-        return not pending
-
-    if pending:
-        wait_until(attempt, timeout_s=timeout_s, interval_s=0.5, what=f"consumer groups {sorted(pending)} deleted")
 
 
 class DefaultsProbe:
@@ -1243,9 +1225,10 @@ class DefaultsProbe:
     """
 
     def __init__(self, topic: str):
-        self.run_id = workloads.run_id()
+        self.scope = RunScope("defaults")  # cleanup of the probe's group
+        self.run_id = self.scope.run_id
         self.topic = topic
-        self.group_id = f"{topic}-defaults-{self.run_id}"
+        self.group_id = self.scope.add_group(f"{topic}-defaults-{self.run_id}")
         self.dir = workloads.run_dir(self.run_id)
         conf = {"bootstrap.servers": config.bootstrap_servers(), "group.id": self.group_id,
                 "client.id": "defaults-probe", "auto.offset.reset": "earliest", "log_level": 3}
@@ -1259,7 +1242,7 @@ class DefaultsProbe:
         self.java = subprocess.Popen(_java_defaults_argv(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      stdin=subprocess.DEVNULL, text=True, preexec_fn=_die_with_parent)
         self.closed = False
-        _OPEN.add(self)
+        self.scope.on_cleanup(self._stop_processes)
 
     def observe(self, timeout_s: float = 20.0) -> "DefaultsObserved":
         """Wait until the probe's first auto-commit is reported (its ``on_commit`` callback),
@@ -1295,16 +1278,16 @@ class DefaultsProbe:
 
     def close(self) -> None:
         """Stop the probe (SIGTERM: it closes and leaves its group) and delete its group."""
-        if self.closed:
-            return
+        if not self.scope.cleaned:
+            self.scope.cleanup()
+
+    def _stop_processes(self) -> None:
         self.closed = True
-        _OPEN.discard(self)
         if self.proc.alive:
             self.proc.terminate(30)
         if self.java.poll() is None:
             self.java.kill()
             self.java.wait(10)
-        delete_groups([self.group_id])
 
 
 @dataclass
@@ -1343,22 +1326,6 @@ class DefaultsObserved:
     def commit_after_handover_ms(self) -> int:
         """First commit minus first hand-over: at most one interval plus the callback delay."""
         return self.first_commit_ms - self.first_handed_ms
-
-
-_OPEN: "set[Any]" = set()
-
-
-def close_all() -> None:
-    """Close every ``CrashAndRestart`` and ``DefaultsProbe`` still open (a notebook's
-    cleanup cell; also registered with ``atexit``). Errors are swallowed: cleanup goes on."""
-    for thing in list(_OPEN):
-        try:
-            thing.close()
-        except Exception:
-            pass
-
-
-atexit.register(close_all)
 
 
 def run_offset_commit(cfg: RunConfig, timeout_s: float = 60.0) -> OffsetCommitResult:

@@ -50,9 +50,10 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import click
 
-from .. import cluster, config, defaults, workloads
+from .. import admin, cluster, config, defaults, workloads
 from ..errors import KafkalabError
 from ..faults import FaultProxy, Rule
+from ..runscope import RunScope
 from ..waiting import wait_until
 from . import idempotence as idem
 from .ordering_analysis import Consumed, InversionCounts, count_inversions, interleaving_witness
@@ -232,17 +233,15 @@ def run_group_order(partitions: int, consumers: int, keys: int, messages: int, t
         KafkalabError: bad arguments, a member failed, or a record was not delivered.
         WaitTimeout: the group did not stabilise, or records were missing after ``timeout_s``.
     """
-    from . import tour
-
     if partitions < 1 or consumers < 1 or keys < 0 or messages < 2:
         raise KafkalabError(f"need partitions >= 1, consumers >= 1, keys >= 0, messages >= 2; got "
                             f"{partitions}, {consumers}, {keys}, {messages}")
     t_start = time.monotonic()
-    run = tour.TourRun(prefix="ordering")
+    run = RunScope("ordering")
     members: list[_OrderMember] = []
     try:
         topic, group = run.topic("seq"), run.group("readers")
-        workloads.create_topics({topic: partitions})
+        admin.create_topics({topic: partitions})
         placed = workloads.produce(topic, [(key_of(i, keys).encode() if keys else None, str(i).encode())
                                            for i in range(messages)], conf={"log_level": 3})
         lock = threading.Lock()
@@ -391,18 +390,16 @@ def run_retry_reorder(idempotence: bool, max_in_flight: int | None, messages: in
         KafkalabError: bad arguments, librdkafka refused the settings (``max.in.flight`` above
             5 with idempotence), or records were not delivered in ``timeout_s``.
     """
-    from . import tour
-
     if messages < 2:
         raise KafkalabError(f"--messages must be >= 2 (one to drop, one to overtake it), not {messages}")
     own = proxy is None
     if own:
         proxy = start_proxy()
-    run = tour.TourRun(prefix="reorder")
+    run = RunScope("reorder")
     rule = None
     try:
         topic = run.topic("t")
-        workloads.create_topics({topic: 1})
+        admin.create_topics({topic: 1})
         cid = f"{run.run_id}-{'idem' if idempotence else 'plain'}-{max_in_flight or 'default'}"
         extra: dict[str, Any] = {"batch.num.messages": 1, "log_level": 3}
         if max_in_flight is not None:
@@ -511,14 +508,12 @@ def measure_throughput(settings: dict[str, dict], records: int = 3000, value_byt
     Raises:
         KafkalabError: a burst was not delivered in 120 s, or librdkafka refused a setting.
     """
-    from . import tour
-
-    run = tour.TourRun(prefix="orderperf")
+    run = RunScope("orderperf")
     value = b"x" * value_bytes
     out: list[Burst] = []
     try:
         topic = run.topic("t")
-        workloads.create_topics({topic: 1})
+        admin.create_topics({topic: 1})
         for _ in range(rounds):
             for name, conf in settings.items():
                 p = idem.make_producer({"bootstrap.servers": config.bootstrap_servers(), "linger.ms": 0,
@@ -617,13 +612,11 @@ def run_partitioners(keys: Iterable[str], partitions: int = 6, timeout_s: float 
     Sources: librdkafka CONFIGURATION.md (``partitioner``); Kafka clients
     ``BuiltInPartitioner.partitionForKey``.
     """
-    from . import tour
-
     keys = list(keys)
-    run = tour.TourRun(prefix="partitioners")
+    run = RunScope("partitioners")
     try:
         topic = run.topic("keys")
-        workloads.create_topics({topic: partitions})
+        admin.create_topics({topic: partitions})
         c_default, c_murmur, c_java = PARTITIONER_CLIENTS
         workloads.produce(topic, [(k.encode(), f"{c_default}|{k}".encode()) for k in keys], conf={"log_level": 3})
         workloads.produce(topic, [(k.encode(), f"{c_murmur}|{k}".encode()) for k in keys],
@@ -692,15 +685,13 @@ def run_add_partitions(keys: Iterable[str], before: int = 3, after: int = 6, tim
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewPartitions
 
-    from . import tour
-
     keys = list(keys)
     if after <= before:
         raise KafkalabError(f"after ({after}) must be more than before ({before})")
-    run = tour.TourRun(prefix="addparts")
+    run = RunScope("addparts")
     try:
         topic = run.topic("keys")
-        workloads.create_topics({topic: before})
+        admin.create_topics({topic: before})
         a = workloads.admin()
         first = workloads.produce(topic, [(k.encode(), f"1|{k}".encode()) for k in keys], conf={"log_level": 3})
         for fut in a.create_partitions([NewPartitions(topic, after)], operation_timeout=timeout_s).values():

@@ -47,7 +47,6 @@ Configs; KIP-345, KIP-429, KIP-848.
 
 from __future__ import annotations
 
-import atexit
 import json
 import threading
 import time
@@ -60,9 +59,10 @@ import click
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewPartitions
 
-from .. import config, coordinators, workloads
+from .. import admin, config, coordinators, runscope, workloads
 from ..errors import KafkalabError, WaitTimeout
 from ..ledger import read_events
+from ..runscope import RunScope
 from ..waiting import wait_until
 from ..worker import ConsumerSpec
 
@@ -361,26 +361,25 @@ class RunRecord:
         return cls.from_json(json.loads((p / "run.json" if p.is_dir() else p).read_text()))
 
 
-_OPEN_RUNS: "set[RebalanceRun]" = set()
-
-
 class RebalanceRun:
     """One consumer group of worker processes on a fresh topic; a context manager.
 
     ``with RebalanceRun(cfg) as run: run.start_group(); run.scenario("scale-out"); ...``.
     On exit every worker is stopped, the topic and the group are deleted (the group as soon
     as it is empty: static members stay in it for ``session.timeout.ms`` after they stop, so a
-    group that is still non-empty is deleted by ``cleanup_groups``, also called at exit).
+    group that is still non-empty stays in the run scope's registry, for
+    ``kafkalab.runscope.cleanup_all``, also called at exit).
     """
 
     def __init__(self, cfg: RebalanceConfig):
         self.cfg = cfg
         self.proto = cfg.spec
-        self.run_id = workloads.run_id()
+        self.scope = RunScope("rebalance")  # names and cleanup
+        self.run_id = self.scope.run_id
         self.dir = workloads.run_dir(self.run_id)
         (self.dir / "ledgers").mkdir(exist_ok=True)
-        self.topic = f"rebalance-{self.run_id}"
-        self.group_id = f"rebalance-{self.run_id}-{self.proto.name}"
+        self.topic = self.scope.prefix  # rebalance-<run id>
+        self.group_id = self.scope.name(self.proto.name)
         self.partitions = cfg.partitions
         self.workers: dict[str, workloads.Worker] = {}  # every incarnation, by client id
         self.slots: dict[int, str] = {}  # slot -> client id of its live incarnation
@@ -523,8 +522,10 @@ class RebalanceRun:
 
     # --- setting up and tearing down
     def __enter__(self) -> "RebalanceRun":
-        _OPEN_RUNS.add(self)
-        workloads.create_topics({self.topic: self.partitions})
+        self.scope.add_topic(self.topic)
+        self.scope.add_group(self.group_id)
+        self.scope.on_cleanup(self._stop_workers)
+        admin.create_topics({self.topic: self.partitions})
         return self
 
     def start_group(self) -> int:
@@ -539,7 +540,11 @@ class RebalanceRun:
 
     def close(self) -> None:
         """Stop every live worker (SIGTERM, then SIGKILL), delete the topic, and delete the
-        group if it is already empty (see ``cleanup_groups``). Idempotent."""
+        group if it is empty within 2 s (else ``kafkalab.runscope.cleanup_all`` retries it).
+        Idempotent."""
+        self.scope.cleanup(group_timeout_s=2.0)
+
+    def _stop_workers(self) -> None:
         for slot in list(self.slots):
             try:
                 self.stop(slot)
@@ -548,14 +553,8 @@ class RebalanceRun:
         for w in self.workers.values():
             if w.alive:
                 w.kill()
-        workloads.delete_topics([self.topic])
-        if delete_group(self.group_id, timeout_s=2.0):
-            _PENDING_GROUPS.discard(self.group_id)
-        else:
-            _PENDING_GROUPS.add(self.group_id)
         if not self._actions_file.closed:
             self._actions_file.close()
-        _OPEN_RUNS.discard(self)
 
     # --- scenarios
     def scenario(self, name: str) -> Window:
@@ -726,43 +725,6 @@ def produce_to_every_partition(topic: str, partitions: int, per_partition: int, 
         raise KafkalabError(f"{left} records undelivered to {topic} after {timeout_s} s; first error: {failed[:1]}")
 
 
-_PENDING_GROUPS: set[str] = set()
-
-
-def delete_group(group_id: str, timeout_s: float = 15.0) -> bool:
-    """Delete a consumer group once it is empty; True when it is gone (deleted or never
-    there). Retries while the coordinator answers NON_EMPTY_GROUP, up to ``timeout_s``;
-    never raises."""
-    def gone() -> bool:
-        fut = workloads.admin().delete_consumer_groups([group_id], request_timeout=5)[group_id]
-        try:
-            fut.result(timeout=10)
-            return True
-        except KafkaException as e:
-            return e.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND
-
-    try:
-        return bool(wait_until(gone, timeout_s=timeout_s, interval_s=0.5, what=f"group {group_id} deleted"))
-    except (WaitTimeout, KafkaException):
-        return False
-
-
-def cleanup_groups(timeout_s: float = 15.0) -> list[str]:
-    """Stop what is still running, then delete the groups of finished runs that were not yet
-    empty (a static member stays in its group for ``session.timeout.ms`` after it stops).
-    Returns the groups that still could not be deleted (empty list: all clean)."""
-    for run in list(_OPEN_RUNS):
-        run.close()
-    deadline = time.monotonic() + timeout_s
-    for g in sorted(_PENDING_GROUPS):
-        if delete_group(g, timeout_s=max(0.5, deadline - time.monotonic())):
-            _PENDING_GROUPS.discard(g)
-    return sorted(_PENDING_GROUPS)
-
-
-atexit.register(lambda: cleanup_groups(timeout_s=1.0))
-
-
 def leftovers(records: Sequence[RunRecord], timeout_s: float = 10.0) -> dict[str, list]:
     """Topics, groups and worker processes of these runs that still exist (all lists empty
     when everything was cleaned up)."""
@@ -909,6 +871,7 @@ def _split(values: tuple[str, ...], choices: Sequence[str], what: str) -> list[s
               help="Seconds to wait for the group to settle after each step.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print JSON: one object for one protocol and one scenario, else a list of them.")
+@runscope.checks_cluster_itself
 def cli_command(protocols: tuple[str, ...], consumers: int, partitions: int, scenarios: tuple[str, ...],
                 timeout_s: float, as_json: bool) -> None:
     """Real consumer processes in a real group, restarted, added and killed like pods: count
@@ -925,6 +888,7 @@ def cli_command(protocols: tuple[str, ...], consumers: int, partitions: int, sce
     if partitions <= consumers:
         raise click.BadParameter(f"needs more partitions than consumers ({partitions} <= {consumers})",
                                  param_hint="--partitions")
+    runscope.require_for_cli()
     configs = {p: RebalanceConfig(p, consumers, partitions, tuple(scens), settle_timeout_s=timeout_s) for p in protos}
     records = run_many(configs)
     results = analyse(session("kafkalab-rebalance"), list(records.values())).results

@@ -59,7 +59,7 @@ import click
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from .. import cluster, config, segments, workloads
+from .. import admin, cluster, config, runscope, segments, workloads
 from ..errors import KafkalabError
 from ..ledger import Ledger, read_events
 from ..waiting import wait_until
@@ -499,7 +499,7 @@ def run_round(scenario: str, settings: Iterable[Setting], messages: int = 10, re
         repeats: partitions per setting, all with replicas ``[leader, followers...]``.
         warmup: fully replicated records per partition before the fault (key ``before``).
         leader: broker id that leads every partition and is killed; the other two follow.
-        keep_topics: keep the topics (for Spark; delete them with ``delete_topics``).
+        keep_topics: keep the topics (for Spark; delete them with ``kafkalab.admin.delete_topics``).
         timeout_s: upper bound of each wait, seconds (elections, restart, ISR full).
 
     Returns:
@@ -526,7 +526,7 @@ def run_round(scenario: str, settings: Iterable[Setting], messages: int = 10, re
         raise ValueError(f"leader must be one of {config.BROKER_IDS}")
     followers = [b for b in config.BROKER_IDS if b != leader]
     replicas = [leader, *followers]
-    rid = workloads.run_id()
+    rid = runscope.run_id()
     short = "lc" if scenario == "leader-crash" else "is"
     fence_topic = f"repl-{rid}-{short}-fence"
     barrier_topic = f"repl-{rid}-{short}-barrier"
@@ -682,7 +682,7 @@ def run_round(scenario: str, settings: Iterable[Setting], messages: int = 10, re
             monitor.stop()
         ledger.close()
         cluster.restore(max(timeout_s, 60.0))
-        workloads.delete_topics([fence_topic, barrier_topic] + ([] if keep_topics else list(topics)))
+        admin.delete_topics([fence_topic, barrier_topic] + ([] if keep_topics else list(topics)))
 
     events = read_events(ledger_path)
     unavailable, elected = unavailable_seconds(samples, leader, back_after_s)
@@ -709,14 +709,6 @@ def run_round(scenario: str, settings: Iterable[Setting], messages: int = 10, re
 
 def _followers_bootstrap(followers: list[int]) -> str:
     return ",".join(_client_port(b) for b in followers)
-
-
-def delete_topics(topics: Iterable[str], timeout_s: float = 30.0) -> None:
-    """Delete ``topics`` (kept with ``keep_topics=True``) and wait until the metadata no longer lists them."""
-    names = set(topics)
-    workloads.delete_topics(names, timeout_s=timeout_s)
-    wait_until(lambda: not names & set(workloads.admin().list_topics(timeout=5).topics), timeout_s=timeout_s,
-               what=f"topics {sorted(names)} gone from the metadata")
 
 
 def run_replication(scenario: str, acks: str, min_insync_replicas: int, unclean_leader_election: bool = False,

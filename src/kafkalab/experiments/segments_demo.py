@@ -3,7 +3,7 @@ partition, read byte by byte with ``kafkalab.segments``, and the broker changing
 
 Each step of the notebook is one function here; ``run_segments_demo`` chains the Spark-free
 ones for ``kafkalab run segments_demo --json``. Topics and groups are named per run
-(``seg-<run id>-<name>``, ``kafkalab.experiments.tour.TourRun``) and deleted at the end.
+(``seg-<run id>-<name>``, ``kafkalab.runscope.RunScope``) and deleted at the end.
 
 Everything happens on topic-level settings, so nothing on the brokers changes: the
 teaching cluster only checks retention every 5 s (``log.retention.check.interval.ms``,
@@ -34,11 +34,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec,
                                    ResourceType)
 
-from .. import config, coordinators, segments, workloads
+from .. import admin, config, coordinators, runscope, segments, workloads
 from ..errors import KafkalabError
 from ..segments import Segment
 from ..waiting import wait_until
-from .tour import TourRun
+from ..runscope import RunScope
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -50,12 +50,6 @@ if TYPE_CHECKING:
 MIN_SEGMENT_BYTES = 1024 * 1024
 #: Kafka's default ``index.interval.bytes`` (Topic Configs).
 INDEX_INTERVAL_BYTES = 4096
-
-
-def new_run() -> TourRun:
-    """Names for this run's topics and groups (``seg-<run id>-<name>``), deleted by
-    ``cleanup()`` or at interpreter exit."""
-    return TourRun(prefix="seg")
 
 
 # ----------------------------------------------------------------------------- 1. the log directory
@@ -334,7 +328,7 @@ def wait_segments(topic: str, partition: int, bases: Sequence[int], broker: int 
 
 
 def _consumer(conf: dict | None = None) -> Consumer:
-    return Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"kafkalab-{workloads.run_id()}",
+    return Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"kafkalab-{runscope.run_id()}",
                      "enable.auto.commit": False, "log_level": 3, **(conf or {})})
 
 
@@ -534,7 +528,7 @@ class CompactionScenario:
         return {k.decode(): v.decode() for k, v in latest.items() if v is not None}
 
 
-def start_compaction(run: TourRun, keys: int = 100, updates: int = 10, deletes: int = 20) -> CompactionScenario:
+def start_compaction(run: RunScope, keys: int = 100, updates: int = 10, deletes: int = 20) -> CompactionScenario:
     """Create the two topics and write three rounds (record times ``t0``, ``t0+61 s``,
     ``t0+122 s``, with ``t0`` ten minutes ago):
 
@@ -546,8 +540,8 @@ def start_compaction(run: TourRun, keys: int = 100, updates: int = 10, deletes: 
     """
     names = [f"k{i:03d}" for i in range(keys)]
     scn = CompactionScenario(run.topic("compacted"), run.topic("control"), int(time.time() * 1000) - 600_000, names)
-    workloads.create_topics({scn.compacted: 1}, topic_config=COMPACTION_CONFIG)
-    workloads.create_topics({scn.control: 1}, topic_config={**COMPACTION_CONFIG, "cleanup.policy": "delete"})
+    admin.create_topics({scn.compacted: 1}, topic_config=COMPACTION_CONFIG)
+    admin.create_topics({scn.control: 1}, topic_config={**COMPACTION_CONFIG, "cleanup.policy": "delete"})
     scn.write_round(names, "r", repeat=updates)
     scn.write_round(names[deletes:2 * deletes], "u", deletes=names[:deletes])
     scn.write_round(names[2 * deletes:3 * deletes], "v")
@@ -728,20 +722,20 @@ def run_segments_demo(timeout_s: float = 30.0) -> SegmentsDemoResult:
     """The Spark-free part of notebook 06 on fresh topics, deleted afterwards: roll by size,
     the sparse index and a lookup by hand, offsets for times, retention by size with a lagging
     consumer, and produce throughput beside the raw sequential write rate."""
-    with new_run() as run:
+    with RunScope("seg") as run:
         rejected = False
         try:
-            workloads.create_topics({run.topic("too-small"): 1}, topic_config={"segment.bytes": str(MIN_SEGMENT_BYTES // 2)})
+            admin.create_topics({run.topic("too-small"): 1}, topic_config={"segment.bytes": str(MIN_SEGMENT_BYTES // 2)})
         except KafkalabError:
             rejected = True
         roll = run.topic("roll")
-        workloads.create_topics({roll: 1}, topic_config={"segment.bytes": str(MIN_SEGMENT_BYTES)})
+        admin.create_topics({roll: 1}, topic_config={"segment.bytes": str(MIN_SEGMENT_BYTES)})
         produce_records(roll, filler(3300, 1000), conf={"batch.size": 65536, "linger.ms": 5})
         _, segs = replica_segments(roll)
         rule = all(s.size <= MIN_SEGMENT_BYTES < s.size + n.batches[0].size for s, n in zip(segs, segs[1:]))
 
         idx = run.topic("index")
-        workloads.create_topics({idx: 1})
+        admin.create_topics({idx: 1})
         t0 = int(time.time() * 1000) - 3_600_000
         produce_records(idx, ((f"k{i}".encode(), b"v" * 200, t0 + i * 1000) for i in range(2000)),
                         conf={"batch.num.messages": 10, "linger.ms": 5})
@@ -754,7 +748,7 @@ def run_segments_demo(timeout_s: float = 30.0) -> SegmentsDemoResult:
         by_hand = segments.offset_for_timestamp(isegs, ts).offset
 
         sized = run.topic("sized")
-        workloads.create_topics({sized: 2}, topic_config={"segment.bytes": str(MIN_SEGMENT_BYTES)})
+        admin.create_topics({sized: 2}, topic_config={"segment.bytes": str(MIN_SEGMENT_BYTES)})
         stats = produce_records(sized, filler(4600, 1000), partition=0, conf={"batch.size": 65536, "linger.ms": 5})
         produce_records(sized, filler(300, 1000), partition=1, conf={"batch.size": 65536, "linger.ms": 5})
         group = run.group("lagging")

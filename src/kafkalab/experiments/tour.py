@@ -2,8 +2,9 @@
 and the first trap (librdkafka's defaults are not the Java client's).
 
 Each step is one function the notebook calls; ``run_tour`` chains the ones that need no
-Spark for ``kafkalab run tour --json``. ``TourRun`` names this run's topics and consumer
-groups and deletes them at the end, or at interpreter exit if the notebook stopped early.
+Spark for ``kafkalab run tour --json``. A ``kafkalab.runscope.RunScope`` names this run's
+topics and consumer groups and deletes them at the end, or at interpreter exit if the
+notebook stopped early.
 
 Sources: Kafka documentation 4.3, Operations > KRaft (``kafka-metadata-quorum``),
 Implementation > Log; KIP-595 (Raft for the metadata quorum: voters and observers);
@@ -12,7 +13,6 @@ librdkafka CONFIGURATION.md; see ``kafkalab.defaults`` and ``kafkalab.segments``
 
 from __future__ import annotations
 
-import atexit
 import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Iterable
 
 import click
 from confluent_kafka import Consumer, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+from confluent_kafka.admin import AdminClient
 
-from .. import cluster, config, defaults, dumplog, segments, workloads
+from .. import admin, cluster, config, defaults, dumplog, runscope, segments, workloads
 from ..cluster import ClusterStatus
 from ..data import Flight
 from ..errors import KafkalabError
@@ -132,73 +132,6 @@ def advertised_brokers(bootstrap: str, timeout_s: float = 5.0) -> dict[int, str]
     return {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
 
 
-# ----------------------------------------------------------------------------- this run's names
-
-
-class TourRun:
-    """Names of one run's topics and groups (``tour-<run id>-<name>``), and their cleanup.
-
-    ``cleanup()`` deletes every topic and group named here; it is registered with ``atexit``
-    too, so a notebook stopped by a failing cell still cleans up when its kernel shuts down
-    (restart or shutdown; a killed kernel cannot). Calling it twice is harmless.
-    """
-
-    def __init__(self, prefix: str = "tour"):
-        self.run_id = workloads.run_id()
-        self.prefix = f"{prefix}-{self.run_id}"
-        self.topics: list[str] = []
-        self.groups: list[str] = []
-        self.cleaned = False
-        atexit.register(self._cleanup_at_exit)
-
-    def topic(self, name: str) -> str:
-        """A topic name for this run, remembered for cleanup (before it is created)."""
-        t = f"{self.prefix}-{name}"
-        self.topics.append(t)
-        return t
-
-    def group(self, name: str) -> str:
-        """A consumer group id for this run, remembered for cleanup."""
-        g = f"{self.prefix}-{name}"
-        self.groups.append(g)
-        return g
-
-    def cleanup(self, timeout_s: float = 30.0) -> list[str]:
-        """Delete this run's consumer groups and topics and wait until the topics are gone
-        from the metadata. Returns the topics deleted.
-
-        Raises:
-            WaitTimeout: a topic is still in the metadata after ``timeout_s``.
-        """
-        a = workloads.admin()
-        if self.groups:
-            for fut in a.delete_consumer_groups(list(self.groups), request_timeout=timeout_s).values():
-                try:
-                    fut.result()
-                except KafkaException:
-                    pass  # never created (no consumer ran) or already gone
-        workloads.delete_topics(self.topics, timeout_s=timeout_s)
-        names = set(self.topics)
-        wait_until(lambda: not names & set(a.list_topics(timeout=5).topics), timeout_s=timeout_s,
-                   what=f"topics {sorted(names)} gone from the metadata")
-        self.cleaned = True
-        atexit.unregister(self._cleanup_at_exit)
-        return list(self.topics)
-
-    def _cleanup_at_exit(self) -> None:
-        if not self.cleaned:
-            try:
-                self.cleanup(timeout_s=10.0)
-            except Exception:  # the cluster may be gone at exit; nothing else to do
-                pass
-
-    def __enter__(self) -> "TourRun":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.cleanup()
-
-
 # ----------------------------------------------------------------------------- topic and configs
 
 
@@ -210,13 +143,6 @@ class PartitionState:
     leader: int
     replicas: list[int]
     isr: list[int]
-
-
-def create_topic(topic: str, partitions: int = 3) -> None:
-    """Create ``topic`` with ``partitions`` partitions and the cluster's default replication
-    factor (``replication_factor=-1``, KIP-464: the controller applies
-    ``default.replication.factor``, 3 in this lab), and wait for leaders."""
-    workloads.create_topics({topic: partitions}, replication_factor=-1)
 
 
 def partition_states(topic: str, timeout_s: float = 5.0) -> list[PartitionState]:
@@ -231,39 +157,6 @@ def partition_states(topic: str, timeout_s: float = 5.0) -> list[PartitionState]
         raise KafkalabError(f"topic {topic!r} is not in the metadata: {tm.error if tm else 'missing'}")
     return [PartitionState(p.id, p.leader, list(p.replicas), list(p.isrs))
             for p in sorted(tm.partitions.values(), key=lambda p: p.id)]
-
-
-@dataclass
-class ConfigValue:
-    """A config entry as DescribeConfigs returns it: value, where it comes from
-    (``source``: DYNAMIC_TOPIC_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG (cluster-wide),
-    STATIC_BROKER_CONFIG (server.properties), DEFAULT_CONFIG...) and whether it is Kafka's default."""
-
-    name: str
-    value: str | None
-    source: str
-    is_default: bool
-
-
-def describe_config(kind: str, name: str, keys: Iterable[str], timeout_s: float = 10.0) -> dict[str, ConfigValue]:
-    """DescribeConfigs of a ``kind`` ("topic" or "broker") resource ``name`` (a topic name or
-    a broker id), restricted to ``keys``.
-
-    Raises:
-        KafkalabError: unknown kind, or a key the resource does not have.
-    """
-    types = {"topic": ResourceType.TOPIC, "broker": ResourceType.BROKER}
-    if kind not in types:
-        raise KafkalabError(f"kind must be topic or broker, not {kind!r}")
-    res = ConfigResource(types[kind], str(name))
-    entries = workloads.admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
-    out: dict[str, ConfigValue] = {}
-    for key in keys:
-        if key not in entries:
-            raise KafkalabError(f"{kind} {name} has no config {key!r}")
-        e = entries[key]
-        out[key] = ConfigValue(key, e.value, ConfigSource(e.source).name, bool(e.is_default))
-    return out
 
 
 # ----------------------------------------------------------------------------- produce and consume
@@ -516,11 +409,11 @@ def run_tour(n_flights: int = 200, timeout_s: float = 30.0) -> TourResult:
     ``n_flights`` flights of aircraft that fly more than once (``aircraft_flights``)."""
     from ..data import flights as load_flights
 
-    status = cluster.require_cluster()
+    status = runscope.require_whole_cluster()
     quorum, _ = describe_quorum()
-    with TourRun() as run:
+    with runscope.RunScope("tour") as run:
         topic = run.topic("flights")
-        create_topic(topic)
+        admin.create_topics({topic: 3}, replication_factor=-1)
         states = partition_states(topic)
         fl = aircraft_flights(load_flights(), n_flights)
         sent = produce_flights(topic, fl, timeout_s=timeout_s)

@@ -54,13 +54,13 @@ import click
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from .. import cluster, config, coordinators, dumplog, workloads
+from .. import admin, cluster, config, coordinators, dumplog, runscope, workloads
 from ..dumplog import DumpedRecord
 from ..errors import KafkalabError
 from ..waiting import wait_until
 from . import eos_processor as eosp
 from . import transactions_analysis as ta
-from .tour import TourRun
+from ..runscope import RunScope
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -79,7 +79,7 @@ DEFAULT_CRASH_CYCLE = {
 # ----------------------------------------------------------------------------- this run's names
 
 
-class TxnRun(TourRun):
+class TxnRun(RunScope):
     """Names of one run's topics, groups and transactional ids (``txn-<run id>-<name>``), its
     folder for ledgers and sinks (``.kafkalab/runs/txn-<run id>/``), and its cleanup: every
     processor it started is killed, then topics and groups are deleted (also at interpreter
@@ -94,7 +94,7 @@ class TxnRun(TourRun):
 
     def transactional_id(self, name: str) -> str:
         """A transactional.id for this run."""
-        return f"{self.prefix}-{name}"
+        return self.name(name)
 
     def reader(self, topic: str, isolation_level: str | None = None) -> "Reader":
         """A ``Reader`` of ``topic``, closed at cleanup."""
@@ -110,7 +110,7 @@ class TxnRun(TourRun):
 
     def cleanup(self, timeout_s: float = 30.0) -> list[str]:
         """SIGKILL this run's processors still running, close its readers, then delete its
-        topics and groups (``TourRun.cleanup``). Returns the topics deleted.
+        topics and groups (``RunScope.cleanup``). Returns the topics deleted.
 
         Raises:
             WaitTimeout: a topic is still in the metadata after ``timeout_s``.
@@ -478,7 +478,7 @@ def abandon_transaction(run: TxnRun, name: str = "abandoned", records: int = 20,
     """
     tin, tout = run.topic(f"{name}-in"), run.topic(f"{name}-out")
     tid = run.transactional_id(name)
-    workloads.create_topics({tin: 1})
+    admin.create_topics({tin: 1})
     create_topic_led_by(tout, avoid_leader=coordinators.transaction_coordinator(tid)[1])
     produce_input(tin, records)
     spec = eosp.ProcessorSpec(name=f"{run.prefix}-{name}-0", run_id=run.run_id, ledger=str(run.dir / f"{name}-0.jsonl"),
@@ -768,7 +768,7 @@ def run_eos(run: TxnRun, mode: str = "transactional", messages: int = 500, crash
     tin, tout = run.topic(f"{name}-in"), run.topic(f"{name}-out")
     group = run.group(name)
     tid = run.transactional_id(name) if mode == "transactional" else None
-    workloads.create_topics({tin: partitions, tout: partitions})
+    admin.create_topics({tin: partitions, tout: partitions})
     ids = produce_input(tin, messages)
     sink_path = str(run.dir / f"{name}-sink.db") if sink_mode else None
     ledgers, incs = [], []
@@ -1115,6 +1115,7 @@ def measure_throughput(topic: str, sizes: Sequence[int] = (1, 10, 100, 1000), se
               help="Crash points to cycle through (repeat); default depends on --mode.")
 @click.option("--keep", is_flag=True, help="Keep this run's topics (for a look with Spark or kafka-dump-log).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@runscope.checks_cluster_itself
 def cli_command(mode: str, messages: int, crashes: int, batch: int, partitions: int, points: tuple[str, ...],
                 keep: bool, as_json: bool) -> None:
     """The consume-transform-produce processor under planned SIGKILLs, audited:
@@ -1125,13 +1126,15 @@ def cli_command(mode: str, messages: int, crashes: int, batch: int, partitions: 
             raise ValueError("--point after-offsets is a transactional crash point")
     except ValueError as e:
         raise click.UsageError(str(e)) from None
-    cluster.require_cluster()
+    runscope.require_for_cli()
     run = TxnRun()
     try:
         r = run_eos(run, mode=mode, messages=messages, crashes=crashes, batch=batch, partitions=partitions,
                     points=points or None)
     finally:
-        if not keep:
+        if keep:
+            run.keep()
+        else:
             run.cleanup()
     if as_json:
         click.echo(json.dumps(r.to_json(), indent=2))

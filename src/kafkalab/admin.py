@@ -1,0 +1,158 @@
+"""Topic and consumer-group administration: create topics, delete topics, delete groups,
+describe configs.
+
+One of each, used by every experiment, notebook and test. They go through the shared
+AdminClient ``kafkalab.workloads.admin()`` (kept alive on purpose: the futures of an
+AdminClient that was garbage-collected never complete).
+
+Sources: Kafka protocol CreateTopics, DeleteTopics and DeleteGroups (Kafka documentation 4.3,
+"The Protocol", and Configuration); KIP-464 (``replication_factor=-1``: the broker's
+``default.replication.factor``); confluent-kafka ``AdminClient``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic, ResourceType
+
+from .errors import KafkalabError, WaitTimeout
+from .waiting import wait_until
+from .workloads import admin
+
+
+def create_topics(
+    topics: dict[str, int],
+    replication_factor: int = 3,
+    topic_config: dict[str, str] | None = None,
+    timeout_s: float = 30.0,
+) -> None:
+    """Create ``topics`` (name -> partition count) and wait until every partition has a leader
+    in the metadata of every broker the client sees.
+
+    Args:
+        replication_factor: replicas per partition; -1 lets the controller apply the cluster's
+            ``default.replication.factor`` (KIP-464; 3 in this lab).
+        topic_config: topic-level configs, e.g. ``{"segment.bytes": "1048576"}``.
+        timeout_s: bound of the CreateTopics request and of the wait for leaders, seconds.
+
+    Raises:
+        KafkalabError: a topic could not be created (e.g. it exists: names must be unique per
+            run, see ``kafkalab.runscope``), with the broker's message.
+        WaitTimeout: leaders not visible within ``timeout_s``.
+    """
+    a = admin()
+    futures = a.create_topics(
+        [NewTopic(t, num_partitions=n, replication_factor=replication_factor, config=topic_config or {})
+         for t, n in topics.items()],
+        operation_timeout=timeout_s,
+        request_timeout=timeout_s,
+    )
+    for name, fut in futures.items():
+        try:
+            fut.result()
+        except KafkaException as e:
+            raise KafkalabError(f"could not create topic {name!r}: {e.args[0].str()}") from None
+
+    def ready() -> bool:
+        md = a.list_topics(timeout=5)
+        for t, n in topics.items():
+            tm = md.topics.get(t)
+            if tm is None or tm.error is not None or len(tm.partitions) != n:
+                return False
+            if any(p.leader < 0 for p in tm.partitions.values()):
+                return False
+        return True
+
+    wait_until(ready, timeout_s=timeout_s, what=f"leaders for every partition of {sorted(topics)}")
+
+
+def delete_topics(names: Iterable[str], timeout_s: float = 30.0, wait_gone: bool = True) -> None:
+    """Delete topics, ignoring ones that do not exist, and (``wait_gone``) wait until the
+    metadata no longer lists them, so a check right after sees them gone.
+
+    Raises:
+        WaitTimeout: a topic is still listed after ``timeout_s``.
+    """
+    names = sorted(set(names))
+    if not names:
+        return
+    a = admin()
+    for fut in a.delete_topics(names, operation_timeout=timeout_s).values():
+        try:
+            fut.result()
+        except KafkaException:
+            pass  # UNKNOWN_TOPIC_OR_PART: never created, or already gone
+    if wait_gone:
+        left = set(names)
+        wait_until(lambda: not left & set(a.list_topics(timeout=5).topics), timeout_s=timeout_s,
+                   what=f"topics {names} gone from the metadata")
+
+
+def delete_groups(group_ids: Iterable[str], timeout_s: float = 15.0) -> list[str]:
+    """Delete consumer groups, retrying while the coordinator answers NON_EMPTY_GROUP (a
+    member's LeaveGroup still in flight, or a static member that stays until its
+    ``session.timeout.ms`` runs out), up to ``timeout_s``. A group that does not exist
+    (GROUP_ID_NOT_FOUND) counts as deleted. Best effort, for cleanup: never raises.
+
+    A group whose members all left is EMPTY but stays listed (classic and KIP-848 alike):
+    deleting it leaves the cluster as it was found.
+
+    Returns:
+        The groups still there after ``timeout_s`` (empty list: all gone), sorted.
+    """
+    pending = set(group_ids)
+
+    def attempt() -> bool:
+        for g, fut in admin().delete_consumer_groups(sorted(pending), request_timeout=5).items():
+            try:
+                fut.result(timeout=10)
+                pending.discard(g)
+            except KafkaException as e:
+                if e.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+                    pending.discard(g)
+            except TimeoutError:
+                pass  # ask again
+        return not pending
+
+    if pending:
+        try:
+            wait_until(attempt, timeout_s=timeout_s, interval_s=0.3, what=f"consumer groups {sorted(pending)} deleted")
+        except (WaitTimeout, KafkaException):
+            pass
+    return sorted(pending)
+
+
+@dataclass
+class ConfigValue:
+    """A config entry as DescribeConfigs returns it: value, where it comes from
+    (``source``: DYNAMIC_TOPIC_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG (cluster-wide),
+    STATIC_BROKER_CONFIG (server.properties), DEFAULT_CONFIG...) and whether it is Kafka's default."""
+
+    name: str
+    value: str | None
+    source: str
+    is_default: bool
+
+
+def describe_config(kind: str, name: str, keys: Iterable[str], timeout_s: float = 10.0) -> dict[str, ConfigValue]:
+    """DescribeConfigs of a ``kind`` ("topic" or "broker") resource ``name`` (a topic name or
+    a broker id), restricted to ``keys``.
+
+    Raises:
+        KafkalabError: unknown kind, or a key the resource does not have.
+    """
+    types = {"topic": ResourceType.TOPIC, "broker": ResourceType.BROKER}
+    if kind not in types:
+        raise KafkalabError(f"kind must be topic or broker, not {kind!r}")
+    res = ConfigResource(types[kind], str(name))
+    entries = admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
+    out: dict[str, ConfigValue] = {}
+    for key in keys:
+        if key not in entries:
+            raise KafkalabError(f"{kind} {name} has no config {key!r}")
+        e = entries[key]
+        out[key] = ConfigValue(key, e.value, ConfigSource(e.source).name, bool(e.is_default))
+    return out
