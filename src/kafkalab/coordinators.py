@@ -90,20 +90,17 @@ def partition_for(key: str, partitions: int) -> int:
 
 
 def partition_leaders(topic: str, timeout_s: float = 10.0) -> dict[int, int]:
-    """Partition -> leader broker id of ``topic``, from the cluster metadata (-1: no leader).
+    """Partition -> leader broker id of ``topic``, from the cluster metadata (-1: no leader);
+    empty while the broker asked does not know the topic (not created, or not yet in its
+    metadata: a wait can poll this).
 
     Raises:
         KafkaException: no broker answered within ``timeout_s``.
-        KafkalabError: the cluster has no such topic.
     """
     from . import workloads
 
-    md = workloads.admin().list_topics(topic, timeout=timeout_s)
-    tm = md.topics.get(topic)
-    if tm is None or (tm.error is not None and not tm.partitions):
-        raise KafkalabError(f"no topic {topic} in the cluster metadata"
-                            + (f": {tm.error}" if tm is not None and tm.error is not None else ""))
-    return {p: m.leader for p, m in sorted(tm.partitions.items())}
+    tm = workloads.admin().list_topics(topic, timeout=timeout_s).topics.get(topic)
+    return {p: m.leader for p, m in sorted(tm.partitions.items())} if tm is not None else {}
 
 
 def partition_leader(topic: str, partition: int, timeout_s: float = 5.0) -> int | None:
@@ -147,6 +144,8 @@ def transaction_coordinator(transactional_id: str, leaders: dict[int, int] | Non
         KafkalabError: no ``__transaction_state`` yet.
     """
     leaders = leaders or partition_leaders(TRANSACTION_STATE)
+    if not leaders:
+        raise KafkalabError(f"no {TRANSACTION_STATE} yet: no transactional producer has run on this cluster")
     p = partition_for(transactional_id, len(leaders))
     return p, leaders[p]
 

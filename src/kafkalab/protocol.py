@@ -299,22 +299,17 @@ CONTROL_BIT = 0x20
 DELETE_HORIZON_BIT = 0x40
 
 
-class BatchHeader(NamedTuple):
-    """The 61-byte header of a record batch v2, fields in the order of the format."""
+#: The header's fields (all ints), in the order of the format, named as in ``DefaultRecordBatch``.
+BATCH_HEADER_FIELDS = ("base_offset", "batch_length", "partition_leader_epoch", "magic", "crc", "attributes",
+                       "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
+                       "base_sequence", "records_count")
 
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
+
+class BatchHeader(NamedTuple("_BatchHeaderFields", [(f, int) for f in BATCH_HEADER_FIELDS])):
+    """The 61-byte header of a record batch v2: the ``BATCH_HEADER_FIELDS``, in that order
+    (``kafkalab.segments.RecordBatch`` takes them after the batch's position)."""
+
+    __slots__ = ()
 
     @property
     def size(self) -> int:
