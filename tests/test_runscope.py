@@ -145,10 +145,13 @@ def test_a_killed_broker_fails_fast_naming_it_or_is_restarted(local_whole) -> No
     t0 = time.monotonic()
     with pytest.raises(ClusterUnreachable, match=r"broker 2 is down.*`kafkalab start 2`"):
         runscope.require_whole_cluster(restore=False)
-    assert time.monotonic() - t0 < PRECONDITION_BUDGET_S
+    failed_after = time.monotonic() - t0
+    assert failed_after < PRECONDITION_BUDGET_S
 
     said: list[str] = []
+    t0 = time.monotonic()
     st = kafkalab.require_cluster(echo=said.append)  # what a notebook's setup cell does
+    print(f"broker 2 killed: failed in {failed_after:.1f} s (restore=False), restored in {time.monotonic() - t0:.1f} s")
     assert st.all_alive and st.brokers[2].alive, "broker 2 runs again"
     assert not cluster.under_replicated(), "every ISR is full again"
     assert any("broker 2 was down" in m and "kafkalab start 2" in m for m in said), said
