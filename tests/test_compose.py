@@ -162,10 +162,11 @@ def test_brokers_start_after_every_controller(controllers):
 
 FAKE_DOCKER = r"""#!/bin/sh
 # A stand-in for the docker CLI: records each call (state folder, tab, arguments each ended by
-# \037), answers `info`, prints $FAKE_DOCKER_PS for `ps`.
+# \037), answers `info`, prints $FAKE_DOCKER_PS for `ps` and $FAKE_DOCKER_LOGS for `logs`.
 { printf '%s\t' "$KAFKALAB_STATE"; for a in "$@"; do printf '%s\037' "$a"; done; echo; } >> "$FAKE_DOCKER_LOG"
 case "$*" in
   *" ps "*) [ -f "$FAKE_DOCKER_PS" ] && cat "$FAKE_DOCKER_PS" ;;
+  *" logs "*) [ -f "$FAKE_DOCKER_LOGS" ] && cat "$FAKE_DOCKER_LOGS" ;;
 esac
 exit 0
 """
@@ -180,11 +181,13 @@ def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, An
     docker = bin_dir / "docker"
     docker.write_text(FAKE_DOCKER)
     docker.chmod(docker.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    log, ps = tmp_path / "docker-calls.log", tmp_path / "ps.json"
+    log, ps, logs = tmp_path / "docker-calls.log", tmp_path / "ps.json", tmp_path / "logs.txt"
     log.touch()
+    logs.write_text("[2026-01-01 00:00:00,000] INFO Kafka Server started (kafka.server.KafkaRaftServer)\n")
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_DOCKER_LOG", str(log))
     monkeypatch.setenv("FAKE_DOCKER_PS", str(ps))
+    monkeypatch.setenv("FAKE_DOCKER_LOGS", str(logs))
     monkeypatch.setenv("KAFKALAB_STATE", str(tmp_path / "state"))
     monkeypatch.delenv("KAFKALAB_BACKEND", raising=False)
 
@@ -254,14 +257,17 @@ def test_node_operations_map_to_docker_compose_commands(fake_docker):
     c.resume(1)
     c.logs(3, lines=7)
     ops = [args for _, args in fake_docker["calls"]() if "ps" not in args]
+    since = ops[3][ops[3].index("--since") + 1] if len(ops) > 3 and "--since" in ops[3] else None
     assert ops == [
         files + ["kill", "-s", "SIGKILL", "broker-2"],
         files + ["stop", "--timeout", str(int(cluster.STOP_TIMEOUT_S)), "broker-2"],
         files + ["start", "controller-101"],
+        files + ["logs", "--no-color", "--since", since, "controller-101"],  # until this start's line
         files + ["pause", "broker-1"],
         files + ["unpause", "broker-1"],
         files + ["logs", "--no-color", "--tail", "7", "broker-3"],
     ]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", since), f"--since should be a UTC timestamp, not {since}"
     states = {state for state, _ in fake_docker["calls"]()}
     assert states == {str(config.state_dir())}, "compose should bind-mount the data of this state folder"
 
@@ -289,6 +295,17 @@ def test_compose_up_refuses_a_port_base_the_compose_file_does_not_publish(fake_d
     with pytest.raises(KafkalabError, match="publishes the default ports"):
         cluster.ComposeCluster(Topology(1)).up()
     assert fake_docker["calls"]() == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.getuid() == cluster.CONTAINER_UID,
+                    reason="needs Linux bind-mount ownership and a uid other than the image's 1000")
+def test_compose_up_refuses_data_the_local_backend_wrote(fake_docker):
+    node = config.Node(1, "broker")
+    node.data_dir.mkdir(parents=True)
+    (node.data_dir / "meta.properties").write_text("node.id=1\n")
+    with pytest.raises(KafkalabError, match="kafkalab wipe --yes"):
+        cluster.up(backend="compose")
+    assert fake_docker["calls"]() == [], "nothing is started on data the containers could not write"
 
 
 # ----------------------------------------------------------------------------- environment.yml

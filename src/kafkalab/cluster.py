@@ -803,12 +803,19 @@ class ComposeCluster(LocalCluster):
                       timeout_s=timeout_s + 60)
 
     def start(self, node_id: int, timeout_s: float = UP_TIMEOUT_S) -> NodeStatus:
-        """``docker compose start`` (``unpause`` if paused) and wait until a broker is registered."""
+        """``docker compose start`` (``unpause`` if paused) and wait until the new container
+        logged "Kafka Server started" and, for a broker, it is registered. (A killed broker stays
+        registered until the controller fences it, so registration alone could be the old one.)"""
         node = self._node(node_id)
+        service = self._service(node)
         if self._state(node) == "paused":
-            self._compose("unpause", self._service(node))
+            self._compose("unpause", service)
         else:
-            self._compose("start", self._service(node))
+            since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 1))
+            self._compose("start", service)
+            wait_until(lambda: "Kafka Server started" in self._compose(
+                "logs", "--no-color", "--since", since, service, check=False).stdout,
+                timeout_s=timeout_s, interval_s=0.5, what=f"{service} to log 'Kafka Server started'")
         if node.role == "broker":
             wait_until(lambda: node.node_id in registered_brokers(self.topology.bootstrap_servers),
                        timeout_s=timeout_s, what=f"{node.name} registered")
@@ -878,9 +885,10 @@ def cluster(backend: str | None = None) -> LocalCluster:
 
 def _check_data_owner(c: LocalCluster) -> None:
     """Refuse to start on node data the other backend wrote and this one cannot write: the
-    compose containers run as uid 1000, the local JVMs as this user."""
+    compose containers run as uid 1000, the local JVMs as this user. Only on Linux: Docker
+    Desktop (macOS, Windows) shows bind-mounted files as the user's own on both sides."""
     writer = CONTAINER_UID if c.backend == "compose" else os.getuid()
-    if writer == 0:
+    if writer == 0 or not sys.platform.startswith("linux"):
         return
     for n in c.topology.nodes:
         meta = n.data_dir / "meta.properties"
