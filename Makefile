@@ -37,11 +37,17 @@ $(VENV)/.installed: pyproject.toml requirements.lock | check-tools
 	$(BIN)/pip install -q --disable-pip-version-check -c requirements.lock -e '.[test]'
 	touch $@
 
+# kafka/pom.xml fetches the broker jars and compiles kafkalab's Java programs (kafka/src) into
+# CLIENTS_JAR, in one Maven run with one stamp: it runs again when the POM or a Java source
+# changes, or when the jar is missing.
+CLIENTS_JAR := $(STATE)/jars/clients/kafkalab-clients.jar
+JAVA_SOURCES := $(shell find kafka/src -name '*.java')
 jars: $(STATE)/jars/broker/.fetched $(STATE)/jars/spark/.fetched
-$(STATE)/jars/broker/.fetched: kafka/pom.xml kafka/maven-settings.xml | check-tools
-	rm -rf $(STATE)/jars/broker
+$(STATE)/jars/broker/.fetched: kafka/pom.xml kafka/maven-settings.xml $(JAVA_SOURCES) $(if $(wildcard $(CLIENTS_JAR)),,FORCE) | check-tools
+	rm -rf $(STATE)/jars/broker $(STATE)/jars/clients $(STATE)/build/kafka
 	$(MVN) -f kafka/pom.xml package
 	touch $@
+FORCE:
 $(STATE)/jars/spark/.fetched: kafka/spark-connector.pom.xml kafka/maven-settings.xml | check-tools
 	rm -rf $(STATE)/jars/spark
 	$(MVN) -f kafka/spark-connector.pom.xml package

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import zlib
 from pathlib import Path
 
 import pytest
@@ -68,10 +67,20 @@ def test_java_partition_is_to_positive_murmur2_modulo_partitions() -> None:
         defaults.java_partition(b"abc", 0)
 
 
-def test_librdkafka_partition_is_standard_crc32_modulo_partitions() -> None:
-    # 0xCBF43926 is the CRC-32 (IEEE) check value of "123456789"; librdkafka's rd_crc32 is that CRC
-    assert zlib.crc32(b"123456789") == 0xCBF43926
-    assert defaults.librdkafka_partition(b"123456789", 7) == 0xCBF43926 % 7
+#: librdkafka's own expectations for its consistent_random partitioner: confluentinc/librdkafka
+#: tests/0048-partitioner.c, do_test_partitioners (CRC-32 values "acquired using the 'crc32'
+#: command on OSX"; the test runs with 7 or 17 partitions). The key "23456" is its unaligned case.
+LIBRDKAFKA_CONSISTENT_VECTORS = [
+    (b"23456", 0xB1B451D7),
+    (b"this is another string with more length to it perhaps", 0xB0150DF7),
+    (b"hejsan", 0xD077037E),
+]
+
+
+@pytest.mark.parametrize("partitions", [7, 17])
+@pytest.mark.parametrize("key, crc", LIBRDKAFKA_CONSISTENT_VECTORS)
+def test_librdkafka_partition_matches_librdkafkas_partitioner_test(key: bytes, crc: int, partitions: int) -> None:
+    assert defaults.librdkafka_partition(key, partitions) == crc % partitions
 
 
 def test_librdkafka_places_null_and_empty_keys_at_random() -> None:

@@ -3,15 +3,16 @@ on planted ledgers: no cluster needed."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from kafkalab import ledger
+from kafkalab import config, ledger
 from kafkalab.cli import main as cli_main
-from kafkalab.errors import KafkalabError
+from kafkalab.errors import JarsMissing, KafkalabError
 from kafkalab.experiments import offset_commit as oc
 from kafkalab.experiments import offset_commit_analysis as oca
 from kafkalab.experiments import offset_commit_plots as ocp
@@ -80,6 +81,49 @@ def test_cli_help_lists_every_mode() -> None:
     assert r.exit_code == 0
     for mode in (*oc.LIBRDKAFKA_MODES, *oc.JAVA_MODES):
         assert mode in r.output
+
+
+# --- the Java consumer (kafka/src/main/java, built by `make jars`) --------------------------
+
+
+def fake_jars(root: Path) -> Path:
+    """A jars folder where only the broker's jar is present (a stub: only its name is checked)."""
+    (root / "broker").mkdir(parents=True)
+    (root / "broker" / f"kafka_2.13-{config.KAFKA_VERSION}.jar").write_bytes(b"")
+    return root
+
+
+def test_java_consumer_is_missing_until_make_jars_builds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import zipfile
+
+    monkeypatch.setenv("KAFKALAB_JARS", str(fake_jars(tmp_path)))
+    with pytest.raises(JarsMissing, match=r"OffsetCommitConsumer is not in .*Run `make jars`"):
+        oc.java_classpath()
+    jar = tmp_path / oc.CLIENTS_JAR
+    jar.parent.mkdir()
+    with zipfile.ZipFile(jar, "w") as z:  # a jar of an older build, without the class
+        z.writestr("kafkalab/clients/Other.class", b"")
+    with pytest.raises(JarsMissing, match="make jars"):
+        oc.java_classpath()
+    with zipfile.ZipFile(jar, "a") as z:
+        z.writestr(oc.JAVA_CLASS.replace(".", "/") + ".class", b"")
+    assert oc.java_classpath().split(os.pathsep) == [str(jar), str(tmp_path / "broker" / "*")]
+
+
+def test_a_java_run_fails_before_it_creates_a_topic_when_the_consumer_is_not_built(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKALAB_JARS", str(fake_jars(tmp_path)))
+    monkeypatch.setattr(oc.workloads, "create_topics", lambda *a, **k: pytest.fail("a topic was created"))
+    with pytest.raises(JarsMissing, match="make jars"):
+        oc.CrashAndRestart([oc.RunConfig("auto"), oc.RunConfig("auto", client="java")])
+
+
+def test_the_built_java_consumer_reports_the_pinned_kafka_clients_defaults() -> None:
+    # a JVM, no cluster: ConsumerConfig built from nothing but a group.id (notebook 03, section 7)
+    got = oc.java_consumer_defaults()
+    assert got == {"enable.auto.commit": "true", "auto.commit.interval.ms": "5000", "max.poll.records": "500",
+                   "group.protocol": "classic", "kafka-clients": config.KAFKA_VERSION,
+                   "enable.auto.commit.without.group.id": "false"}, got
 
 
 # --- counting a run from its ledgers --------------------------------------------------------
@@ -239,8 +283,41 @@ def test_side_effects_join_the_sink_rows_against_what_was_produced(spark, tmp_pa
 
 
 @pytest.mark.spark
-def test_warm_up_runs_on_a_private_ledger(spark) -> None:
-    oca.warm_up(spark)  # raises if a query of the module does not run
+def test_warm_up_runs_on_a_private_ledger(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``warm_up`` runs every query of the module on a ledger of its own, in a temporary folder
+    that it deletes: no file in the state folder (where real runs' ledgers live), nothing cached."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("KAFKALAB_STATE", str(tmp_path / "state"))
+    loaded: list[tuple[Path, list[tuple[str, str]]]] = []
+    real_load = ledger.load
+
+    def spy_load(session, path, *args, **kwargs):
+        events = real_load(session, path, *args, **kwargs)
+        loaded.append((Path(path), [(r["run_id"], r["kind"]) for r in events.collect()]))
+        return events
+
+    monkeypatch.setattr(ledger, "load", spy_load)
+    queries = ("outcomes", "drain_rates", "lost_records", "duplicate_records", "side_effects")
+    ran: list[str] = []
+    for name in queries:
+        monkeypatch.setattr(oca, name, lambda *a, _q=getattr(oca, name), _n=name: ran.append(_n) or _q(*a))
+    cache = spark._jsparkSession.sharedState().cacheManager()
+    was_empty = cache.isEmpty()
+
+    oca.warm_up(spark)
+
+    assert len(loaded) == 1, f"one ledger is loaded, not {len(loaded)}"
+    path, rows = loaded[0]
+    assert path.is_relative_to(tmp_path / "tmp") and path.parent.name.startswith("kafkalab-warmup-"), (
+        f"the warm-up ledger {path} is in a temporary folder of its own")
+    assert rows == [("warmup", "acked"), ("warmup", "consumed"), ("warmup", "processed")], rows
+    assert sorted(set(ran)) == sorted(queries), f"every query of the module ran once at least: {ran}"
+    assert not any((tmp_path / "tmp").iterdir()), "the temporary folder is deleted afterwards"
+    assert not (tmp_path / "state").exists(), "nothing is written where real ledgers live"
+    assert cache.isEmpty() == was_empty, "warm_up leaves nothing cached in the session"
 
 
 # --- plotting ---------------------------------------------------------------------------------

@@ -33,9 +33,10 @@ Commit modes, librdkafka 2.16 via confluent-kafka 2.16.1 (librdkafka CONFIGURATI
 ======================  ===============================================================
 
 With ``client="java"`` the consumer is Apache Kafka's own Java ``KafkaConsumer``
-(kafka-clients 4.3.1, classic group protocol, the default in 4.3), run from the broker
-jars: ``auto`` (``enable.auto.commit=true``: ``ConsumerCoordinator.poll`` commits, inside
-the *next* ``poll()``, the positions reached by the previous one), ``sync-per-message``
+(kafka-clients 4.3.1, classic group protocol, the default in 4.3), a small program in
+``kafka/src`` that ``make jars`` compiles (``JAVA_CLASS``): ``auto``
+(``enable.auto.commit=true``: ``ConsumerCoordinator.poll`` commits, inside the *next*
+``poll()``, the positions reached by the previous one), ``sync-per-message``
 (``commitSync(Map.of(tp, offset + 1))``) and ``commit-sync-no-args`` (``commitSync()`` with
 no argument after each record, as article 002's snippet does: it commits the position of
 the whole last ``poll()``, not the record).
@@ -54,16 +55,15 @@ after the commit (see ``CRASH_POINTS``).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -71,7 +71,7 @@ from typing import Any, Sequence
 import click
 
 from .. import admin, config, coordinators, runscope, workloads
-from ..errors import KafkalabError, WaitTimeout
+from ..errors import JarsMissing, KafkalabError, WaitTimeout
 from ..runscope import RunScope
 from ..waiting import wait_until
 
@@ -393,154 +393,34 @@ def spawn_consumer(spec: CrashingConsumerSpec) -> workloads.Worker:
 # ----------------------------------------------------------------------------- the Java consumer
 
 #: Apache Kafka's Java consumer, driven like the Python one: the same ledger lines, the same
-#: crash points. ``Runtime.halt`` ends the JVM at once (no shutdown hooks, no ``close()``, so no
-#: commit and no LeaveGroup): to the broker it is the same crash as SIGKILL.
-JAVA_SOURCE = r"""
-import java.io.FileOutputStream;
-import java.io.FileReader;
-import java.nio.charset.StandardCharsets;
-import java.time.Duration;
-import java.util.List;
-import java.util.Map;
-import java.util.Properties;
-import org.apache.kafka.clients.consumer.ConsumerConfig;
-import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.clients.consumer.ConsumerRecords;
-import org.apache.kafka.clients.consumer.KafkaConsumer;
-import org.apache.kafka.clients.consumer.OffsetAndMetadata;
-import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.utils.AppInfoParser;
-
-/** args: PROPERTIES_FILE RUN_ID TOPIC LEDGER MODE PROCESS_MS CRASH_AFTER(0 = drain and exit) CRASH_POINT, or --defaults */
-public class OffsetCommitConsumer {
-    static FileOutputStream out;
-    static long seq = 0;
-    static String runId, topic, client;
-
-    static String q(String s) {
-        if (s == null) return "null";
-        StringBuilder b = new StringBuilder("\"");
-        for (char ch : s.toCharArray()) {
-            if (ch == '"' || ch == '\\') b.append('\\').append(ch);
-            else if (ch < 0x20) b.append(String.format("\\u%04x", (int) ch));
-            else b.append(ch);
-        }
-        return b.append('"').toString();
-    }
-
-    static void note(String kind, int partition, long offset, String key, String value) throws Exception {
-        String line = "{\"run_id\":" + q(runId) + ",\"kind\":" + q(kind) + ",\"ts_ms\":" + System.currentTimeMillis()
-            + ",\"seq\":" + (seq++) + ",\"topic\":" + q(topic) + ",\"partition\":" + partition
-            + ",\"offset\":" + offset + ",\"key\":" + q(key) + ",\"value\":" + q(value)
-            + ",\"client_id\":" + q(client) + "}\n";
-        out.write(line.getBytes(StandardCharsets.UTF_8));
-        out.flush();
-    }
-
-    public static void main(String[] a) throws Exception {
-        if (a[0].equals("--defaults")) {  // this jar's ConsumerConfig defaults, nothing set
-            Properties none = new Properties();
-            none.put("bootstrap.servers", "127.0.0.1:9092");
-            none.put("group.id", "defaults");  // without a group.id, ConsumerConfig turns auto-commit off
-            none.put("key.deserializer", StringDeserializer.class.getName());
-            none.put("value.deserializer", StringDeserializer.class.getName());
-            ConsumerConfig c = new ConsumerConfig(none);
-            System.out.println("enable.auto.commit=" + c.getBoolean(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG));
-            System.out.println("auto.commit.interval.ms=" + c.getInt(ConsumerConfig.AUTO_COMMIT_INTERVAL_MS_CONFIG));
-            System.out.println("max.poll.records=" + c.getInt(ConsumerConfig.MAX_POLL_RECORDS_CONFIG));
-            System.out.println("group.protocol=" + c.getString(ConsumerConfig.GROUP_PROTOCOL_CONFIG));
-            System.out.println("kafka-clients=" + AppInfoParser.getVersion());
-            none.remove("group.id");
-            System.out.println("enable.auto.commit.without.group.id="
-                + new ConsumerConfig(none).getBoolean(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG));
-            return;
-        }
-        Properties props = new Properties();
-        try (FileReader r = new FileReader(a[0])) { props.load(r); }
-        runId = a[1]; topic = a[2]; client = props.getProperty("client.id");
-        out = new FileOutputStream(a[3], true);
-        String mode = a[4];
-        long processMs = Long.parseLong(a[5]);
-        int crashAfter = Integer.parseInt(a[6]);
-        boolean afterProcess = a[7].equals("after-process");
-        KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props, new StringDeserializer(), new StringDeserializer());
-        consumer.subscribe(List.of(topic));
-        int processed = 0;
-        while (true) {
-            ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(100));
-            for (ConsumerRecord<String, String> r : records) note("consumed", r.partition(), r.offset(), r.key(), r.value());
-            for (ConsumerRecord<String, String> r : records) {
-                if (processMs > 0) Thread.sleep(processMs);  // the work itself (simulated)
-                note("processed", r.partition(), r.offset(), r.key(), r.value());
-                processed++;
-                boolean crashNow = crashAfter > 0 && processed >= crashAfter;
-                if (crashNow && afterProcess) Runtime.getRuntime().halt(137);
-                if (mode.equals("sync-per-message")) {
-                    consumer.commitSync(Map.of(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1)));
-                } else if (mode.equals("commit-sync-no-args")) {
-                    consumer.commitSync();  // commits the positions of the last poll(), for every partition
-                }
-                if (crashNow) Runtime.getRuntime().halt(137);
-            }
-            if (crashAfter <= 0 && records.isEmpty() && !consumer.assignment().isEmpty()) {
-                Map<TopicPartition, Long> end = consumer.endOffsets(consumer.assignment());
-                boolean caughtUp = true;
-                for (TopicPartition tp : consumer.assignment()) caughtUp &= consumer.position(tp) >= end.get(tp);
-                if (caughtUp) {
-                    consumer.close();  // with enable.auto.commit, close() commits the positions
-                    out.close();
-                    System.exit(0);
-                }
-            }
-        }
-    }
-}
-"""
-
-_JAVA_CLASS = "OffsetCommitConsumer"
-_java_lock = threading.Lock()
+#: crash points. Its source is ``kafka/src/main/java/kafkalab/clients/OffsetCommitConsumer.java``;
+#: ``make jars`` compiles it against the pinned kafka-clients into ``CLIENTS_JAR``.
+JAVA_CLASS = "kafkalab.clients.OffsetCommitConsumer"
+#: kafkalab's own Java programs, under ``config.jars_dir()`` (kafka/pom.xml, ``make jars``).
+CLIENTS_JAR = Path("clients") / "kafkalab-clients.jar"
 _java_cache: dict[str, str] = {}
 
 
-def java_classes() -> Path:
-    """Compile ``JAVA_SOURCE`` against the broker jars once (cached under
-    ``.kafkalab/java/<hash>/``) and return the folder holding the class.
+def java_classpath() -> str:
+    """The Java consumer's classpath: ``CLIENTS_JAR`` then the broker jars (kafka-clients 4.3.1).
+    Checks, in milliseconds, that ``make jars`` built ``JAVA_CLASS``.
 
     Raises:
-        JavaMissing, JarsMissing: from ``kafkalab.cluster``.
-        KafkalabError: no ``javac`` next to ``java`` (a JRE, not a JDK), or compilation failed.
+        JarsMissing: the broker jars, ``CLIENTS_JAR``, or ``JAVA_CLASS`` in it are missing
+            (the message names ``make jars``).
     """
     from .. import cluster
 
-    digest = hashlib.sha256(JAVA_SOURCE.encode()).hexdigest()[:12]
-    out = config.state_dir() / "java" / f"offset-commit-{digest}"
-    if (out / f"{_JAVA_CLASS}.class").exists():
-        return out
-    with _java_lock:
-        if (out / f"{_JAVA_CLASS}.class").exists():
-            return out
-        java = Path(os.path.realpath(_java()))
-        javac = java.with_name("javac")
-        if not javac.exists():
-            javac_path = shutil.which("javac")
-            if not javac_path:
-                raise KafkalabError(f"no javac next to {java} or on PATH: the Java consumer demo needs a JDK "
-                                    "(Debian: apt install openjdk-17-jdk-headless)")
-            javac = Path(javac_path)
-        tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        (tmp / f"{_JAVA_CLASS}.java").write_text(JAVA_SOURCE)
-        cp = subprocess.run([str(javac), "-nowarn", "-cp", cluster.broker_classpath(), "-d", str(tmp),
-                             str(tmp / f"{_JAVA_CLASS}.java")], capture_output=True, text=True, timeout=120)
-        if cp.returncode != 0:
-            raise KafkalabError(f"javac failed on the Java consumer:\n{cp.stderr.strip()}")
-        try:
-            tmp.rename(out)
-        except OSError:  # another process compiled it first
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    broker = cluster.broker_classpath()
+    jar = config.jars_dir() / CLIENTS_JAR
+    entry = JAVA_CLASS.replace(".", "/") + ".class"
+    try:
+        with zipfile.ZipFile(jar) as z:
+            z.getinfo(entry)
+    except (OSError, KeyError, zipfile.BadZipFile) as e:
+        raise JarsMissing(f"the Java consumer {JAVA_CLASS} is not in {jar} ({type(e).__name__}). Run `make jars` "
+                          "(Maven compiles kafka/src/main/java into it).") from None
+    return f"{jar}{os.pathsep}{broker}"
 
 
 def _java() -> str:
@@ -553,28 +433,28 @@ def _java() -> str:
 
 def spawn_java_consumer(cfg: RunConfig, name: str, run_id: str, ledger: Path, topic: str, group_id: str,
                         instance_id: str, crash_after: int | None, process_ms: float) -> workloads.Worker:
-    """Start the Java consumer (``JAVA_SOURCE``) as a process; ``crash_after`` None drains the
-    topic and exits 0 once its position reaches the end of every assigned partition."""
-    from .. import cluster
+    """Start the Java consumer (``JAVA_CLASS``) as a process; ``crash_after`` None drains the
+    topic and exits 0 once its position reaches the end of every assigned partition.
 
-    classes = java_classes()
+    Raises:
+        JarsMissing: ``make jars`` has not built the consumer (``java_classpath``).
+    """
+    classpath = java_classpath()
     props = ledger.with_suffix(".properties")
     props.parent.mkdir(parents=True, exist_ok=True)
     props.write_text("".join(f"{k}={v}\n" for k, v in java_conf(cfg, group_id, name, instance_id).items()))
     argv = [_java(), "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto",
             f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'tools-log4j2.properties'}",
-            "-cp", f"{classes}{os.pathsep}{cluster.broker_classpath()}", _JAVA_CLASS,
+            "-cp", classpath, JAVA_CLASS,
             str(props), run_id, topic, str(ledger), cfg.mode, str(int(process_ms)), str(crash_after or 0),
             cfg.crash_point]
     return _Process(name, ledger, argv)
 
 
 def _java_defaults_argv() -> list[str]:
-    from .. import cluster
-
     return [_java(), "-Xmx64m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
             f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'tools-log4j2.properties'}",
-            "-cp", f"{java_classes()}{os.pathsep}{cluster.broker_classpath()}", _JAVA_CLASS, "--defaults"]
+            "-cp", java_classpath(), JAVA_CLASS, "--defaults"]
 
 
 def _java_defaults_result(returncode: int, stdout: str, stderr: str) -> dict[str, str]:
@@ -592,6 +472,7 @@ def java_consumer_defaults(timeout_s: float = 60.0) -> dict[str, str]:
     ``enable.auto.commit.without.group.id``: the same without a ``group.id``).
 
     Raises:
+        JarsMissing: ``make jars`` has not built the consumer (``java_classpath``).
         KafkalabError: the JVM failed (its stderr in the message).
     """
     cp = subprocess.run(_java_defaults_argv(), capture_output=True, text=True, timeout=timeout_s)
@@ -954,6 +835,8 @@ class CrashAndRestart:
         names = [c.name for c in configs]
         if len(set(names)) != len(names):
             raise KafkalabError(f"run labels must differ: {names}")
+        if any(c.client == "java" for c in configs):
+            java_classpath()  # fail at once, before any topic exists, if `make jars` has not built it
         self.runs: dict[str, _Run] = {}
         self.scope = RunScope("offset-commit")  # cleanup; each run names its own topic and group
         for cfg in configs:
@@ -1060,8 +943,6 @@ class CrashAndRestart:
             KafkalabError: a consumer exited some other way (its log is in the message).
         """
         self._expect("crash")
-        if any(r.cfg.client == "java" for r in self.runs.values()):
-            java_classes()  # compile before any clock starts
         procs = {name: self._spawn(r, "consumer-0", r.cfg.crash_after, r.cfg.process_ms) for name, r in self.runs.items()}
         deadline = time.monotonic() + timeout_s
         for name, p in procs.items():

@@ -124,17 +124,6 @@ class TxnRun(RunScope):
         return super().cleanup(timeout_s)
 
 
-def notebook_spark_session(app_name: str) -> "SparkSession":
-    """``kafkalab.spark.session`` (its driver already runs with C1 and the serial GC).
-
-    Raises:
-        FileNotFoundError: the Kafka connector jars are missing (``make jars``).
-    """
-    from .. import spark as kspark
-
-    return kspark.session(app_name)
-
-
 def spark_in_background(app_name: str, warmup_topic: str | None = None) -> "Future[SparkSession]":
     """``kafkalab.spark.session_in_background``. With ``warmup_topic`` (an existing, empty
     topic), the warm-up writes 10 small JSON records to it and runs one audit job over it with
