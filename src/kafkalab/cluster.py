@@ -683,9 +683,10 @@ class ComposeCluster(LocalCluster):
     Each node's data folder is bind-mounted from the host path the local backend uses
     (``.kafkalab/cluster/node-<id>/data``), so the readers of broker files (kafkalab.segments,
     ``kafka-dump-log``, the producer-state reader) read the same paths live on both backends.
-    The image runs as uid 1000 and refuses another user (its ``configure`` script exits unless
-    ``/opt/kafka/config``, owned by uid 1000, is writable), so the folders are made writable for
-    it instead, and ``wipe`` deletes their contents from inside a container.
+    The image runs as uid 1000 and cannot run as the host user: at every start it writes its
+    configuration into ``/opt/kafka/config``, which belongs to uid 1000 (``configure`` checks it
+    is writable; the wrapper writes there). So the folders are made writable for uid 1000
+    instead, and ``wipe`` deletes their contents from inside a container.
 
     Not run on the project's machines (no Docker engine there): the command lines are checked by
     tests/test_compose.py with a stand-in ``docker`` command, the configuration by
