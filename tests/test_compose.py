@@ -310,6 +310,14 @@ def test_changing_the_controller_count_wipes_the_old_quorum_first(fake_docker, m
     assert ops[-1][:6] == ["compose", "-f", str(COMPOSE), "-f", str(THREE_CONTROLLERS), "up"]
 
 
+def test_up_on_the_other_backend_refuses_while_the_cluster_runs(fake_docker):
+    config.cluster_dir().mkdir(parents=True)
+    (config.cluster_dir() / "backend").write_text("compose")
+    fake_docker["set_states"]({"broker-1": "running"})
+    with pytest.raises(KafkalabError, match="runs on the compose backend: `kafkalab down` first"):
+        cluster.up(backend="local")
+
+
 def test_compose_up_refuses_a_port_base_the_compose_file_does_not_publish(fake_docker, monkeypatch):
     monkeypatch.setenv("KAFKALAB_PORT_BASE", "23092")
     with pytest.raises(KafkalabError, match="publishes the default ports"):
