@@ -167,6 +167,7 @@ FAKE_DOCKER = r"""#!/bin/sh
 case "$*" in
   *" ps "*) [ -f "$FAKE_DOCKER_PS" ] && cat "$FAKE_DOCKER_PS" ;;
   *" logs "*) [ -f "$FAKE_DOCKER_LOGS" ] && cat "$FAKE_DOCKER_LOGS" ;;
+  *" up "*) [ -n "$FAKE_DOCKER_FAIL_UP" ] && exit 1 ;;
 esac
 exit 0
 """
@@ -230,12 +231,16 @@ def test_compose_only_when_asked(fake_docker, monkeypatch):
 def test_status_names_the_backend_in_text_and_json(fake_docker, monkeypatch):
     for backend in ("local", "compose"):
         monkeypatch.setenv("KAFKALAB_BACKEND", backend)
-        fake_docker["set_states"]({"broker-1": "running", "broker-2": "paused"})
+        fake_docker["set_states"]({"controller-101": "running", "broker-1": "running", "broker-2": "paused"})
+        quorum = config.Node(101, "controller").data_dir / "__cluster_metadata-0"
+        quorum.mkdir(parents=True, exist_ok=True)
+        (quorum / "quorum-state").write_text(json.dumps({"leaderId": 101, "leaderEpoch": 3}))
         text = CliRunner().invoke(cli.main, ["status"])
         assert text.exit_code == 0 and f"backend: {backend}" in text.output, text.output
         st = json.loads(CliRunner().invoke(cli.main, ["status", "--json"]).output)
         assert st["backend"] == backend
         if backend == "compose":
+            assert st["quorum_leader"] == 101, "read from the running controller's bind-mounted quorum-state"
             b1, b2, b3 = (st["brokers"][str(i)] for i in (1, 2, 3))
             assert b1["alive"] and not b1["paused"] and b2["paused"] and not b3["alive"]
             assert b1["data_dir"] == str(config.Node(1, "broker").data_dir), (
@@ -288,6 +293,29 @@ def test_wipe_deletes_the_data_from_inside_each_container(fake_docker):
     assert all(r[-2:] == ["-c", f"rm -rf {cluster.CONTAINER_DATA_DIR}/* {cluster.CONTAINER_DATA_DIR}/.[!.]*"]
                for r in runs)
     assert not config.cluster_dir().exists()
+
+
+def test_changing_the_controller_count_wipes_the_old_quorum_first(fake_docker, monkeypatch):
+    one = cluster.ComposeCluster(Topology(1))
+    config.cluster_dir().mkdir(parents=True)
+    one._topology_file().write_text(json.dumps(Topology(1).to_json()))
+    for n in one.topology.nodes:
+        n.data_dir.mkdir(parents=True)
+    fake_docker["set_states"]({n.name: "exited" for n in one.topology.nodes})
+    monkeypatch.setenv("FAKE_DOCKER_FAIL_UP", "1")  # stop before waiting for brokers
+    with pytest.raises(KafkalabError, match="docker compose up"):
+        cluster.ComposeCluster().up(controllers=3)
+    ops = [args for _, args in fake_docker["calls"]() if "ps" not in args]
+    assert [a[3] for a in ops[:4]] == ["run"] * 4, "the 1-controller data is wiped (from 4 containers) first"
+    assert ops[-1][:6] == ["compose", "-f", str(COMPOSE), "-f", str(THREE_CONTROLLERS), "up"]
+
+
+def test_up_on_the_other_backend_refuses_while_the_cluster_runs(fake_docker):
+    config.cluster_dir().mkdir(parents=True)
+    (config.cluster_dir() / "backend").write_text("compose")
+    fake_docker["set_states"]({"broker-1": "running"})
+    with pytest.raises(KafkalabError, match="runs on the compose backend: `kafkalab down` first"):
+        cluster.up(backend="local")
 
 
 def test_compose_up_refuses_a_port_base_the_compose_file_does_not_publish(fake_docker, monkeypatch):

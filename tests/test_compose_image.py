@@ -114,7 +114,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rendered]:
                 jobs.append((env, final))
                 out.dirs[controllers, node.node_id] = final
     t0 = time.monotonic()
-    run_wrappers(jobs)
+    run_wrappers(jobs, out.root / "wrapper-classes.jsa")
     out.seconds = time.monotonic() - t0
     yield out
 

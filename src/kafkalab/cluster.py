@@ -381,13 +381,14 @@ class LocalCluster:
             data_dir=str(node.data_dir),
         )
 
+    def _live_controllers(self) -> list[Node]:
+        return [n for n in self.topology.controller_nodes if self.process(n) is not None]
+
     def quorum_leader(self) -> int | None:
         """Active controller id from ``__cluster_metadata-0/quorum-state`` of live controllers
         (the file KRaft writes on every election; KIP-595)."""
         best: tuple[int, int] | None = None  # (epoch, leader)
-        for node in self.topology.controller_nodes:
-            if self.process(node) is None:
-                continue
+        for node in self._live_controllers():
             f = node.data_dir / "__cluster_metadata-0" / "quorum-state"
             try:
                 state = json.loads(f.read_text())
@@ -656,9 +657,10 @@ class ComposeCluster(LocalCluster):
     Each node's data folder is bind-mounted from the host path the local backend uses
     (``.kafkalab/cluster/node-<id>/data``), so the readers of broker files (kafkalab.segments,
     ``kafka-dump-log``, the producer-state reader) read the same paths live on both backends.
-    The image runs as uid 1000 and refuses another user (its ``configure`` script exits unless
-    ``/opt/kafka/config``, owned by uid 1000, is writable), so the folders are made writable for
-    it instead, and ``wipe`` deletes their contents from inside a container.
+    The image runs as uid 1000 and cannot run as the host user: at every start it writes its
+    configuration into ``/opt/kafka/config``, which belongs to uid 1000 (``configure`` checks it
+    is writable; the wrapper writes there). So the folders are made writable for uid 1000
+    instead, and ``wipe`` deletes their contents from inside a container.
 
     Not run on the project's machines (no Docker engine there): the command lines are checked by
     tests/test_compose.py with a stand-in ``docker`` command, the configuration by
@@ -725,22 +727,11 @@ class ComposeCluster(LocalCluster):
     def process(self, node: Node):  # noqa: D401 - no host pid for containers
         return None
 
-    def quorum_leader(self) -> int | None:
-        """Active controller id from the ``quorum-state`` files in the running controllers'
-        bind-mounted data folders (see LocalCluster.quorum_leader)."""
+    def _live_controllers(self) -> list[Node]:
+        """Controllers whose container runs: LocalCluster.quorum_leader reads their
+        ``quorum-state`` files in the bind-mounted data folders."""
         states = self._states()
-        best: tuple[int, int] | None = None  # (epoch, leader)
-        for node in self.topology.controller_nodes:
-            if states.get(self._service(node), {}).get("State") != "running":
-                continue
-            try:
-                state = json.loads((node.data_dir / "__cluster_metadata-0" / "quorum-state").read_text())
-            except (OSError, ValueError):
-                continue
-            leader, epoch = state.get("leaderId", -1), state.get("leaderEpoch", -1)
-            if leader is not None and leader >= 0 and (best is None or epoch > best[0]):
-                best = (epoch, leader)
-        return best[1] if best else None
+        return [n for n in self.topology.controller_nodes if states.get(self._service(n), {}).get("State") == "running"]
 
     def _prepare_data_dirs(self) -> None:
         """Create each node's data folder and let the container's uid 1000 write in it."""
@@ -761,7 +752,14 @@ class ComposeCluster(LocalCluster):
                 f"docker-compose.yml publishes the default ports (9092...), not KAFKALAB_PORT_BASE={config.port_base()}: "
                 "unset KAFKALAB_PORT_BASE, or use the local backend (`kafkalab up --backend local`)"
             )
-        if controllers is not None:
+        if controllers is not None and controllers != self.topology.controllers:
+            if any(self._state(n) in ("running", "paused") for n in self.topology.nodes):
+                raise KafkalabError(
+                    f"the cluster runs with {self.topology.controllers} controller(s); "
+                    f"`kafkalab down` first, then `kafkalab up --backend compose --controllers {controllers}`"
+                )
+            if self._saved_topology() is not None:
+                self.wipe()  # a quorum's voter set is fixed at format time: start from fresh storage
             self.topology = Topology(controllers=controllers)
         config.cluster_dir().mkdir(parents=True, exist_ok=True)
         self._topology_file().write_text(json.dumps(self.topology.to_json()))
