@@ -73,6 +73,17 @@ def _isr_gaps(bootstrap: str, timeout_s: float) -> dict[int, list[str]]:
     return gaps
 
 
+def _same_port_plan(node_id: int) -> bool:
+    """True unless the node's ``server.properties`` on disk was rendered for other ports than
+    the current ``$KAFKALAB_PORT_BASE`` (then restarting it would move it onto another
+    cluster's ports)."""
+    c = cluster.cluster()
+    if c.backend != "local":
+        return True
+    node = c.topology.node(node_id)
+    return not node.config_path.exists() or node.config_path.read_text() == c.topology.render(node)
+
+
 def require_whole_cluster(restore: bool = True, timeout_s: float = 5.0, restore_timeout_s: float = 90.0,
                           echo: Callable[[str], None] = print) -> ClusterStatus:
     """Make sure the cluster is whole before a run: it answers, every node (controllers and
@@ -118,6 +129,11 @@ def require_whole_cluster(restore: bool = True, timeout_s: float = 5.0, restore_
             for n in broken) + " (or everything at once: `kafkalab up`)")
     for n in broken:
         what = "paused" if n.paused else "down"
+        if not n.paused and not _same_port_plan(n.node_id):
+            raise ClusterUnreachable(
+                f"{_node_name(n.role, n.node_id)} is down, and its config on disk is for another port plan than "
+                f"{bootstrap} ($KAFKALAB_PORT_BASE changed?): not restarting it. With the port plan of this "
+                f"cluster, start it: `kafkalab start {n.node_id}`")
         echo(f"kafkalab: {_node_name(n.role, n.node_id)} was {what}; "
              f"{'resuming' if n.paused else 'starting'} it (`kafkalab {'resume' if n.paused else 'start'} {n.node_id}`)")
         try:

@@ -1246,6 +1246,7 @@ def run_offset_commit(cfg: RunConfig, timeout_s: float = 60.0) -> OffsetCommitRe
 @click.option("--partitions", type=click.IntRange(1, 50), default=3, show_default=True)
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Seconds per step.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@runscope.checks_cluster_itself
 def cli_command(mode: str, client: str, messages: int, crash_after: int, crash_point: str, batch: int,
                 process_ms: float, auto_commit_interval_ms: int, dedupe: bool, partitions: int, timeout_s: float,
                 as_json: bool) -> None:
@@ -1253,6 +1254,7 @@ def cli_command(mode: str, client: str, messages: int, crash_after: int, crash_p
     cfg = RunConfig(mode=mode, client=client, messages=messages, crash_after=crash_after, batch=batch,
                     process_ms=process_ms, auto_commit_interval_ms=auto_commit_interval_ms,
                     crash_point=crash_point, dedupe=dedupe, partitions=partitions)
+    runscope.require_for_cli()
     result = run_offset_commit(cfg, timeout_s=timeout_s)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
