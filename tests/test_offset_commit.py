@@ -113,7 +113,7 @@ def test_java_consumer_is_missing_until_make_jars_builds_it(tmp_path: Path, monk
 def test_a_java_run_fails_before_it_creates_a_topic_when_the_consumer_is_not_built(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAFKALAB_JARS", str(fake_jars(tmp_path)))
-    monkeypatch.setattr(oc.workloads, "create_topics", lambda *a, **k: pytest.fail("a topic was created"))
+    monkeypatch.setattr(oc.admin, "create_topics", lambda *a, **k: pytest.fail("a topic was created"))
     with pytest.raises(JarsMissing, match="make jars"):
         oc.CrashAndRestart([oc.RunConfig("auto"), oc.RunConfig("auto", client="java")])
 
