@@ -58,16 +58,6 @@ def test_transform_keeps_the_record_id_and_flags_delays_over_15_minutes() -> Non
         eos.transform(b'{"origin":"JFK"}')
 
 
-def test_an_insert_sink_keeps_repeats_and_an_upsert_sink_overwrites_them(tmp_path) -> None:
-    rows = [("a", "JFK-LAX", False, 0, 0, "p-0"), ("b", "EWR-ORD", True, 0, 1, "p-0")]
-    for mode, expected in (("insert", [("a", 1), ("a", 1), ("b", 1), ("b", 1)]), ("upsert", [("a", 2), ("b", 2)])):
-        sink = eos.Sink(str(tmp_path / f"{mode}.db"), mode)
-        sink.write_batch(rows)
-        sink.write_batch(rows)  # the replay after a crash
-        sink.close()
-        assert sorted(eos.sink_rows(tmp_path / f"{mode}.db")) == expected
-
-
 @pytest.mark.cluster
 def test_a_processor_incarnation_dies_exactly_at_its_crash_point_and_the_next_one_finishes(tmp_path) -> None:
     from kafkalab.experiments import transactions as tx

@@ -22,6 +22,23 @@ def test_commit_modes_map_to_librdkafka_settings() -> None:
         ConsumerSpec("c", "r", "/tmp/c.jsonl", "g", ["t"], crash_point="before-lunch")
 
 
+def test_sink_modes_keep_drop_or_overwrite_a_replayed_record(tmp_path) -> None:
+    from kafkalab.worker import Sink, sink_rows
+
+    rows = [("a", "t", 0, 0, "p-0", '{"route":"JFK-LAX"}'), ("b", "t", 0, 1, "p-0", None)]
+    expected = {"insert": [("a", 1), ("a", 1), ("b", 1), ("b", 1)], "ignore": [("a", 1), ("b", 1)],
+                "upsert": [("a", 2), ("b", 2)]}
+    for mode, rows_after in expected.items():
+        sink = Sink(str(tmp_path / f"{mode}.db"), mode)
+        sink.write_batch(rows)
+        assert sink.write("a", "t", 0, 0, "p-1") is (mode != "ignore")  # the replay after a crash
+        sink.write("b", "t", 0, 1, "p-1")
+        sink.close()
+        assert sorted(sink_rows(tmp_path / f"{mode}.db")) == rows_after, mode
+    with pytest.raises(ValueError, match="sink mode"):
+        Sink(str(tmp_path / "x.db"), "merge")
+
+
 def test_every_spec_round_trips_through_the_one_entry_points_json() -> None:
     specs = [ConsumerSpec("c", "r", "/tmp/c.jsonl", "g", ["t"], crash_after=3, crash_point="after-process"),
              ProducerSpec("p", "r", "/tmp/p.jsonl", "t", 3, count=5, sync_first=2),

@@ -60,8 +60,6 @@ librdkafka INTRODUCTION.md "Transactional Producer" and CONFIGURATION.md
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 import sys
 import time
 from dataclasses import dataclass, field
@@ -76,7 +74,8 @@ MODES = ("transactional", "at-least-once")
 #: Where a crash can be placed inside a batch, in loop order (see the module docstring).
 CRASH_POINTS = ("mid-produce", "after-produce", "after-offsets", "after-commit")
 
-#: sqlite sink modes: a plain INSERT per record, or an upsert keyed by the record id.
+#: sqlite sink modes (``kafkalab.worker.Sink``): a plain INSERT per record, or an upsert
+#: keyed by the record id.
 SINK_MODES = ("insert", "upsert")
 
 #: Exit code when ``max_runtime_s`` ran out before the input was done.
@@ -164,56 +163,6 @@ def transform(value: bytes) -> bytes:
     return json.dumps(out, separators=(",", ":")).encode()
 
 
-# ----------------------------------------------------------------------------- the sink
-
-
-class Sink:
-    """The side effect outside Kafka: one sqlite row per processed record.
-
-    ``insert``: a plain INSERT, so a replayed record becomes a second row. ``upsert``:
-    ``record_id`` is the primary key and a replay overwrites its own row (INSERT ... ON
-    CONFLICT DO UPDATE), the fix article 002 recommends (deduplicate in the store). Each
-    batch is one sqlite transaction, committed before the Kafka commit.
-    """
-
-    def __init__(self, path: str, mode: str):
-        if mode not in SINK_MODES:
-            raise ValueError(f"sink mode must be one of {', '.join(SINK_MODES)}, not {mode!r}")
-        self.mode = mode
-        self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        pk = "PRIMARY KEY" if mode == "upsert" else ""
-        self.db.execute(f"CREATE TABLE IF NOT EXISTS sink (record_id TEXT {pk}, route TEXT, delayed INTEGER, "
-                        "partition INTEGER, offset INTEGER, incarnation TEXT, writes INTEGER)")
-
-    def write_batch(self, rows: list[tuple[str, str, bool, int, int, str]]) -> None:
-        """Write ``(record_id, route, delayed, partition, offset, incarnation)`` rows in one
-        sqlite transaction."""
-        if self.mode == "upsert":
-            sql = ("INSERT INTO sink VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT(record_id) DO UPDATE SET "
-                   "route=excluded.route, delayed=excluded.delayed, partition=excluded.partition, "
-                   "offset=excluded.offset, incarnation=excluded.incarnation, writes=writes+1")
-        else:
-            sql = "INSERT INTO sink VALUES (?, ?, ?, ?, ?, ?, 1)"
-        self.db.execute("BEGIN")
-        self.db.executemany(sql, rows)
-        self.db.execute("COMMIT")
-
-    def close(self) -> None:
-        """Close the sqlite connection."""
-        self.db.close()
-
-
-def sink_rows(path: str | os.PathLike[str]) -> list[tuple[str, int]]:
-    """``(record_id, writes)`` of every row of a sink file (``writes``: how often an upsert
-    rewrote the row; always 1 for ``insert``)."""
-    db = sqlite3.connect(str(path))
-    try:
-        return [(r, int(w)) for r, w in db.execute("SELECT record_id, writes FROM sink")]
-    finally:
-        db.close()
-
-
 # ----------------------------------------------------------------------------- the process
 
 
@@ -229,7 +178,7 @@ def run_processor(spec: ProcessorSpec) -> int:
 
     from . import config
     from .ledger import Ledger
-    from .worker import crash
+    from .worker import Sink, crash
 
     deadline = time.monotonic() + spec.max_runtime_s
     ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
@@ -319,15 +268,14 @@ def run_processor(spec: ProcessorSpec) -> int:
                 producer.produce(spec.output_topic, key=m.key(), value=out, on_delivery=on_delivery)
                 note("produced", topic=spec.output_topic, key=key, value=rid)
                 producer.poll(0)
-                d = json.loads(out)
-                rows.append((rid, d["route"], d["delayed"], m.partition(), m.offset(), spec.name))
+                rows.append((rid, m.topic(), m.partition(), m.offset(), spec.name, out.decode()))
             if point == "mid-produce":  # reached only by a batch of one record: crash after its produce
                 producer.flush(30)
                 crash(ledger)
             if sink is not None:
                 sink.write_batch(rows)
                 for r in rows:
-                    note("processed", topic=spec.input_topic, partition=r[3], offset=r[4], value=r[0])
+                    note("processed", topic=spec.input_topic, partition=r[2], offset=r[3], value=r[0])
             if producer.flush(30):
                 raise KafkalabError(f"{spec.name}: output not delivered within 30 s")
             if delivery_errors:

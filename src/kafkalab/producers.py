@@ -119,6 +119,48 @@ def send_one_by_one(producer: "Producer", topic: str, records: Iterable[tuple[st
     return out
 
 
+def produce_when_room(producer: "Producer", topic: str, value: bytes, partition: int | None = None) -> None:
+    """``producer.produce(topic, value, partition)``, serving delivery reports (``poll``,
+    10 ms at a time) while librdkafka's queue is full (``BufferError``: more than
+    ``queue.buffering.max.messages`` records waiting)."""
+    kw = {} if partition is None else {"partition": partition}
+    while True:
+        try:
+            producer.produce(topic, value=value, **kw)
+            return
+        except BufferError:
+            producer.poll(0.01)
+
+
+def timed_burst(conf: dict, topic: str, records: int, value: bytes, partitions: int = 1, poll_every: int = 1,
+                timeout_s: float = 120.0) -> float:
+    """Seconds one new producer (``conf``) takes to send ``records`` copies of ``value``,
+    round-robin over ``partitions``, from the first ``produce`` to the last delivery report.
+    One warm-up record first is not timed (connections, metadata, an idempotent producer's
+    ``InitProducerId``). ``poll_every``: serve delivery reports after every N-th record.
+    For showing, never for asserting.
+
+    Raises:
+        KafkalabError: librdkafka refused ``conf``, or the burst was not delivered within ``timeout_s``.
+    """
+    import time
+
+    p = make_producer(conf)
+    try:
+        p.produce(topic, value=value, partition=0)
+        p.flush(30)
+        t0 = time.perf_counter()
+        for i in range(records):
+            produce_when_room(p, topic, value, i % partitions)
+            if i % poll_every == 0:
+                p.poll(0)
+        if p.flush(timeout_s):
+            raise KafkalabError(f"burst of {records} records not delivered within {timeout_s:.0f} s")
+        return time.perf_counter() - t0
+    finally:
+        p.close()
+
+
 def records_for(messages: int, partitions: int, start: int = 0) -> list[tuple[str, str, int]]:
     """``(key, value, partition)`` of workload records ``start .. start+messages-1``
     (``kafkalab.data.workload_record``: values are unique flight record ids, keys their

@@ -54,7 +54,7 @@ from .. import cluster, config, workloads
 from ..errors import KafkalabError
 from ..faults import FaultProxy, Rule
 from ..ledger import Ledger, read_events
-from ..producers import Delivery, make_producer, producer_conf, records_for, send_one_by_one
+from ..producers import Delivery, make_producer, producer_conf, records_for, send_one_by_one, timed_burst
 from ..waiting import wait_until
 from ..worker import ProducerSpec
 from ..workloads import Copy, read_topic
@@ -919,25 +919,10 @@ def measure_throughput(records: int = 100_000, value_bytes: int = 200, partition
         workloads.create_topics({topic: partitions})
         for _ in range(rounds):
             for idempotence in (False, True):
-                p = make_producer({"bootstrap.servers": config.bootstrap_servers(), "enable.idempotence": idempotence,
-                                   "log_level": 3, **extra})
-                # warm up: connections, metadata and (idempotent) the producer id are not timed
-                p.produce(topic, value=value, partition=0)
-                p.flush(30)
-                t0 = time.perf_counter()
-                for i in range(records):
-                    while True:
-                        try:
-                            p.produce(topic, value=value, partition=i % partitions)
-                            break
-                        except BufferError:
-                            p.poll(0.01)
-                    if i % 1000 == 0:
-                        p.poll(0)
-                if p.flush(120):
-                    raise KafkalabError("throughput burst not delivered within 120 s")
-                out.append(Throughput(idempotence, records, value_bytes, time.perf_counter() - t0, batch_num_messages))
-                p.close()
+                conf = {"bootstrap.servers": config.bootstrap_servers(), "enable.idempotence": idempotence,
+                        "log_level": 3, **extra}
+                seconds = timed_burst(conf, topic, records, value, partitions, poll_every=1000)
+                out.append(Throughput(idempotence, records, value_bytes, seconds, batch_num_messages))
         return out
     finally:
         run.cleanup()

@@ -454,23 +454,9 @@ def measure_throughput(settings: dict[str, dict], records: int = 3000, value_byt
         workloads.create_topics({topic: 1})
         for _ in range(rounds):
             for name, conf in settings.items():
-                p = producers.make_producer({"bootstrap.servers": config.bootstrap_servers(), "linger.ms": 0,
-                                        "batch.num.messages": batch_num_messages, "log_level": 3, **conf})
-                p.produce(topic, value=value, partition=0)
-                p.flush(30)
-                t0 = time.perf_counter()
-                for _i in range(records):
-                    while True:
-                        try:
-                            p.produce(topic, value=value, partition=0)
-                            break
-                        except BufferError:
-                            p.poll(0.01)
-                    p.poll(0)
-                if p.flush(120):
-                    raise KafkalabError(f"burst {name!r} not delivered within 120 s")
-                out.append(Burst(name, records, value_bytes, time.perf_counter() - t0))
-                p.close()
+                full = {"bootstrap.servers": config.bootstrap_servers(), "linger.ms": 0,
+                        "batch.num.messages": batch_num_messages, "log_level": 3, **conf}
+                out.append(Burst(name, records, value_bytes, producers.timed_burst(full, topic, records, value)))
         return out
     finally:
         run.cleanup()

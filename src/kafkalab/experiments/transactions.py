@@ -56,7 +56,9 @@ from confluent_kafka.admin import OffsetSpec
 from .. import cluster, config, eos, workloads
 from ..data import record_id_of
 from ..errors import KafkalabError
+from ..producers import produce_when_room
 from ..waiting import wait_until
+from ..worker import sink_rows
 from . import transactions_analysis as ta
 from .tour import TourRun
 
@@ -812,7 +814,7 @@ def run_eos(run: TxnRun, mode: str = "transactional", messages: int = 500, crash
     aborted_reads = len(left & {(r.partition, r.offset) for r in rc_reads}) if mode == "transactional" else 0
     sink = None
     if sink_path:
-        rows = eos.sink_rows(sink_path)
+        rows = sink_rows(sink_path)
         sink = ta.audit_ids(ids, (r for r, _ in rows)).to_json()
     first_commit = {}
     for e in events:
@@ -1097,12 +1099,7 @@ def measure_throughput(topic: str, sizes: Sequence[int] = (1, 10, 100, 1000), se
         while time.monotonic() - t0 < seconds:
             p.begin_transaction()
             for _ in range(size):
-                while True:
-                    try:
-                        p.produce(topic, value=value)
-                        break
-                    except BufferError:
-                        p.poll(0.01)
+                produce_when_room(p, topic, value)
             p.commit_transaction(30)
             n += size
             txns += 1
