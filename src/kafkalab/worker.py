@@ -82,7 +82,8 @@ class ConsumerSpec:
     the defaults and the commit-mode settings, so it can override them. ``batch`` > 1:
     ``consume(num_messages=batch)``, else ``poll``. ``crash_after`` None: run until SIGTERM,
     then finish the records in hand, close (a dynamic member leaves the group; auto modes
-    commit stored offsets) and exit 0. Times in ms."""
+    commit stored offsets) and exit 0. ``sink``: path of a ``Sink`` written per processed
+    record, mode ``ignore`` with ``dedupe``, else ``insert``. Times in ms."""
 
     name: str
     run_id: str
