@@ -857,11 +857,10 @@ class CrashAndRestart:
         """
         from confluent_kafka import Producer
 
-        from ..data import flights
+        from ..data import workload_record
         from ..ledger import Ledger
 
         self._expect("produce")
-        rows = flights()
         producer = Producer({"bootstrap.servers": config.bootstrap_servers(), "client.id": "producer-0",
                              "log_level": 3})
         books = {name: Ledger(r.dir / "producer-0.jsonl", r.run_id) for name, r in self.runs.items()}
@@ -876,8 +875,7 @@ class CrashAndRestart:
                         value=msg.value().decode(), error=str(err) if err else None))
 
                 for i in range(r.cfg.messages):
-                    f = rows[i % len(rows)]
-                    value = f.record_id if i < len(rows) else f"{f.record_id}#{i // len(rows)}"
+                    f, value = workload_record(i)
                     book.record("produced", topic=r.topic, partition=i % r.cfg.partitions, key=f.key, value=value,
                                 client_id="producer-0")
                     producer.produce(r.topic, key=f.key.encode(), value=value.encode(), partition=i % r.cfg.partitions,
