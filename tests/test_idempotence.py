@@ -9,31 +9,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kafkalab import dumplog
+from kafkalab import dumplog, workloads
 from kafkalab.errors import KafkalabError
 from kafkalab.experiments import idempotence as idem
+from kafkalab.producers import Delivery
+from kafkalab.workloads import Copy
 from test_dumplog import DUMP_PLAIN
-
-def test_records_are_unique_flights_round_robin_over_partitions() -> None:
-    recs = idem.records_for(2005, 3)
-    assert len({v for _, v, _ in recs}) == 2005, "values stay unique past the 2000 flights of the sample"
-    assert [p for _, _, p in recs[:5]] == [0, 1, 2, 0, 1]
-    assert recs[0] == ("N14228", "flight-2013-01-01-UA-1545-EWR", 0)
-
-
-def test_producer_conf_teaching_values_and_defaults() -> None:
-    conf = idem.producer_conf("c", "s:1", True)
-    assert conf["socket.timeout.ms"] == idem.TEACHING_SOCKET_TIMEOUT_MS == 2000
-    assert conf["message.timeout.ms"] == 30000 and conf["enable.idempotence"] is True and "retries" not in conf
-    bare = idem.producer_conf("c", "s:1", None, None, None)
-    assert not {"enable.idempotence", "socket.timeout.ms", "message.timeout.ms"} & set(bare), "librdkafka's defaults"
-    assert idem.producer_conf("c", "s:1", False, extra={"logger": object()})["log_level"] == 5
-
-
-def test_make_producer_turns_librdkafkas_refusal_into_one_message() -> None:
-    with pytest.raises(KafkalabError, match="acks"):
-        idem.make_producer({"bootstrap.servers": "127.0.0.1:1", "enable.idempotence": True, "acks": 1})
-
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"messages": 0, "drop_acks": 0}, "messages >= 1"),
@@ -66,8 +47,8 @@ def test_result_json_has_the_fields_the_cli_promises() -> None:
 
 
 def test_copies_table_puts_the_duplicate_first_with_what_the_producer_was_told() -> None:
-    log = [idem.Copy(0, 0, "a"), idem.Copy(0, 1, "a"), idem.Copy(0, 2, "b")]
-    deliveries = [idem.Delivery("k", "a", 0, 1, None, "p"), idem.Delivery("k", "b", 0, 2, None, "p")]
+    log = [Copy(0, 0, "a"), Copy(0, 1, "a"), Copy(0, 2, "b")]
+    deliveries = [Delivery("k", "a", 0, 1, None, "p"), Delivery("k", "b", 0, 2, None, "p")]
     df = _result(log=log, deliveries=deliveries).copies_table()
     assert df.index.tolist() == ["a", "b"]
     assert df.loc["a", "copies"] == 2 and df.loc["a", "log offsets"] == ["0:0", "0:1"]
@@ -116,7 +97,7 @@ def test_cli_restart_producer_duplicates_with_or_without_idempotence(idempotence
         assert len(r["producer_ids"]) == 2, "the new instance has a new producer id"
     else:
         assert r["producer_ids"] == [-1]
-    assert not idem.producer_processes(), "the crashed producer process is gone"
+    assert not workloads.worker_processes(), "the crashed producer process is gone"
 
 
 @pytest.mark.cluster

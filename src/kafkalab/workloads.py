@@ -71,6 +71,51 @@ def produce(topic: str, records: Iterable[tuple[bytes | None, bytes]], conf: dic
     return results
 
 
+@dataclass(frozen=True)
+class Copy:
+    """A record read back from a topic (``read_topic``): where it is and its value as text."""
+
+    partition: int
+    offset: int
+    value: str
+
+
+def read_topic(topic: str, partitions: int, timeout_s: float = 30.0) -> list[Copy]:
+    """Every record of ``topic`` from the log start to the high watermark (as it was when the
+    read began), read with a librdkafka consumer (assign, no group commit) on the CLIENT
+    listeners; sorted by partition and offset.
+
+    Raises:
+        KafkalabError: the consumer reported an error.
+        WaitTimeout: the end was not reached within ``timeout_s``.
+    """
+    from confluent_kafka import OFFSET_BEGINNING
+
+    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-reader",
+                  "enable.auto.commit": False, "enable.partition.eof": False, "log_level": 3})
+    try:
+        ends = {}
+        for p in range(partitions):
+            lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            ends[p] = hi
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        got: list[Copy] = []
+        next_offset = {p: 0 for p in range(partitions)}
+
+        def done() -> bool:
+            for m in c.consume(num_messages=500, timeout=0.2):
+                if m.error() is not None:
+                    raise KafkalabError(f"reading {topic}: {m.error()}")
+                got.append(Copy(m.partition(), m.offset(), m.value().decode()))
+                next_offset[m.partition()] = m.offset() + 1
+            return all(next_offset[p] >= ends[p] for p in ends)
+
+        wait_until(done, timeout_s=timeout_s, interval_s=0.0, what=f"{topic} read to its high watermarks {ends}")
+        return sorted(got, key=lambda x: (x.partition, x.offset))
+    finally:
+        c.close()
+
+
 # ----------------------------------------------------------------------------- group members
 
 
@@ -97,10 +142,19 @@ class GroupMember:
         conf: confluent-kafka consumer configuration (``group.id`` and strategy included).
         topics: topics to subscribe to.
         on_message: optional callback ``(member, message)`` for every record polled.
+        on_batch: optional callback ``(member, messages)`` for every non-empty list of
+            records one ``poll``/``consume`` returned (errors left out).
+        batch: records per ``consume(num_messages=batch)``; 1: ``poll``.
+        poll_timeout_ms: how long one ``poll``/``consume`` waits, ms.
+        hold: if given, every assignment is paused in the rebalance callback and resumed
+            only once ``hold`` is set: nothing is handed over before the whole group has
+            joined (set ``hold`` after ``wait_group_stable``).
     """
 
     def __init__(self, index: int, conf: dict, topics: list[str],
-                 on_message: Callable[["GroupMember", object], None] | None = None):
+                 on_message: Callable[["GroupMember", object], None] | None = None,
+                 on_batch: Callable[["GroupMember", list], None] | None = None,
+                 batch: int = 1, poll_timeout_ms: int = 100, hold: threading.Event | None = None):
         self.state = MemberState(index=index, client_id=conf.get("client.id", f"consumer-{index}"),
                                  group_instance_id=conf.get("group.instance.id"))
         # incremental (cooperative) callbacks carry only what changes; eager ones the whole set
@@ -109,12 +163,20 @@ class GroupMember:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._on_message = on_message
+        self._on_batch = on_batch
+        self._batch = batch
+        self._poll_timeout_s = poll_timeout_ms / 1000
+        self._hold = hold
+        self._resumed = True
         self.consumer = Consumer(conf)
         self.consumer.subscribe(topics, on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost)
         self.thread = threading.Thread(target=self._loop, name=self.state.client_id, daemon=True)
         self.thread.start()
 
     def _assigned(self, consumer, partitions) -> None:
+        if self._hold is not None:
+            (consumer.incremental_assign if self.incremental else consumer.assign)(partitions)
+            consumer.pause(partitions)  # nothing is handed over before every member has joined
         with self._lock:
             tps = [(p.topic, p.partition) for p in partitions]
             if self.incremental:
@@ -123,6 +185,8 @@ class GroupMember:
                 self.state.assignment = set(tps)
             self.state.assigned.extend(tps)
             self.state.rebalances += 1
+            if self._hold is not None:
+                self._resumed = False
 
     def _revoked(self, consumer, partitions) -> None:
         with self._lock:
@@ -135,17 +199,34 @@ class GroupMember:
     def _loop(self) -> None:
         try:
             while not self._stop.is_set():
-                msg = self.consumer.poll(0.1)
+                if not self._resumed and self._hold.is_set():
+                    assignment = self.consumer.assignment()
+                    if assignment:
+                        self.consumer.resume(assignment)
+                    self._resumed = True
+                if self._batch > 1:
+                    msgs = self.consumer.consume(num_messages=self._batch, timeout=self._poll_timeout_s)
+                else:
+                    msg = self.consumer.poll(self._poll_timeout_s)
+                    msgs = [msg] if msg is not None else []
                 mid = self.consumer.memberid()
                 if mid:
                     self.state.member_id = mid
-                if msg is not None and msg.error() is None and self._on_message:
-                    self._on_message(self, msg)
+                msgs = [m for m in msgs if m.error() is None]
+                if self._on_message:
+                    for m in msgs:
+                        self._on_message(self, m)
+                if msgs and self._on_batch:
+                    self._on_batch(self, msgs)
         except Exception as e:  # surfaced by snapshot()/close()
             self.state.error = repr(e)
 
     def snapshot(self) -> MemberState:
-        """A copy of the member's state (thread-safe)."""
+        """A copy of the member's state (thread-safe).
+
+        Raises:
+            KafkalabError: the member's poll loop failed (the error in the message).
+        """
         with self._lock:
             s = self.state
             if s.error:
@@ -264,28 +345,34 @@ def elapsed_ms(t0: float) -> int:
 
 
 class Worker:
-    """A producer or consumer process started by ``spawn`` (see kafkalab.worker).
+    """A client process started by ``spawn``: ``python -m kafkalab.worker SPEC_JSON``, the one
+    child-process entry point (a consumer, a producer, the EOS processor, or a JVM client
+    through ``worker.ExecSpec``).
 
     Its stdout and stderr go to ``<ledger>.log``. Every Worker still running when the Python
-    process exits is killed (``atexit``), and the worker itself dies with its parent
-    (PR_SET_PDEATHSIG), so none outlives the notebook or test that started it.
+    process exits is killed (``atexit``: ``kill_all_workers``), and the worker itself dies with
+    its parent (``kafkalab.worker.die_with_parent``), so none outlives the notebook or test
+    that started it. Spawn it from a thread that lives as long as the worker should: Linux
+    sends the parent-death signal when the forking *thread* ends.
     """
 
     _live: "set[Worker]" = set()
 
     def __init__(self, spec):
+        import os
         import subprocess
         import sys
 
-        from .worker import spec_json
+        from .worker import PARENT_ENV, spec_json
 
         self.spec = spec
         self.name = spec.name
         self.ledger = Path(spec.ledger)
         self.ledger.parent.mkdir(parents=True, exist_ok=True)
         self.log_path = self.ledger.with_suffix(".log")
+        env = {**os.environ, PARENT_ENV: str(os.getpid())}
         with open(self.log_path, "ab") as log:
-            self.popen = subprocess.Popen([sys.executable, "-m", "kafkalab.worker", spec_json(spec)],
+            self.popen = subprocess.Popen([sys.executable, "-m", "kafkalab.worker", spec_json(spec)], env=env,
                                           stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         Worker._live.add(self)
 
@@ -299,7 +386,7 @@ class Worker:
 
     @property
     def returncode(self) -> int | None:
-        """None while running; ``-9`` after SIGKILL (``crash_after`` or ``kill``)."""
+        """None while running; ``-9`` after SIGKILL (a crash point or ``kill``)."""
         return self.popen.poll()
 
     def wait(self, timeout_s: float) -> int:
@@ -364,8 +451,30 @@ class Worker:
 
 
 def spawn(spec) -> Worker:
-    """Start a worker process for a ``kafkalab.worker.ConsumerSpec`` or ``ProducerSpec``."""
+    """Start a worker process for a spec of ``kafkalab.worker`` (``ConsumerSpec``,
+    ``ProducerSpec``, ``ExecSpec``) or ``kafkalab.eos.ProcessorSpec``; returns at once."""
     return Worker(spec)
+
+
+def live_workers() -> list[Worker]:
+    """The workers this process started that still run."""
+    return [w for w in list(Worker._live) if w.alive]
+
+
+def worker_processes() -> list[int]:
+    """Pids of this process's live descendants running ``kafkalab.worker`` (zombies and
+    vanished ones skipped), as the operating system sees them: empty when no worker is left,
+    whether or not a handle still knows it."""
+    import psutil
+
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and "kafkalab.worker" in p.cmdline():
+                out.append(p.pid)
+        except psutil.Error:
+            continue
+    return out
 
 
 def kill_all_workers() -> None:

@@ -41,7 +41,6 @@ import json
 import logging
 import re
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -57,7 +56,10 @@ from ..errors import KafkalabError
 from ..faults import FaultProxy, Rule
 from ..ledger import Ledger, read_events
 from ..runscope import RunScope
+from ..producers import make_producer, producer_conf, records_for, send_one_by_one, timed_burst, Delivery
 from ..waiting import wait_until
+from ..worker import ProducerSpec
+from ..workloads import Copy, read_topic
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -65,18 +67,6 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
-#: Teaching value of librdkafka's ``socket.timeout.ms``: how long the client waits for a
-#: Produce response before it gives the request up and retries (librdkafka 2.16 default
-#: 60000 ms). In librdkafka it is this setting, not ``request.timeout.ms``, that times a
-#: request out on the client (CONFIGURATION.md). librdkafka checks for timed-out requests
-#: once a second, so a lost ack costs 2-3 s here. 2 s stays far above the broker's answer
-#: time on a loaded 2-core machine (median about 1 ms, slowest seen 0.4 s), so only the
-#: acks the proxy drops ever time out.
-TEACHING_SOCKET_TIMEOUT_MS = 2000
-#: Teaching value of ``message.timeout.ms`` (alias ``delivery.timeout.ms``): the most time a
-#: record may take to be delivered, retries included (librdkafka default 300000 ms; Java
-#: ``delivery.timeout.ms`` default 120000 ms).
-TEACHING_MESSAGE_TIMEOUT_MS = 30000
 #: librdkafka 2.16 producer defaults of the settings article 003 discusses, under the Java
 #: client's names where librdkafka has an equivalent (librdkafka CONFIGURATION.md, v2.16).
 LIBRDKAFKA_DEFAULTS: dict[str, str] = {
@@ -150,18 +140,6 @@ def leader_log_files(topic: str, partitions: int, status: cluster.ClusterStatus 
 # ----------------------------------------------------------------------------- producing
 
 
-@dataclass(frozen=True)
-class Delivery:
-    """A delivery report: ``offset`` None and ``error`` set when delivery failed."""
-
-    key: str
-    value: str
-    partition: int
-    offset: int | None
-    error: str | None
-    client_id: str
-
-
 class LogCapture(logging.Handler):
     """Collects librdkafka's log lines (given to a client as ``"logger"``) with the time
     they reached Python, ms since ``t0`` (monotonic)."""
@@ -177,135 +155,6 @@ class LogCapture(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append((round((time.monotonic() - self.t0) * 1000, 1), record.getMessage()))
-
-
-def producer_conf(client_id: str, bootstrap: str, idempotence: bool | None,
-                  socket_timeout_ms: int | None = TEACHING_SOCKET_TIMEOUT_MS,
-                  message_timeout_ms: int | None = TEACHING_MESSAGE_TIMEOUT_MS,
-                  retries: int | None = None, extra: dict | None = None) -> dict:
-    """librdkafka producer settings of these experiments: ``enable.idempotence`` as given
-    (None: librdkafka's default, false), ``socket.timeout.ms`` (the client-side request
-    timeout, ms) and ``message.timeout.ms`` (ms) at teaching values unless None, ``retries``
-    if given, ``linger.ms=0``, logs at warning level (notice level when ``extra`` has a
-    ``logger``, which receives them instead of stderr), then ``extra``."""
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 0, "log_level": 4}
-    if extra and "logger" in extra:
-        conf["log_level"] = 5  # notices too (e.g. "Timed out ProduceRequest in flight"): they go to the logger
-    if idempotence is not None:
-        conf["enable.idempotence"] = idempotence
-    if socket_timeout_ms is not None:
-        conf["socket.timeout.ms"] = socket_timeout_ms
-    if message_timeout_ms is not None:
-        conf["message.timeout.ms"] = message_timeout_ms
-    if retries is not None:
-        conf["retries"] = retries
-    conf.update(extra or {})
-    return conf
-
-
-def make_producer(conf: dict):
-    """``confluent_kafka.Producer(conf)``.
-
-    Raises:
-        KafkalabError: librdkafka refused the configuration (e.g. ``acks=1`` with idempotence),
-            with librdkafka's message.
-    """
-    from confluent_kafka import KafkaException, Producer
-
-    try:
-        return Producer(conf)
-    except KafkaException as e:
-        raise KafkalabError(e.args[0].str()) from None
-
-
-def send_one_by_one(producer, topic: str, records: Iterable[tuple[str, str, int]], client_id: str,
-                    ledger: Ledger | None = None, timeout_s: float = 60.0) -> list[Delivery]:
-    """Produce ``(key, value, partition)`` records one at a time: each goes out in its own
-    Produce request and the next is sent only after its delivery report (``flush``).
-    Records ``produced`` and ``acked`` events in ``ledger``.
-
-    Raises:
-        KafkalabError: a delivery report did not come within ``timeout_s``.
-    """
-    out: list[Delivery] = []
-    for key, value, partition in records:
-        got: list[Delivery] = []
-
-        def report(err, msg, key=key, value=value) -> None:
-            got.append(Delivery(key, value, msg.partition(), msg.offset() if err is None else None,
-                                err.name() if err is not None else None, client_id))
-
-        if ledger is not None:
-            ledger.record("produced", topic=topic, partition=partition, key=key, value=value, client_id=client_id)
-        producer.produce(topic, key=key.encode(), value=value.encode(), partition=partition, on_delivery=report)
-        if producer.flush(timeout_s) or not got:
-            raise KafkalabError(f"no delivery report for {value} within {timeout_s} s")
-        d = got[0]
-        if ledger is not None:
-            ledger.record("acked", topic=topic, partition=d.partition, offset=d.offset, key=key, value=value,
-                          client_id=client_id, error=d.error)
-        out.append(d)
-    return out
-
-
-def records_for(messages: int, partitions: int) -> list[tuple[str, str, int]]:
-    """``(key, value, partition)`` of ``messages`` records: values are flight record ids
-    (unique), keys their aircraft, partitions round-robin ``i % partitions``."""
-    from ..data import flights
-
-    rows = flights()
-    out = []
-    for i in range(messages):
-        f = rows[i % len(rows)]
-        value = f.record_id if i < len(rows) else f"{f.record_id}#{i // len(rows)}"
-        out.append((f.key, value, i % partitions))
-    return out
-
-
-# ----------------------------------------------------------------------------- reading the log
-
-
-@dataclass(frozen=True)
-class Copy:
-    """A record read back from the topic."""
-
-    partition: int
-    offset: int
-    value: str
-
-
-def read_topic(topic: str, partitions: int, timeout_s: float = 30.0) -> list[Copy]:
-    """Every record of ``topic`` from the log start to the high watermark, read with a
-    librdkafka consumer (assign, no group commit) on the CLIENT listeners.
-
-    Raises:
-        WaitTimeout: the end was not reached within ``timeout_s``.
-    """
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-reader",
-                  "enable.auto.commit": False, "enable.partition.eof": False, "log_level": 3})
-    try:
-        ends = {}
-        for p in range(partitions):
-            lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            ends[p] = hi
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        got: list[Copy] = []
-        next_offset = {p: 0 for p in range(partitions)}
-
-        def done() -> bool:
-            for m in c.consume(num_messages=500, timeout=0.2):
-                if m.error() is not None:
-                    raise KafkalabError(f"reading {topic}: {m.error()}")
-                got.append(Copy(m.partition(), m.offset(), m.value().decode()))
-                next_offset[m.partition()] = m.offset() + 1
-            return all(next_offset[p] >= ends[p] for p in ends)
-
-        wait_until(done, timeout_s=timeout_s, interval_s=0.0, what=f"{topic} read to its high watermarks {ends}")
-        return sorted(got, key=lambda x: (x.partition, x.offset))
-    finally:
-        c.close()
 
 
 # ----------------------------------------------------------------------------- the lost-ack experiment
@@ -545,28 +394,25 @@ def _run_with_restart(proxy: FaultProxy, topic: str, recs: list[tuple[str, str, 
     n_sync = len(recs) - drop_acks
     rule = proxy.add_rule(Rule("drop_response", "Produce", client_id=first, skip=n_sync))
     ledger1 = rdir / f"{first}.jsonl"
-    spec = {"topic": topic, "run_id": run_id, "ledger": str(ledger1), "client_id": first, "sync": n_sync,
-            "records": recs,
-            # the client waits 60 s (librdkafka's default) for the lost acks: it is killed long before it retries
-            # linger.ms=1000: the last records wait in the queue until the final flush() sends them in one
-            # request (flush() ignores linger.ms, so the records sent one by one do not wait)
-            "conf": producer_conf(first, proxy.bootstrap_servers, idempotence, socket_timeout_ms=60000,
-                                  message_timeout_ms=120000, retries=retries, extra={"linger.ms": 1000})}
-    child = subprocess.Popen([sys.executable, "-m", "kafkalab.experiments.idempotence", json.dumps(spec)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    # the client waits 60 s (librdkafka's default) for the lost acks: it is killed long before it retries
+    # linger.ms=1000: the last records wait in the queue until the final flush() sends them in one
+    # request (flush() ignores linger.ms, so the records sent one by one do not wait)
+    # recs are records_for(len(recs), partitions): the worker's producer sends the same records
+    spec = ProducerSpec(first, run_id, str(ledger1), topic, partitions=max(p for _, _, p in recs) + 1,
+                        count=len(recs), sync_first=n_sync, flush_timeout_s=300,
+                        conf=producer_conf(first, proxy.bootstrap_servers, idempotence, socket_timeout_ms=60000,
+                                           message_timeout_ms=120000, retries=retries, extra={"linger.ms": 1000}))
+    child = workloads.spawn(spec)
     try:
         def appended_unacked() -> bool:
-            if child.poll() is not None:
-                raise KafkalabError(f"producer process exited early ({child.returncode}): "
-                                    f"{child.stderr.read().decode(errors='replace')[-2000:]}")
+            if not child.alive:
+                raise KafkalabError(f"producer process exited early ({child.returncode}): {child.log_tail()}")
             return _lost_ack_records(proxy, first) >= drop_acks
 
         wait_until(appended_unacked, timeout_s=timeout_s, interval_s=0.02,
                    what=f"the broker appending the last {drop_acks} records of {first} (ack dropped by the proxy)")
     finally:
         child.kill()  # SIGKILL: a crash, nothing flushed, no retry
-        child.wait(10)
-        child.stderr.close()
         proxy.remove_rule(rule)
     events = read_events(ledger1)
     acked = {e.value for e in events if e.kind == "acked" and e.error is None}
@@ -590,47 +436,6 @@ def _lost_ack_records(proxy: FaultProxy, client_id: str) -> int:
     return sum(requests[(e.conn, e.correlation_id)].records for e in evs
                if e.kind == "response" and e.action in ("dropped", "cut") and (e.conn, e.correlation_id) in requests
                and e.results and all(r["error_code"] == 0 for r in e.results))
-
-
-def producer_processes() -> list[int]:
-    """Pids of this process's live descendants that run the crashing producer of
-    ``run_lost_ack(restart_producer=True)`` (zombies and vanished ones are skipped).
-    Empty after every run: the process is killed and reaped before ``run_lost_ack`` returns."""
-    import psutil
-
-    out = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE and "kafkalab.experiments.idempotence" in " ".join(p.cmdline()):
-                out.append(p.pid)
-        except psutil.Error:
-            continue
-    return out
-
-
-def _crashing_producer(spec: dict) -> None:
-    """``python -m kafkalab.experiments.idempotence SPEC``: the producer process that
-    ``run_lost_ack(restart_producer=True)`` kills. Sends ``sync`` records one by one, then
-    the rest at once, and waits for delivery reports (it is killed before they come)."""
-    from ..worker import die_with_parent
-
-    die_with_parent()
-    producer = make_producer(spec["conf"])
-    cid = spec["client_id"]
-    recs = [tuple(r) for r in spec["records"]]
-    with Ledger(spec["ledger"], spec["run_id"], write_through=True) as ledger:
-        send_one_by_one(producer, spec["topic"], recs[:spec["sync"]], cid, ledger)
-
-        def report(err, msg) -> None:
-            ledger.record("acked", topic=spec["topic"], partition=msg.partition(),
-                          offset=msg.offset() if err is None else None, key=msg.key().decode(),
-                          value=msg.value().decode(), client_id=cid, error=err.name() if err else None)
-
-        for key, value, partition in recs[spec["sync"]:]:
-            ledger.record("produced", topic=spec["topic"], partition=partition, key=key, value=value, client_id=cid)
-            producer.produce(spec["topic"], key=key.encode(), value=value.encode(), partition=partition,
-                             on_delivery=report)
-        producer.flush(300)
 
 
 def exchanges(proxy: FaultProxy, client_id: str, first: int | None = None) -> "pd.DataFrame":
@@ -996,25 +801,10 @@ def measure_throughput(records: int = 100_000, value_bytes: int = 200, partition
         admin.create_topics({topic: partitions})
         for _ in range(rounds):
             for idempotence in (False, True):
-                p = make_producer({"bootstrap.servers": config.bootstrap_servers(), "enable.idempotence": idempotence,
-                                   "log_level": 3, **extra})
-                # warm up: connections, metadata and (idempotent) the producer id are not timed
-                p.produce(topic, value=value, partition=0)
-                p.flush(30)
-                t0 = time.perf_counter()
-                for i in range(records):
-                    while True:
-                        try:
-                            p.produce(topic, value=value, partition=i % partitions)
-                            break
-                        except BufferError:
-                            p.poll(0.01)
-                    if i % 1000 == 0:
-                        p.poll(0)
-                if p.flush(120):
-                    raise KafkalabError("throughput burst not delivered within 120 s")
-                out.append(Throughput(idempotence, records, value_bytes, time.perf_counter() - t0, batch_num_messages))
-                p.close()
+                conf = {"bootstrap.servers": config.bootstrap_servers(), "enable.idempotence": idempotence,
+                        "log_level": 3, **extra}
+                seconds = timed_burst(conf, topic, records, value, partitions, poll_every=1000)
+                out.append(Throughput(idempotence, records, value_bytes, seconds, batch_num_messages))
         return out
     finally:
         run.cleanup()
@@ -1109,7 +899,3 @@ def cli_command(idempotence: str, messages: int, drop_acks: int, restart_produce
                f"responses covering {r.lost_ack_records} appended records")
     click.echo(f"log: {r.records_in_log} records, {r.unique_in_log} unique, {r.duplicates} duplicates; "
                f"producer ids {r.producer_ids}" + (f"; resent by a new producer: {r.resent}" if r.restart_producer else ""))
-
-
-if __name__ == "__main__":  # the crashing producer process of run_lost_ack(restart_producer=True)
-    _crashing_producer(json.loads(sys.argv[1]))

@@ -44,23 +44,24 @@ the whole last ``poll()``, not the record).
 The crash point (``crash_point``): ``after-process`` kills the consumer right after the
 side effect of its K-th record, before that record's offset is stored or committed (the
 worst case for at-least-once modes); ``after-commit`` right after the store or commit call
-returned (what ``kafkalab.worker`` does).
+returned.
 
 Notebook ``03_offset_commit.ipynb`` and ``kafkalab run offset-commit`` call the same code.
-The consumer process is this module's own entry point, ``python -m
-kafkalab.experiments.offset_commit SPEC_JSON``, because ``kafkalab.worker`` crashes only
-after the commit (see ``CRASH_POINTS``).
+The librdkafka consumer is a ``kafkalab.worker`` consumer process (``ConsumerSpec`` with
+this run's commit mode and crash point); the Java consumer runs through the same entry
+point (``worker.ExecSpec``), so both die with the notebook.
 """
 
 from __future__ import annotations
 
 import ctypes
+import atexit
+import hashlib
 import json
 import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 import zipfile
@@ -70,7 +71,7 @@ from typing import Any, Sequence
 
 import click
 
-from .. import admin, config, coordinators, runscope, workloads
+from .. import admin, config, coordinators, runscope, worker, workloads
 from ..errors import JarsMissing, KafkalabError, WaitTimeout
 from ..runscope import RunScope
 from ..waiting import wait_until
@@ -81,8 +82,8 @@ LIBRDKAFKA_MODES: tuple[str, ...] = ("auto", "store-after-process", "sync-per-me
 JAVA_MODES: tuple[str, ...] = ("auto", "sync-per-message", "commit-sync-no-args")
 CLIENTS: tuple[str, ...] = ("librdkafka", "java")
 #: Where the consumer dies: right after the K-th side effect (before storing/committing its
-#: offset) or right after the store/commit call for it returned.
-CRASH_POINTS: tuple[str, ...] = ("after-process", "after-commit")
+#: offset) or right after the store/commit call for it returned (``kafkalab.worker``).
+CRASH_POINTS: tuple[str, ...] = worker.CRASH_POINTS
 
 #: ``session.timeout.ms`` of every consumer here: the broker's minimum
 #: (``group.min.session.timeout.ms``, default 6000 ms), so a static member that stopped is
@@ -222,174 +223,6 @@ def java_conf(cfg: RunConfig, group_id: str, client_id: str, instance_id: str) -
     }
 
 
-# ----------------------------------------------------------------------------- the consumer process
-
-
-@dataclass
-class CrashingConsumerSpec:
-    """What one librdkafka consumer process does (``python -m kafkalab.experiments.offset_commit``).
-
-    ``crash_after`` None: run until SIGTERM, then finish the batch in hand, close (which
-    commits stored offsets in the auto modes) and exit 0. Times in ms.
-    """
-
-    name: str
-    run_id: str
-    ledger: str
-    topic: str
-    mode: str
-    conf: dict
-    batch: int
-    process_ms: float
-    crash_after: int | None
-    crash_point: str
-    sink: str | None
-    dedupe: bool
-    poll_timeout_ms: int = 500
-
-
-def _open_sink(path: str, dedupe: bool):
-    """``kafkalab.worker.Sink`` (one sqlite row per processed record), with
-    ``synchronous=NORMAL``: in WAL mode a committed row survives the death of the process
-    (it is in the OS page cache), only a power loss could take it back (sqlite.org, PRAGMA
-    synchronous), and no fsync per row keeps the side effect from dominating the timing."""
-    from ..worker import Sink
-
-    sink = Sink(path, dedupe)
-    sink.db.execute("PRAGMA synchronous=NORMAL")
-    return sink
-
-
-def run_crashing_consumer(spec: CrashingConsumerSpec) -> None:
-    """The consumer loop: ``consume(batch)``, record every record handed over (``consumed``),
-    then per record: work (``process_ms``), sqlite row, ``processed`` event, and the mode's
-    store or commit; SIGKILL itself at the crash point. Ledger written through."""
-    from confluent_kafka import Consumer, KafkaError
-
-    from ..ledger import Ledger
-
-    ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    member = {"id": None}
-    instance = spec.conf.get("group.instance.id")
-
-    def note(kind: str, **kw) -> None:
-        ledger.record(kind, client_id=spec.name, member_id=member["id"], group_instance_id=instance, **kw)
-
-    def on_commit(err, partitions) -> None:
-        for p in partitions or []:
-            if p.offset >= 0 or err or p.error:
-                note("committed", topic=p.topic, partition=p.partition, offset=p.offset,
-                     error=str(err) if err else (str(p.error) if p.error else None))
-
-    consumer = Consumer({**spec.conf, "on_commit": on_commit})
-
-    def on_assign(c, partitions) -> None:
-        member["id"] = c.memberid()
-        for p in partitions:
-            note("assigned", topic=p.topic, partition=p.partition)
-
-    def on_revoke(c, partitions) -> None:
-        for p in partitions:
-            note("revoked", topic=p.topic, partition=p.partition)
-
-    def crash() -> None:
-        ledger.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    consumer.subscribe([spec.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
-    sink = _open_sink(spec.sink, spec.dedupe) if spec.sink else None
-    processed = 0
-    try:
-        while not stop.is_set():
-            msgs = consumer.consume(num_messages=spec.batch, timeout=spec.poll_timeout_ms / 1000)
-            good = []
-            for m in msgs:
-                if m.error() is not None:
-                    if m.error().code() != KafkaError._PARTITION_EOF:
-                        note("consumed", topic=m.topic() or spec.topic, error=str(m.error()))
-                    continue
-                good.append(m)
-                note("consumed", topic=m.topic(), partition=m.partition(), offset=m.offset(),
-                     key=m.key().decode() if m.key() is not None else None, value=m.value().decode())
-            for m in good:  # the whole batch is processed even after SIGTERM
-                if spec.process_ms:
-                    time.sleep(spec.process_ms / 1000)  # the work itself (simulated), not a wait on Kafka
-                value = m.value().decode()
-                if sink is not None:
-                    sink.write(value, m.topic(), m.partition(), m.offset(), spec.name)
-                note("processed", topic=m.topic(), partition=m.partition(), offset=m.offset(), value=value)
-                processed += 1
-                crash_now = spec.crash_after is not None and processed >= spec.crash_after
-                if crash_now and spec.crash_point == "after-process":
-                    crash()
-                if spec.mode == "store-after-process":
-                    consumer.store_offsets(message=m)
-                elif spec.mode == "sync-per-message":
-                    try:
-                        for tp in consumer.commit(message=m, asynchronous=False) or []:
-                            note("committed", topic=tp.topic, partition=tp.partition, offset=tp.offset,
-                                 error=str(tp.error) if tp.error else None)
-                    except Exception as e:  # a failed sync commit is recorded, not fatal
-                        note("committed", topic=m.topic(), partition=m.partition(), offset=m.offset() + 1, error=str(e))
-                elif spec.mode == "async":
-                    consumer.commit(message=m, asynchronous=True)
-                if crash_now:
-                    crash()
-    finally:
-        consumer.close()  # a static member does not leave the group; auto modes commit stored offsets
-        ledger.close()
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of the consumer process: ``python -m kafkalab.experiments.offset_commit SPEC_JSON``."""
-    from ..worker import die_with_parent
-
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        sys.exit("usage: python -m kafkalab.experiments.offset_commit SPEC_JSON")
-    die_with_parent()
-    run_crashing_consumer(CrashingConsumerSpec(**json.loads(argv[0])))
-
-
-try:
-    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # resolved here: a forked child must not dlopen
-except (OSError, AttributeError):  # not Linux
-    _PRCTL = None
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: PR_SET_PDEATHSIG = SIGKILL (kept across exec), as kafkalab.worker does."""
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGKILL)
-
-
-class _Process(workloads.Worker):
-    """A consumer process of this experiment, handled like a ``kafkalab.workloads.Worker``
-    (wait/terminate/kill, killed at interpreter exit, dies with its parent thread).
-
-    Start it from a long-lived thread: Linux delivers PR_SET_PDEATHSIG when the *thread*
-    that forked the child exits."""
-
-    def __init__(self, name: str, ledger: Path, argv: list[str], spec: Any = None):
-        self.spec = spec
-        self.name = name
-        self.ledger = Path(ledger)
-        self.ledger.parent.mkdir(parents=True, exist_ok=True)
-        self.log_path = self.ledger.with_suffix(".log")
-        with open(self.log_path, "ab") as log:
-            self.popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          preexec_fn=_die_with_parent)
-        workloads.Worker._live.add(self)
-
-
-def spawn_consumer(spec: CrashingConsumerSpec) -> workloads.Worker:
-    """Start a librdkafka consumer process for ``spec``."""
-    argv = [sys.executable, "-m", "kafkalab.experiments.offset_commit", json.dumps(asdict(spec))]
-    return _Process(spec.name, Path(spec.ledger), argv, spec)
-
-
 # ----------------------------------------------------------------------------- the Java consumer
 
 #: Apache Kafka's Java consumer, driven like the Python one: the same ledger lines, the same
@@ -448,7 +281,7 @@ def spawn_java_consumer(cfg: RunConfig, name: str, run_id: str, ledger: Path, to
             "-cp", classpath, JAVA_CLASS,
             str(props), run_id, topic, str(ledger), cfg.mode, str(int(process_ms)), str(crash_after or 0),
             cfg.crash_point]
-    return _Process(name, ledger, argv)
+    return workloads.spawn(worker.ExecSpec(name, run_id, str(ledger), argv))
 
 
 def _java_defaults_argv() -> list[str]:
@@ -826,7 +659,7 @@ class CrashAndRestart:
             lab.produce(); lab.crash(); lab.restart()
             results = lab.results()
 
-    Processes are started from the calling thread (see ``_Process``).
+    Processes are started from the calling thread (see ``workloads.Worker``).
     """
 
     def __init__(self, configs: Sequence[RunConfig]):
@@ -882,11 +715,10 @@ class CrashAndRestart:
         """
         from confluent_kafka import Producer
 
-        from ..data import flights
+        from ..data import workload_record
         from ..ledger import Ledger
 
         self._expect("produce")
-        rows = flights()
         producer = Producer({"bootstrap.servers": config.bootstrap_servers(), "client.id": "producer-0",
                              "log_level": 3})
         books = {name: Ledger(r.dir / "producer-0.jsonl", r.run_id) for name, r in self.runs.items()}
@@ -901,8 +733,7 @@ class CrashAndRestart:
                         value=msg.value().decode(), error=str(err) if err else None))
 
                 for i in range(r.cfg.messages):
-                    f = rows[i % len(rows)]
-                    value = f.record_id if i < len(rows) else f"{f.record_id}#{i // len(rows)}"
+                    f, value = workload_record(i)
                     book.record("produced", topic=r.topic, partition=i % r.cfg.partitions, key=f.key, value=value,
                                 client_id="producer-0")
                     producer.produce(r.topic, key=f.key.encode(), value=value.encode(), partition=i % r.cfg.partitions,
@@ -925,12 +756,10 @@ class CrashAndRestart:
             p = spawn_java_consumer(r.cfg, name, r.run_id, ledger, r.topic, r.group_id, r.instance_id,
                                     crash_after, process_ms)
         else:
-            spec = CrashingConsumerSpec(
-                name=name, run_id=r.run_id, ledger=str(ledger), topic=r.topic, mode=r.cfg.mode,
-                conf=consumer_conf(r.cfg, r.group_id, name, r.instance_id), batch=r.cfg.batch,
-                process_ms=process_ms, crash_after=crash_after, crash_point=r.cfg.crash_point,
-                sink=str(r.sink), dedupe=r.cfg.dedupe)
-            p = spawn_consumer(spec)
+            p = workloads.spawn(worker.ConsumerSpec(
+                name, r.run_id, str(ledger), r.group_id, [r.topic], conf=consumer_conf(r.cfg, r.group_id, name, r.instance_id),
+                commit_mode=r.cfg.mode, batch=r.cfg.batch, process_ms=process_ms, crash_after=crash_after,
+                crash_point=r.cfg.crash_point, sink=str(r.sink), dedupe=r.cfg.dedupe, poll_timeout_ms=500))
         r.procs.append(p)
         return p
 
@@ -1111,17 +940,15 @@ class DefaultsProbe:
         self.topic = topic
         self.group_id = self.scope.add_group(f"{topic}-defaults-{self.run_id}")
         self.dir = workloads.run_dir(self.run_id)
-        conf = {"bootstrap.servers": config.bootstrap_servers(), "group.id": self.group_id,
-                "client.id": "defaults-probe", "auto.offset.reset": "earliest", "log_level": 3}
-        spec = CrashingConsumerSpec(name="defaults-probe", run_id=self.run_id, ledger=str(self.dir / "defaults-probe.jsonl"),
-                                    topic=topic, mode="auto", conf=conf, batch=100, process_ms=0, crash_after=None,
-                                    crash_point="after-process", sink=None, dedupe=False)
+        spec = worker.ConsumerSpec("defaults-probe", self.run_id, str(self.dir / "defaults-probe.jsonl"), self.group_id,
+                                   [topic], commit_mode="defaults", batch=100, poll_timeout_ms=500)
         from ..ledger import now_ms
 
         self.started_ms = now_ms()
-        self.proc = spawn_consumer(spec)
-        self.java = subprocess.Popen(_java_defaults_argv(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, text=True, preexec_fn=_die_with_parent)
+        self.proc = workloads.spawn(spec)
+        self.java_out = self.dir / "java-defaults.out"
+        self.java = workloads.spawn(worker.ExecSpec("java-defaults", self.run_id, str(self.dir / "java-defaults.jsonl"),
+                                                    _java_defaults_argv(), stdout=str(self.java_out)))
         self.closed = False
         self.scope.on_cleanup(self._stop_processes)
 
@@ -1145,12 +972,8 @@ class DefaultsProbe:
         events = wait_until(committed, timeout_s=timeout_s, interval_s=0.2,
                             what=f"the first auto-commit of the defaults probe (group {self.group_id})")
         group_committed = coordinators.committed_offsets(self.group_id)
-        try:
-            out, err = self.java.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self.java.kill()
-            raise WaitTimeout(f"timed out after {timeout_s:.1f} s waiting for the Java defaults probe") from None
-        java = _java_defaults_result(self.java.returncode, out, err)
+        rc = self.java.wait(timeout_s)
+        java = _java_defaults_result(rc, self.java_out.read_text(), self.java.log_tail(40))
         self.close()
         handed = [e.ts_ms for e in events if e.kind == "consumed" and e.offset is not None]
         first = min(e.ts_ms for e in events if e.kind == "committed" and e.error is None)
@@ -1166,9 +989,8 @@ class DefaultsProbe:
         self.closed = True
         if self.proc.alive:
             self.proc.terminate(30)
-        if self.java.poll() is None:
+        if self.java.alive:
             self.java.kill()
-            self.java.wait(10)
 
 
 @dataclass
@@ -1266,6 +1088,3 @@ def cli_command(mode: str, client: str, messages: int, crash_after: int, crash_p
     for claim, ok in verdicts(result).items():
         click.echo(f"  {'holds' if ok else 'FAILS'}: {claim}")
 
-
-if __name__ == "__main__":
-    main()

@@ -50,12 +50,11 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import click
 
-from .. import admin, cluster, config, defaults, workloads
+from .. import admin, cluster, config, defaults, producers, workloads
 from ..errors import KafkalabError
 from ..faults import FaultProxy, Rule
 from ..runscope import RunScope
 from ..waiting import wait_until
-from . import idempotence as idem
 from .ordering_analysis import Consumed, InversionCounts, count_inversions, interleaving_witness
 
 if TYPE_CHECKING:
@@ -94,73 +93,6 @@ def start_proxy(timeout_s: float = 120.0) -> FaultProxy:
 
 
 # ----------------------------------------------------------------------------- article 000: a group
-
-
-class _OrderMember:
-    """A group member that starts with its partitions paused and, once ``go`` is set, hands
-    every ``consume()`` batch to ``sink`` (under one lock for the whole group, so batches get
-    consecutive global indexes). ``snapshot()`` serves ``workloads.wait_group_stable``."""
-
-    def __init__(self, index: int, conf: dict, topic: str, go: threading.Event, sink) -> None:
-        from confluent_kafka import Consumer
-
-        self.state = workloads.MemberState(index=index, client_id=conf["client.id"])
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._go = go
-        self._sink = sink
-        self._resumed = False
-        self.consumer = Consumer(conf)
-        self.consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
-        self.thread = threading.Thread(target=self._loop, name=self.state.client_id, daemon=True)
-        self.thread.start()
-
-    def _assigned(self, consumer, partitions) -> None:
-        consumer.assign(partitions)
-        consumer.pause(partitions)  # nothing is handed over before every member has joined
-        with self._lock:
-            tps = [(p.topic, p.partition) for p in partitions]
-            self.state.assignment = set(tps)
-            self.state.assigned.extend(tps)
-            self.state.rebalances += 1
-            self._resumed = False
-
-    def _revoked(self, consumer, partitions) -> None:
-        with self._lock:
-            tps = [(p.topic, p.partition) for p in partitions]
-            self.state.assignment -= set(tps)
-            self.state.revoked.extend(tps)
-
-    def _loop(self) -> None:
-        try:
-            while not self._stop.is_set():
-                if self._go.is_set() and not self._resumed:
-                    assignment = self.consumer.assignment()
-                    if assignment:
-                        self.consumer.resume(assignment)
-                    self._resumed = True
-                msgs = self.consumer.consume(num_messages=1000, timeout=0.2)
-                mid = self.consumer.memberid()
-                if mid:
-                    self.state.member_id = mid
-                msgs = [m for m in msgs if m.error() is None]
-                if msgs:
-                    self._sink(self.state.client_id, msgs)
-        except Exception as e:  # surfaced by snapshot()
-            self.state.error = repr(e)
-
-    def snapshot(self) -> workloads.MemberState:
-        with self._lock:
-            s = self.state
-            if s.error:
-                raise KafkalabError(f"{s.client_id} failed: {s.error}")
-            return workloads.MemberState(s.index, s.client_id, None, s.member_id, set(s.assignment),
-                                         list(s.revoked), list(s.assigned), s.rebalances)
-
-    def close(self) -> None:
-        self._stop.set()
-        self.thread.join(timeout=10)
-        self.consumer.close()
 
 
 @dataclass
@@ -238,7 +170,7 @@ def run_group_order(partitions: int, consumers: int, keys: int, messages: int, t
                             f"{partitions}, {consumers}, {keys}, {messages}")
     t_start = time.monotonic()
     run = RunScope("ordering")
-    members: list[_OrderMember] = []
+    members: list[workloads.GroupMember] = []
     try:
         topic, group = run.topic("seq"), run.group("readers")
         admin.create_topics({topic: partitions})
@@ -256,9 +188,10 @@ def run_group_order(partitions: int, consumers: int, keys: int, messages: int, t
                     got.append(Consumed(int(m.value()), k.decode() if k is not None else None, m.partition(),
                                         m.offset(), consumer, len(got), b))
 
-        go = threading.Event()
-        members = [_OrderMember(i, workloads.consumer_config(group, i, "range"),
-                                topic, go, sink) for i in range(consumers)]
+        go = threading.Event()  # members hold their partitions paused until the whole group has joined
+        members = [workloads.GroupMember(i, workloads.consumer_config(group, i, "range"), [topic],
+                                         on_batch=lambda member, msgs: sink(member.state.client_id, msgs),
+                                         batch=1000, poll_timeout_ms=200, hold=go) for i in range(consumers)]
         workloads.wait_group_stable(group, members, {topic: partitions}, timeout_s=timeout_s)
         t_go = time.monotonic()
         go.set()
@@ -404,7 +337,7 @@ def run_retry_reorder(idempotence: bool, max_in_flight: int | None, messages: in
         extra: dict[str, Any] = {"batch.num.messages": 1, "log_level": 3}
         if max_in_flight is not None:
             extra["max.in.flight.requests.per.connection"] = max_in_flight
-        producer = idem.make_producer(idem.producer_conf(cid, proxy.bootstrap_servers, idempotence, extra=extra))
+        producer = producers.make_producer(producers.producer_conf(cid, proxy.bootstrap_servers, idempotence, extra=extra))
         try:
             producer.produce(topic, key=b"k", value=WARM_UP.encode(), partition=0)
             if producer.flush(timeout_s):
@@ -423,7 +356,7 @@ def run_retry_reorder(idempotence: bool, max_in_flight: int | None, messages: in
                 raise KafkalabError(f"{cid}: failed delivery reports {errors}")
         finally:
             producer.close()
-        log = [c for c in idem.read_topic(topic, 1, timeout_s=timeout_s) if c.value != WARM_UP]
+        log = [c for c in workloads.read_topic(topic, 1, timeout_s=timeout_s) if c.value != WARM_UP]
         records = [Consumed(int(c.value), "k", c.partition, c.offset, "reader", i) for i, c in enumerate(log)]
         counts = count_inversions(records)
         events = proxy.events(api="Produce", client_id=cid)
@@ -516,23 +449,9 @@ def measure_throughput(settings: dict[str, dict], records: int = 3000, value_byt
         admin.create_topics({topic: 1})
         for _ in range(rounds):
             for name, conf in settings.items():
-                p = idem.make_producer({"bootstrap.servers": config.bootstrap_servers(), "linger.ms": 0,
-                                        "batch.num.messages": batch_num_messages, "log_level": 3, **conf})
-                p.produce(topic, value=value, partition=0)
-                p.flush(30)
-                t0 = time.perf_counter()
-                for _i in range(records):
-                    while True:
-                        try:
-                            p.produce(topic, value=value, partition=0)
-                            break
-                        except BufferError:
-                            p.poll(0.01)
-                    p.poll(0)
-                if p.flush(120):
-                    raise KafkalabError(f"burst {name!r} not delivered within 120 s")
-                out.append(Burst(name, records, value_bytes, time.perf_counter() - t0))
-                p.close()
+                full = {"bootstrap.servers": config.bootstrap_servers(), "linger.ms": 0,
+                        "batch.num.messages": batch_num_messages, "log_level": 3, **conf}
+                out.append(Burst(name, records, value_bytes, producers.timed_burst(full, topic, records, value)))
         return out
     finally:
         run.cleanup()
@@ -623,7 +542,7 @@ def run_partitioners(keys: Iterable[str], partitions: int = 6, timeout_s: float 
                           conf={"log_level": 3, "partitioner": "murmur2_random"})
         java_console_produce(topic, [(k, f"{c_java}|{k}") for k in keys])
         landed: dict[str, dict[str, int]] = {c: {} for c in PARTITIONER_CLIENTS}
-        for c in idem.read_topic(topic, partitions, timeout_s=timeout_s):
+        for c in workloads.read_topic(topic, partitions, timeout_s=timeout_s):
             client, key = c.value.split("|", 1)
             landed[client][key] = c.partition
         return PartitionerResult(topic, partitions, keys, landed,

@@ -732,7 +732,7 @@ def leftovers(records: Sequence[RunRecord], timeout_s: float = 10.0) -> dict[str
     topics = set(a.list_topics(timeout=timeout_s).topics)
     listed = a.list_consumer_groups(request_timeout=timeout_s).result(timeout=timeout_s + 5)
     groups = {g.group_id for g in listed.valid}
-    alive = [w.name for w in list(workloads.Worker._live) if w.alive and any(w.spec.run_id == r.run_id for r in records)]
+    alive = [w.name for w in workloads.live_workers() if any(w.spec.run_id == r.run_id for r in records)]
     return {"topics": sorted({r.topic for r in records} & topics),
             "groups": sorted({r.group_id for r in records} & groups), "processes": sorted(alive)}
 

@@ -54,11 +54,13 @@ import click
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from .. import admin, cluster, config, coordinators, dumplog, runscope, workloads
+from .. import admin, cluster, config, coordinators, dumplog, eos, runscope, workloads
 from ..dumplog import DumpedRecord
+from ..data import record_id_of
 from ..errors import KafkalabError
+from ..producers import produce_when_room
 from ..waiting import wait_until
-from . import eos_processor as eosp
+from ..worker import sink_rows
 from . import transactions_analysis as ta
 from ..runscope import RunScope
 
@@ -69,7 +71,7 @@ if TYPE_CHECKING:
 #: Processor batches (records per transaction) in the experiments, unless given.
 DEFAULT_BATCH = 50
 
-#: Crash points cycled through by ``crash_plan`` for each mode (``eos_processor.CRASH_POINTS``).
+#: Crash points cycled through by ``crash_plan`` for each mode (``kafkalab.eos.CRASH_POINTS``).
 DEFAULT_CRASH_CYCLE = {
     "transactional": ("after-produce", "after-offsets", "mid-produce", "after-commit"),
     "at-least-once": ("after-produce", "mid-produce", "after-commit"),
@@ -89,7 +91,7 @@ class TxnRun(RunScope):
     def __init__(self, prefix: str = "txn"):
         super().__init__(prefix=prefix)
         self.dir = workloads.run_dir(self.prefix)
-        self.processors: list[eosp.Processor] = []
+        self.processors: list[workloads.Worker] = []
         self.readers: list[Reader] = []
 
     def transactional_id(self, name: str) -> str:
@@ -102,9 +104,9 @@ class TxnRun(RunScope):
         self.readers.append(r)
         return r
 
-    def spawn(self, spec: eosp.ProcessorSpec) -> eosp.Processor:
-        """Start a processor incarnation, remembered for cleanup."""
-        p = eosp.spawn(spec)
+    def spawn(self, spec: eos.ProcessorSpec) -> workloads.Worker:
+        """Start a processor incarnation (a worker process), remembered for cleanup."""
+        p = workloads.spawn(spec)
         self.processors.append(p)
         return p
 
@@ -397,19 +399,15 @@ class Abandoned:
 
 
 def input_records(n: int, offset: int = 0) -> list[tuple[bytes, bytes, str]]:
-    """``n`` input records ``(key, value, record_id)`` from the flights sample: key = aircraft
-    tail number, value = the flight as JSON with a unique ``record_id`` (flights past the
-    sample's 2000 repeat with ``#k`` appended to the id)."""
-    from ..data import flights
+    """``n`` input records ``(key, value, record_id)``, workload records ``offset..offset+n-1``
+    (``kafkalab.data.workload_record``): key = aircraft tail number, value = the flight as
+    JSON with its unique ``record_id`` (``data.record_json``)."""
+    from ..data import record_json, workload_record
 
-    rows = flights()
     out = []
     for i in range(offset, offset + n):
-        f = rows[i % len(rows)]
-        rid = f.record_id if i < len(rows) else f"{f.record_id}#{i // len(rows)}"
-        d = f.to_dict()
-        d["record_id"] = rid
-        out.append((f.key.encode(), json.dumps(d, separators=(",", ":")).encode(), rid))
+        f, rid = workload_record(i)
+        out.append((f.key.encode(), record_json(f, rid), rid))
     return out
 
 
@@ -470,7 +468,7 @@ def abandon_transaction(run: TxnRun, name: str = "abandoned", records: int = 20,
     admin.create_topics({tin: 1})
     create_topic_led_by(tout, avoid_leader=coordinators.transaction_coordinator(tid)[1])
     produce_input(tin, records)
-    spec = eosp.ProcessorSpec(name=f"{run.prefix}-{name}-0", run_id=run.run_id, ledger=str(run.dir / f"{name}-0.jsonl"),
+    spec = eos.ProcessorSpec(name=f"{run.prefix}-{name}-0", run_id=run.run_id, ledger=str(run.dir / f"{name}-0.jsonl"),
                               input_topic=tin, output_topic=tout, group_id=run.group(name), transactional_id=tid,
                               batch=records, crash_at=1, crash_point="after-produce", transaction_timeout_ms=timeout_ms)
     p = run.spawn(spec)
@@ -653,8 +651,8 @@ def crash_plan(messages: int, batch: int, crashes: int, points: Sequence[str]) -
     if crashes and not points:
         raise ValueError("crash points are needed when crashes > 0")
     for p in points:
-        if p not in eosp.CRASH_POINTS:
-            raise ValueError(f"unknown crash point {p!r}: one of {', '.join(eosp.CRASH_POINTS)}")
+        if p not in eos.CRASH_POINTS:
+            raise ValueError(f"unknown crash point {p!r}: one of {', '.join(eos.CRASH_POINTS)}")
     total = -(-messages // batch)
     c = max(1, total // (crashes + 1))
     plan = [(c, points[i % len(points)]) for i in range(crashes)]
@@ -746,8 +744,8 @@ def run_eos(run: TxnRun, mode: str = "transactional", messages: int = 500, crash
         ValueError: a crash plan that does not fit (``crash_plan``), an unknown mode.
         KafkalabError: an incarnation did not end as planned (its log tail is in the message).
     """
-    if mode not in eosp.MODES:
-        raise ValueError(f"mode must be one of {', '.join(eosp.MODES)}, not {mode!r}")
+    if mode not in eos.MODES:
+        raise ValueError(f"mode must be one of {', '.join(eos.MODES)}, not {mode!r}")
     t0 = time.monotonic()
     points = tuple(points) if points is not None else DEFAULT_CRASH_CYCLE[mode]
     plan = crash_plan(messages, batch, crashes, points)
@@ -763,7 +761,7 @@ def run_eos(run: TxnRun, mode: str = "transactional", messages: int = 500, crash
     ledgers, incs = [], []
     for i, (at, point) in enumerate([*plan, (None, "after-produce")]):
         ledger = str(run.dir / f"{name}-{i}.jsonl")
-        spec = eosp.ProcessorSpec(name=f"{name}-{i}", run_id=run.run_id, ledger=ledger, input_topic=tin,
+        spec = eos.ProcessorSpec(name=f"{name}-{i}", run_id=run.run_id, ledger=ledger, input_topic=tin,
                                   output_topic=tout, group_id=group, mode=mode, transactional_id=tid, batch=batch,
                                   crash_at=at, crash_point=point, transaction_timeout_ms=transaction_timeout_ms,
                                   sink=sink_path, sink_mode=sink_mode or "insert", max_runtime_s=timeout_s)
@@ -782,12 +780,12 @@ def run_eos(run: TxnRun, mode: str = "transactional", messages: int = 500, crash
     by_name = {inc.name: inc for inc in ta.incarnations(events)}
     rc_reads = read_all(tout, "read_committed")
     ru_reads = read_all(tout, "read_uncommitted")
-    verdict = ta.audit_ids(ids, (eosp.record_id(r.value.encode()) for r in rc_reads))
+    verdict = ta.audit_ids(ids, (record_id_of(r.value.encode()) for r in rc_reads))
     left = {o for inc in by_name.values() for o in inc.uncommitted_offsets}
     aborted_reads = len(left & {(r.partition, r.offset) for r in rc_reads}) if mode == "transactional" else 0
     sink = None
     if sink_path:
-        rows = eosp.sink_rows(sink_path)
+        rows = sink_rows(sink_path)
         sink = ta.audit_ids(ids, (r for r, _ in rows)).to_json()
     first_commit = {}
     for e in events:
@@ -1072,12 +1070,7 @@ def measure_throughput(topic: str, sizes: Sequence[int] = (1, 10, 100, 1000), se
         while time.monotonic() - t0 < seconds:
             p.begin_transaction()
             for _ in range(size):
-                while True:
-                    try:
-                        p.produce(topic, value=value)
-                        break
-                    except BufferError:
-                        p.poll(0.01)
+                produce_when_room(p, topic, value)
             p.commit_transaction(30)
             n += size
             txns += 1
@@ -1091,7 +1084,7 @@ def measure_throughput(topic: str, sizes: Sequence[int] = (1, 10, 100, 1000), se
 
 
 @click.command("eos")
-@click.option("--mode", type=click.Choice(list(eosp.MODES)), default="transactional", show_default=True,
+@click.option("--mode", type=click.Choice(list(eos.MODES)), default="transactional", show_default=True,
               help="transactional: Kafka transactions; at-least-once: the same loop committing offsets after producing.")
 @click.option("--messages", type=click.IntRange(1, 100_000), default=500, show_default=True, help="Input records.")
 @click.option("--crashes", type=click.IntRange(0, 50), default=3, show_default=True,
@@ -1100,7 +1093,7 @@ def measure_throughput(topic: str, sizes: Sequence[int] = (1, 10, 100, 1000), se
               help="Most records per batch (= per transaction).")
 @click.option("--partitions", type=click.IntRange(1, 12), default=3, show_default=True,
               help="Partitions of the input and output topics.")
-@click.option("--point", "points", multiple=True, type=click.Choice(list(eosp.CRASH_POINTS)),
+@click.option("--point", "points", multiple=True, type=click.Choice(list(eos.CRASH_POINTS)),
               help="Crash points to cycle through (repeat); default depends on --mode.")
 @click.option("--keep", is_flag=True, help="Keep this run's topics (for a look with Spark or kafka-dump-log).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")

@@ -1,10 +1,9 @@
-"""The consume-transform-produce processor of notebook 05, as its own process.
+"""The exactly-once consume-transform-produce processor: a mode of the worker process.
 
-``python -m kafkalab.experiments.eos_processor SPEC_JSON`` runs one *incarnation* of the
-processor; ``spawn(spec)`` starts it and returns a handle (``Processor``, a
-``kafkalab.workloads.Worker``: ``wait``, ``kill``, ``terminate``; killed at interpreter exit).
-The processor dies with its parent (Linux ``PR_SET_PDEATHSIG``), so none outlives the
-notebook or test that started it.
+``kafkalab.workloads.spawn(ProcessorSpec(...))`` starts one *incarnation* of the processor
+as ``python -m kafkalab.worker SPEC_JSON`` and returns its handle (``Worker``: ``wait``,
+``kill``, ``terminate``; killed at interpreter exit; dies with its parent like every worker).
+Notebook 05 (``experiments/transactions.py``) plans its runs and crashes.
 
 The loop, per batch of at most ``spec.batch`` input records (one batch = one transaction):
 
@@ -61,18 +60,13 @@ librdkafka INTRODUCTION.md "Transactional Producer" and CONFIGURATION.md
 from __future__ import annotations
 
 import json
-import os
-import signal
-import sqlite3
-import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
-from .. import workloads
-from ..errors import KafkalabError
+from .data import record_id_of
+from .errors import KafkalabError
 
 #: Processing modes: with Kafka transactions, or the same loop committing offsets after producing.
 MODES = ("transactional", "at-least-once")
@@ -80,7 +74,8 @@ MODES = ("transactional", "at-least-once")
 #: Where a crash can be placed inside a batch, in loop order (see the module docstring).
 CRASH_POINTS = ("mid-produce", "after-produce", "after-offsets", "after-commit")
 
-#: sqlite sink modes: a plain INSERT per record, or an upsert keyed by the record id.
+#: sqlite sink modes (``kafkalab.worker.Sink``): a plain INSERT per record, or an upsert
+#: keyed by the record id.
 SINK_MODES = ("insert", "upsert")
 
 #: Exit code when ``max_runtime_s`` ran out before the input was done.
@@ -109,6 +104,7 @@ class ProcessorSpec:
         sink_mode: ``"insert"`` or ``"upsert"`` (``SINK_MODES``).
         max_runtime_s: give up (exit code 3) after this many seconds.
         conf: extra librdkafka producer settings.
+        kind: the worker mode (``kafkalab.worker``); always ``"eos"``.
     """
 
     name: str
@@ -127,6 +123,7 @@ class ProcessorSpec:
     sink_mode: str = "insert"
     max_runtime_s: float = 60.0
     conf: dict = field(default_factory=dict)
+    kind: str = "eos"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -142,10 +139,6 @@ class ProcessorSpec:
             raise ValueError(f"sink_mode must be one of {', '.join(SINK_MODES)}, not {self.sink_mode!r}")
         if self.batch < 1:
             raise ValueError(f"batch must be at least 1, not {self.batch}")
-
-    def to_json(self) -> str:
-        """The spec as one JSON object (the processor's only command-line argument)."""
-        return json.dumps(asdict(self))
 
 
 # ----------------------------------------------------------------------------- the transform
@@ -170,67 +163,7 @@ def transform(value: bytes) -> bytes:
     return json.dumps(out, separators=(",", ":")).encode()
 
 
-def record_id(value: bytes) -> str:
-    """The ``record_id`` of an input or output record value (JSON)."""
-    return json.loads(value)["record_id"]
-
-
-# ----------------------------------------------------------------------------- the sink
-
-
-class Sink:
-    """The side effect outside Kafka: one sqlite row per processed record.
-
-    ``insert``: a plain INSERT, so a replayed record becomes a second row. ``upsert``:
-    ``record_id`` is the primary key and a replay overwrites its own row (INSERT ... ON
-    CONFLICT DO UPDATE), the fix article 002 recommends (deduplicate in the store). Each
-    batch is one sqlite transaction, committed before the Kafka commit.
-    """
-
-    def __init__(self, path: str, mode: str):
-        if mode not in SINK_MODES:
-            raise ValueError(f"sink mode must be one of {', '.join(SINK_MODES)}, not {mode!r}")
-        self.mode = mode
-        self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        pk = "PRIMARY KEY" if mode == "upsert" else ""
-        self.db.execute(f"CREATE TABLE IF NOT EXISTS sink (record_id TEXT {pk}, route TEXT, delayed INTEGER, "
-                        "partition INTEGER, offset INTEGER, incarnation TEXT, writes INTEGER)")
-
-    def write_batch(self, rows: list[tuple[str, str, bool, int, int, str]]) -> None:
-        """Write ``(record_id, route, delayed, partition, offset, incarnation)`` rows in one
-        sqlite transaction."""
-        if self.mode == "upsert":
-            sql = ("INSERT INTO sink VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT(record_id) DO UPDATE SET "
-                   "route=excluded.route, delayed=excluded.delayed, partition=excluded.partition, "
-                   "offset=excluded.offset, incarnation=excluded.incarnation, writes=writes+1")
-        else:
-            sql = "INSERT INTO sink VALUES (?, ?, ?, ?, ?, ?, 1)"
-        self.db.execute("BEGIN")
-        self.db.executemany(sql, rows)
-        self.db.execute("COMMIT")
-
-    def close(self) -> None:
-        """Close the sqlite connection."""
-        self.db.close()
-
-
-def sink_rows(path: str | os.PathLike[str]) -> list[tuple[str, int]]:
-    """``(record_id, writes)`` of every row of a sink file (``writes``: how often an upsert
-    rewrote the row; always 1 for ``insert``)."""
-    db = sqlite3.connect(str(path))
-    try:
-        return [(r, int(w)) for r, w in db.execute("SELECT record_id, writes FROM sink")]
-    finally:
-        db.close()
-
-
 # ----------------------------------------------------------------------------- the process
-
-
-def _crash(ledger) -> None:
-    ledger.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def run_processor(spec: ProcessorSpec) -> int:
@@ -243,8 +176,9 @@ def run_processor(spec: ProcessorSpec) -> int:
     """
     from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-    from .. import config
-    from ..ledger import Ledger
+    from . import config
+    from .ledger import Ledger
+    from .worker import Sink, crash
 
     deadline = time.monotonic() + spec.max_runtime_s
     ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
@@ -260,7 +194,7 @@ def run_processor(spec: ProcessorSpec) -> int:
             delivery_errors.append(str(err))
         note("acked", topic=msg.topic(), partition=msg.partition(),
              offset=msg.offset() if err is None else None,
-             key=msg.key().decode() if msg.key() else None, value=record_id(msg.value()),
+             key=msg.key().decode() if msg.key() else None, value=record_id_of(msg.value()),
              error=str(err) if err else None)
 
     pconf: dict[str, Any] = {"bootstrap.servers": config.bootstrap_servers(), "client.id": spec.name,
@@ -324,31 +258,30 @@ def run_processor(spec: ProcessorSpec) -> int:
             rows = []
             half = max(1, len(msgs) // 2)  # mid-produce: records [0, half) produced, then the crash
             for i, m in enumerate(msgs):
-                rid = record_id(m.value())
+                rid = record_id_of(m.value())
                 key = m.key().decode() if m.key() is not None else None
                 note("consumed", topic=m.topic(), partition=m.partition(), offset=m.offset(), key=key, value=rid)
                 if point == "mid-produce" and i == half:
                     producer.flush(30)
-                    _crash(ledger)
+                    crash(ledger)
                 out = transform(m.value())
                 producer.produce(spec.output_topic, key=m.key(), value=out, on_delivery=on_delivery)
                 note("produced", topic=spec.output_topic, key=key, value=rid)
                 producer.poll(0)
-                d = json.loads(out)
-                rows.append((rid, d["route"], d["delayed"], m.partition(), m.offset(), spec.name))
+                rows.append((rid, m.topic(), m.partition(), m.offset(), spec.name, out.decode()))
             if point == "mid-produce":  # reached only by a batch of one record: crash after its produce
                 producer.flush(30)
-                _crash(ledger)
+                crash(ledger)
             if sink is not None:
                 sink.write_batch(rows)
                 for r in rows:
-                    note("processed", topic=spec.input_topic, partition=r[3], offset=r[4], value=r[0])
+                    note("processed", topic=spec.input_topic, partition=r[2], offset=r[3], value=r[0])
             if producer.flush(30):
                 raise KafkalabError(f"{spec.name}: output not delivered within 30 s")
             if delivery_errors:
                 raise KafkalabError(f"{spec.name}: delivery failed: {delivery_errors[0]}")
             if point == "after-produce":
-                _crash(ledger)
+                crash(ledger)
             offsets: dict[int, int] = {}
             for m in msgs:
                 offsets[m.partition()] = max(offsets.get(m.partition(), 0), m.offset() + 1)
@@ -356,7 +289,7 @@ def run_processor(spec: ProcessorSpec) -> int:
             if transactional:
                 producer.send_offsets_to_transaction(commit, consumer.consumer_group_metadata(), 30)
                 if point == "after-offsets":
-                    _crash(ledger)
+                    crash(ledger)
                 producer.commit_transaction(30)
             else:
                 consumer.commit(offsets=commit, asynchronous=False)
@@ -364,54 +297,10 @@ def run_processor(spec: ProcessorSpec) -> int:
                 note("committed", topic=tp.topic, partition=tp.partition, offset=tp.offset)
                 position[tp.partition] = tp.offset
             if point == "after-commit":
-                _crash(ledger)
+                crash(ledger)
         return 0
     finally:
         if sink is not None:
             sink.close()
         consumer.close()
         ledger.close()
-
-
-# ----------------------------------------------------------------------------- the handle
-
-
-class Processor(workloads.Worker):
-    """A running processor incarnation (``spawn``). Inherits ``wait``, ``kill``,
-    ``terminate``, ``alive``, ``returncode`` (``-9`` after its planned SIGKILL) and
-    ``log_tail`` from ``kafkalab.workloads.Worker``, and is killed at interpreter exit like
-    every worker. Its stdout and stderr go to ``<ledger>.log``."""
-
-    def __init__(self, spec: ProcessorSpec):  # noqa: D107 - Worker's constructor runs kafkalab.worker
-        self.spec = spec
-        self.name = spec.name
-        self.ledger = Path(spec.ledger)
-        self.ledger.parent.mkdir(parents=True, exist_ok=True)
-        self.log_path = self.ledger.with_suffix(".log")
-        with open(self.log_path, "ab") as log:
-            self.popen = subprocess.Popen([sys.executable, "-m", __name__, spec.to_json()],
-                                          stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        workloads.Worker._live.add(self)
-
-
-def spawn(spec: ProcessorSpec) -> Processor:
-    """Start one processor incarnation as a process; returns its handle at once."""
-    return Processor(spec)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m kafkalab.experiments.eos_processor SPEC_JSON``: die with the parent
-    (``kafkalab.worker.die_with_parent``), run one incarnation, exit with its code (0 done,
-    3 ``max_runtime_s`` passed; a planned crash never returns)."""
-    from ..worker import die_with_parent
-
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        sys.exit("usage: python -m kafkalab.experiments.eos_processor SPEC_JSON")
-    die_with_parent()
-    spec = ProcessorSpec(**json.loads(argv[0]))
-    sys.exit(run_processor(spec))
-
-
-if __name__ == "__main__":
-    main()
