@@ -41,6 +41,16 @@ def test_up_is_idempotent_and_keeps_the_running_processes(local: cluster.LocalCl
     assert registered_brokers() == {1, 2, 3}
 
 
+def test_up_returns_once_every_group_has_a_coordinator(local: cluster.LocalCluster) -> None:
+    """``up`` waits for ``__consumer_offsets`` (created by the first FindCoordinator), so no
+    AdminClient group request runs while the coordinator is unavailable: librdkafka 2.16.0
+    aborts the process then (``cluster.wait_group_coordinator``)."""
+    cluster.up()
+    tm = cluster._admin(config.bootstrap_servers()).list_topics("__consumer_offsets", timeout=5).topics["__consumer_offsets"]
+    assert tm.error is None and len(tm.partitions) == 10, "offsets.topic.num.partitions=10 (kafka/config/broker.properties)"
+    assert all(p.leader >= 0 and len(p.isrs) == len(p.replicas) == 3 for p in tm.partitions.values())
+
+
 def test_status_json_lists_brokers_and_controllers(local: cluster.LocalCluster) -> None:
     d = local.status().to_json()
     assert set(d["brokers"]) == {"1", "2", "3"} and set(d["controllers"]) == {"101"}

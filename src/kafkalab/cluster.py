@@ -282,6 +282,55 @@ def registered_brokers(bootstrap: str | None = None, timeout_s: float = 2.0) -> 
     return set(md.brokers)
 
 
+def wait_group_coordinator(bootstrap: str | None = None, timeout_s: float = UP_TIMEOUT_S) -> float:
+    """Until ``__consumer_offsets`` exists and each of its partitions has a leader and a full
+    ISR, so every group has a coordinator; returns the seconds it took.
+
+    A new cluster creates ``__consumer_offsets`` on the first FindCoordinator request for a
+    group (``offsets.topic.num.partitions`` partitions, Kafka docs, Broker Configs). The lookup
+    here goes through a plain consumer's group handle (``committed()``), never through an
+    AdminClient: librdkafka 2.16.0 (confluent-kafka 2.16.1) aborts the whole process with
+    ``rdkafka_queue.h:1086: rd_kafka_enq_once_del_source_return: Assertion
+    `eonce->refcnt > 0' failed`` when AdminClient group requests (DescribeConsumerGroups)
+    run while the coordinator is not yet available. Measured here: several threads describing
+    groups on one AdminClient right after ``kafkalab up`` on fresh storage aborted in 2 of 3
+    runs (the SIGABRT of a fresh-clone ``make test`` on 2026-11-25), and none once this wait
+    had run. So ``up`` waits for it before it returns.
+
+    Raises:
+        WaitTimeout: ``__consumer_offsets`` not created and led within ``timeout_s``.
+    """
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    bootstrap = bootstrap or config.bootstrap_servers()
+    t0 = time.monotonic()
+    state = "not created yet"
+
+    def ready() -> bool:
+        nonlocal state
+        md = _admin(bootstrap).list_topics("__consumer_offsets", timeout=5)
+        tm = md.topics.get("__consumer_offsets")
+        if tm is not None and tm.error is None and tm.partitions:
+            waiting = [p.id for p in tm.partitions.values() if p.leader < 0 or len(p.isrs) < len(p.replicas)]
+            if not waiting:
+                return True
+            state = f"partitions without a leader or a full ISR: {sorted(waiting)}"
+        probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafkalab-coordinator-probe",
+                          "log_level": 0})
+        try:
+            probe.committed([TopicPartition("__consumer_offsets", 0)], timeout=2)  # FindCoordinator
+        except KafkaException:
+            pass  # COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR while it is being created
+        finally:
+            probe.close()
+        return False
+
+    wait_until(ready, timeout_s=timeout_s, interval_s=0.25,
+               what="__consumer_offsets to exist with a leader and a full ISR on every partition",
+               on_timeout=lambda: state)
+    return time.monotonic() - t0
+
+
 def under_replicated(bootstrap: str | None = None, timeout_s: float = 5.0) -> list[tuple[str, int]]:
     """(topic, partition) pairs whose ISR is smaller than their replica set, internal topics included."""
     md = _admin(bootstrap or config.bootstrap_servers()).list_topics(timeout=timeout_s)
@@ -919,6 +968,7 @@ def up(controllers: int | None = None, backend: str | None = None, timeout_s: fl
     c = cluster(name)
     _check_data_owner(c)
     status = c.up(controllers=controllers, timeout_s=timeout_s)
+    wait_group_coordinator(c.topology.bootstrap_servers, timeout_s=timeout_s)
     config.cluster_dir().mkdir(parents=True, exist_ok=True)
     _backend_file().write_text(c.backend)
     return status
