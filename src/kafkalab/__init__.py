@@ -4,7 +4,7 @@ Modules, named with Kafka's own words: ``cluster`` (start, stop, break the clust
 CLI tools), ``workloads`` (topics, producers, consumer groups), ``ledger`` (what each
 experiment did, as JSON lines), ``audit`` (PySpark checks in Jepsen's terms), ``spark``
 (SparkSession with the Kafka connector), ``data`` (the flights records), ``experiments``
-(one module per notebook experiment), ``plots``, ``cli``.
+(one family of modules per notebook: run, ``_analysis``, ``_plots``), ``cli``.
 """
 
 from .cluster import require_cluster
