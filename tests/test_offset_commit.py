@@ -260,7 +260,9 @@ def test_side_effects_join_the_sink_rows_against_what_was_produced(spark, tmp_pa
 
 @pytest.mark.spark
 def test_warm_up_runs_on_a_private_ledger(spark) -> None:
-    oca.warm_up(spark)  # raises if a query of the module does not run
+    found = oca.warm_up(spark)  # raises if a query of the module does not run
+    assert found == {"produced": 1, "processed": 1, "lost": 0, "duplicates": 0,
+                     "lost_records": 0, "duplicate_records": 0, "side_effects": 1}, found
 
 
 # --- plotting ---------------------------------------------------------------------------------
