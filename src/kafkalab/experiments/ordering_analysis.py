@@ -205,16 +205,9 @@ def spark_counts(df: "DataFrame", runs: Iterable[str] | None = None) -> dict[str
             for run in names}
 
 
-def spark_in_background(app_name: str = "kafkalab-ordering"):
-    """``kafkalab.spark.session_in_background`` warmed up with ``spark_counts`` on a few
-    planted records (Spark's first window query spends seconds generating code; here that
-    overlaps the Kafka experiments). Stop it with ``kafkalab.spark.stop_in_background``."""
-    from .. import spark as kspark
-
-    def warm_up(session) -> None:
-        planted = [Consumed(s, "k", 0, o, "c", o) for o, s in enumerate([1, 0, 2])]
-        spark_counts(spark_frame(session, planted, "warm-up"), ["warm-up"])
-
-    return kspark.session_in_background(app_name, warm_up)
-
-
+def warm_up(spark: "SparkSession") -> None:
+    """``spark_counts`` on a few planted records: Spark's first window query spends seconds
+    generating code, and as the warm-up notebook 07 gives
+    ``kafkalab.spark.session_in_background`` that overlaps the Kafka experiments."""
+    planted = [Consumed(s, "k", 0, o, "c", o) for o, s in enumerate([1, 0, 2])]
+    spark_counts(spark_frame(spark, planted, "warm-up"), ["warm-up"])
