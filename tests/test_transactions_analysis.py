@@ -161,21 +161,6 @@ def test_transaction_state_partition_needs_partitions() -> None:
         ta.transaction_state_partition("x", 0)
 
 
-# ----------------------------------------------------------------------------- the plot
-
-
-def test_throughput_plot_draws_the_sizes_and_the_baseline() -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import pandas as pd
-
-    table = pd.DataFrame({"records_per_txn": [None, 1, 10, 100], "records_per_s": [5000.0, 80.0, 700.0, 4000.0]})
-    ax = ta.plot_throughput(table)
-    assert list(ax.lines[0].get_xdata()) == [1, 10, 100]
-    assert ax.get_xscale() == "log" and len(ax.lines) == 2
-
-
 # ----------------------------------------------------------------------------- Spark
 
 
