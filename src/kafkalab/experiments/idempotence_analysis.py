@@ -18,35 +18,39 @@ def spark_copies(spark: "SparkSession", topics: Iterable[str], ledger_globs: Ite
     and their ``offsets``, joined with the producers' ledgers: ``acks`` (successful delivery
     reports) and ``acked_offsets`` (what the producer was told). A value acked once but held
     twice is the duplicate of a lost ack; a value with copies 0 and acks >= 1 would be a lost
-    write. Lazy DataFrame, one row per (topic, value).
+    write. Lazy DataFrame, one row per (topic, value): ``kafkalab.audit.log_against_acks`` of
+    the topics and the ledgers.
 
     Source: Spark "Structured Streaming + Kafka Integration Guide" (batch query, ``subscribe``
     with a comma-separated list); the ledger format of ``kafkalab.ledger``.
     """
     from pyspark.sql import functions as F
 
+    from .. import audit
     from .. import ledger as kledger
     from .. import spark as kspark
 
     topics = list(topics)
     log = (kspark.read_topic(spark, ",".join(topics))
-           .select("topic", F.col("value").cast("string").alias("value"), "partition", "offset")
-           .groupBy("topic", "value")
-           .agg(F.count(F.lit(1)).alias("copies"),
-                F.array_sort(F.collect_list(F.struct("partition", "offset"))).alias("offsets")))
-    acks = (kledger.load(spark, list(ledger_globs))
-            .where((F.col("kind") == "acked") & F.col("error").isNull() & F.col("topic").isin(topics))
-            .groupBy("topic", "value")
-            .agg(F.count(F.lit(1)).alias("acks"), F.array_sort(F.collect_list("offset")).alias("acked_offsets")))
-    return log.join(acks, ["topic", "value"], "full_outer").fillna({"copies": 0, "acks": 0})
+           .select("topic", F.col("value").cast("string").alias("value"), "partition", "offset"))
+    events = kledger.load(spark, list(ledger_globs)).where(F.col("topic").isin(topics))
+    return audit.log_against_acks(log, events)
 
 
-def warm_up(spark: "SparkSession") -> None:
-    """One small aggregation and full outer join on generated rows (the shapes of
-    ``spark_copies``), so the first real query is warm: the warm-up notebook 04 gives
-    ``kafkalab.spark.session_in_background``."""
-    from pyspark.sql import functions as F
+def warm_up(spark: "SparkSession") -> list[dict]:
+    """``kafkalab.audit.log_against_acks`` (the query of ``spark_copies``) on a planted log
+    and ledger, so the first real query is warm: the warm-up notebook 04 gives
+    ``kafkalab.spark.session_in_background``.
 
-    rows = spark.range(100).select((F.col("id") % 7).alias("k"), F.col("id").cast("string").alias("v"))
-    per_k = rows.groupBy("k").agg(F.array_sort(F.collect_list(F.struct("k", "v"))).alias("l"))
-    rows.groupBy("k").agg(F.count("v").alias("n")).join(per_k, "k", "full_outer").fillna({"n": 0}).collect()
+    Returns:
+        Its rows, as dicts: value ``a`` acked once and held twice (a duplicate), ``b`` acked
+        once and held once.
+    """
+    from .. import audit
+    from ..ledger import Event, events_frame
+
+    log = spark.createDataFrame([("t", "a", 0, 0), ("t", "a", 0, 1), ("t", "b", 0, 2)],
+                                "topic string, value string, partition int, offset long")
+    events = events_frame(spark, [Event(run_id="warm-up", kind="acked", ts_ms=0, seq=i, topic="t", partition=0,
+                                        offset=o, value=v) for i, (v, o) in enumerate((("a", 0), ("b", 2)))])
+    return [r.asDict(recursive=True) for r in audit.log_against_acks(log, events).orderBy("value").collect()]
