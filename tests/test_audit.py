@@ -265,3 +265,13 @@ def test_inversions_are_the_places_a_column_steps_back(spark) -> None:
     assert strict == [("x", 1, 2, 2, 1), ("y", 0, 1, 5, 4)]
     assert len(rows(audit.inversions(frame, ["g"], ["i"], "v", strict=False), "g", "i")) == 3, "a repeat steps back too"
     assert len(rows(audit.inversions(frame, [], ["i", "g"], "v"), "i")) == 2, "one group, v = 0 5 2 4 1 1: two steps back"
+
+
+def test_input_against_output_counts_lost_duplicated_unexpected_and_aborted_reads(spark) -> None:
+    inputs = spark.createDataFrame([("v", r) for r in "abcd"], "view string, record_id string")
+    outputs = spark.createDataFrame([("v", "a", 0), ("v", "a", 1), ("v", "b", 0), ("v", "x", None), ("w", "y", 0)],
+                                    "view string, record_id string, is_left int")
+    got = {r["view"]: r.asDict() for r in audit.input_against_output(inputs, outputs).collect()}
+    assert got["v"] == {"view": "v", "input": 4, "output": 4, "distinct_output": 3, "duplicates": 1, "duplicated_ids": 1,
+                        "lost": 2, "unexpected": 1, "left_read": 1}, "c and d lost, a twice (once aborted), x unexpected"
+    assert got["w"]["unexpected"] == 1 and got["w"]["input"] == 0

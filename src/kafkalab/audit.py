@@ -43,6 +43,8 @@ anomalies here and adds only what is specific to it:
                            copies of an acked value is a lost write)
 ``inversions``             per group, in a given order: the places where a column steps
                            back (Jepsen: nonmonotonic; an order inversion)
+``input_against_output``   a copy job's output ids against its input ids: lost, duplicated,
+                           unexpected, and read from aborted transactions
 =========================  ==============================================================
 """
 
@@ -173,6 +175,51 @@ def inversions(frame: DataFrame, by: list[str], order: list[str], column: str, s
     for c in carry:
         out = out.withColumn(f"prev_{c}", F.lag(c).over(window))
     return out.where(stepped)
+
+
+def input_against_output(inputs: DataFrame, outputs: DataFrame, by: str = "view", id_col: str = "record_id") -> DataFrame:
+    """A copy job's output against its input, per ``by`` group (one "view" of a pipeline):
+    Kafka's exactly-once check "output set equals input set, no duplicates", in Jepsen's terms.
+
+    One job with two aggregations and no join: input and output rows are unioned and counted
+    per (``by``, ``id_col``), then per ``by``.
+
+    Args:
+        inputs: columns ``by``, ``id_col`` (one row per input record).
+        outputs: columns ``by``, ``id_col`` (one row per output record, repeats kept) and
+            ``is_left`` (1 for a record read at a position left uncommitted, i.e. a record of
+            an aborted transaction; 0 or null otherwise).
+        by: the grouping column.
+        id_col: the record id column.
+
+    Returns:
+        Lazy DataFrame, one row per group with input or output rows: ``by``, ``input``
+        (distinct input ids), ``output`` (output rows), ``distinct_output``, ``duplicates``
+        (output rows beyond the first of each id), ``duplicated_ids`` (ids output more than
+        once: Jepsen duplicate), ``lost`` (input ids never output: Jepsen lost write),
+        ``unexpected`` (output ids not in the input), ``left_read`` (output rows at left
+        positions: Jepsen G1a, aborted read).
+
+    Source: Kafka ``tests/kafkatest/tests/core/transactions_test.py`` (output set equals input
+    set, no duplicates); jepsen-io/jepsen ``kafka.clj`` (lost write, duplicate, aborted read).
+    """
+    from pyspark.sql import functions as F
+
+    rows = (inputs.select(by, id_col, F.lit(1).alias("is_input"), F.lit(0).alias("n"), F.lit(0).alias("is_left"))
+            .unionByName(outputs.select(by, id_col, F.lit(0).alias("is_input"), F.lit(1).alias("n"),
+                                        F.coalesce(F.col("is_left").cast("int"), F.lit(0)).alias("is_left"))))
+    per_id = rows.groupBy(by, id_col).agg(F.max("is_input").alias("in_input"), F.sum("n").alias("n"),
+                                          F.sum("is_left").alias("left_n"))
+    return per_id.groupBy(by).agg(
+        F.sum("in_input").alias("input"),
+        F.sum("n").alias("output"),
+        F.count(F.when(F.col("n") > 0, 1)).alias("distinct_output"),
+        F.coalesce(F.sum(F.when(F.col("n") > 1, F.col("n") - 1)), F.lit(0)).alias("duplicates"),
+        F.count(F.when(F.col("n") > 1, 1)).alias("duplicated_ids"),
+        F.count(F.when((F.col("in_input") == 1) & (F.col("n") == 0), 1)).alias("lost"),
+        F.count(F.when((F.col("in_input") == 0) & (F.col("n") > 0), 1)).alias("unexpected"),
+        F.sum("left_n").alias("left_read"),
+    )
 
 
 def _acked_not_consumed(events: DataFrame) -> DataFrame:

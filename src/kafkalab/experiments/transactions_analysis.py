@@ -122,30 +122,15 @@ def spark_ids_with_topic(df: "DataFrame") -> "DataFrame":
 def spark_verdicts_of(inputs: "DataFrame", outputs: "DataFrame") -> dict[str, Verdict]:
     """The core of ``spark_verdicts``: ``inputs`` has columns ``view``, ``record_id``;
     ``outputs`` has ``view``, ``record_id`` and ``is_left`` (1 for a record read at a position
-    left uncommitted, else 0 or null). One Spark job with two aggregations and no join: input
-    and output rows are unioned and counted per (view, record_id), then per view.
+    left uncommitted, else 0 or null). The counts are ``kafkalab.audit.input_against_output``
+    (one Spark job with two aggregations and no join).
 
     Returns:
         View name -> ``Verdict`` for every view that has input or output rows.
     """
-    from pyspark.sql import functions as F
+    from .. import audit
 
-    rows = (inputs.select("view", "record_id", F.lit(1).alias("is_input"), F.lit(0).alias("n"),
-                          F.lit(0).alias("is_left"))
-            .unionByName(outputs.select("view", "record_id", F.lit(0).alias("is_input"), F.lit(1).alias("n"),
-                                        F.coalesce(F.col("is_left").cast("int"), F.lit(0)).alias("is_left"))))
-    per_id = rows.groupBy("view", "record_id").agg(F.max("is_input").alias("in_input"), F.sum("n").alias("n"),
-                                                   F.sum("is_left").alias("left_n"))
-    result = per_id.groupBy("view").agg(
-        F.sum("in_input").alias("input"),
-        F.sum("n").alias("output"),
-        F.count(F.when(F.col("n") > 0, 1)).alias("distinct_output"),
-        F.coalesce(F.sum(F.when(F.col("n") > 1, F.col("n") - 1)), F.lit(0)).alias("duplicates"),
-        F.count(F.when(F.col("n") > 1, 1)).alias("duplicated_ids"),
-        F.count(F.when((F.col("in_input") == 1) & (F.col("n") == 0), 1)).alias("lost"),
-        F.count(F.when((F.col("in_input") == 0) & (F.col("n") > 0), 1)).alias("unexpected"),
-        F.sum("left_n").alias("left_read"),
-    ).collect()
+    result = audit.input_against_output(inputs, outputs, "view", "record_id").collect()
     return {r["view"]: Verdict(**{k: int(r[k] or 0) for k in r.asDict() if k != "view"}) for r in result}
 
 
