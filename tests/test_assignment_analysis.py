@@ -87,6 +87,8 @@ def test_pivots_for_the_heatmap_and_topic_growth(spark, tmp_path: Path) -> None:
     assert summary.loc["range", "worst_imbalance"] == 3 and summary.loc["roundrobin", "runs"] == 3
 
 
-def test_start_session_returns_the_running_session_warmed_up(spark) -> None:
-    started = AA.start_session("kafkalab-tests").result(timeout=120)
+def test_warm_up_runs_the_per_case_query_in_the_background_start(spark) -> None:
+    from kafkalab import spark as kspark
+
+    started = kspark.session_in_background("kafkalab-tests", AA.warm_up).result(timeout=120)
     assert started is spark, "getOrCreate: the process's one session"

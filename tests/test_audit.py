@@ -238,3 +238,40 @@ def test_summary_counts_one_planted_anomaly_of_each_kind(spark, tmp_path) -> Non
     events += [processed("v0"), processed("v0")]
     events = plant(spark, tmp_path / "l.jsonl", events)
     assert audit.summary(events) == {name: 1 for name in audit.CHECKS}
+
+
+# --- the primitives, on any record frame ----------------------------------------------
+
+
+def test_positions_counts_the_distinct_offsets_holding_each_value(spark) -> None:
+    log = spark.createDataFrame([("t", "a", 0, 0), ("t", "a", 1, 4), ("t", "a", 1, 4), ("t", "b", 0, 1)],
+                                "topic string, value string, partition int, offset long")
+    got = {r["value"]: (r["copies"], [tuple(o) for o in r["offsets"]]) for r in audit.positions(log).collect()}
+    assert got == {"a": (2, [(0, 0), (1, 4)]), "b": (1, [(0, 1)])}, "a position read twice counts once"
+
+
+def test_log_against_acks_shows_duplicates_and_lost_writes(spark, tmp_path) -> None:
+    events = plant(spark, tmp_path / "l.jsonl", sent("a", 0, 0) + sent("b", 0, 1) + sent("c", 0, 2))
+    log = spark.createDataFrame([("t", "a", 0, 0), ("t", "a", 0, 3), ("t", "b", 0, 1)],
+                                "topic string, value string, partition int, offset long")
+    got = rows(audit.log_against_acks(log, events), "value", "copies", "acks")
+    assert got == [("a", 2, 1), ("b", 1, 1), ("c", 0, 1)], "a: duplicate; c: acked, not in the log (lost write)"
+
+
+def test_inversions_are_the_places_a_column_steps_back(spark) -> None:
+    frame = spark.createDataFrame([("x", 0, 0), ("x", 1, 2), ("x", 2, 1), ("x", 3, 1), ("y", 0, 5), ("y", 1, 4)],
+                                  "g string, i long, v long")
+    strict = rows(audit.inversions(frame, ["g"], ["i"], "v", carry=("i",)), "g", "prev_i", "i", "prev_v", "v")
+    assert strict == [("x", 1, 2, 2, 1), ("y", 0, 1, 5, 4)]
+    assert len(rows(audit.inversions(frame, ["g"], ["i"], "v", strict=False), "g", "i")) == 3, "a repeat steps back too"
+    assert len(rows(audit.inversions(frame, [], ["i", "g"], "v"), "i")) == 2, "one group, v = 0 5 2 4 1 1: two steps back"
+
+
+def test_input_against_output_counts_lost_duplicated_unexpected_and_aborted_reads(spark) -> None:
+    inputs = spark.createDataFrame([("v", r) for r in "abcd"], "view string, record_id string")
+    outputs = spark.createDataFrame([("v", "a", 0), ("v", "a", 1), ("v", "b", 0), ("v", "x", None), ("w", "y", 0)],
+                                    "view string, record_id string, is_left int")
+    got = {r["view"]: r.asDict() for r in audit.input_against_output(inputs, outputs).collect()}
+    assert got["v"] == {"view": "v", "input": 4, "output": 4, "distinct_output": 3, "duplicates": 1, "duplicated_ids": 1,
+                        "lost": 2, "unexpected": 1, "left_read": 1}, "c and d lost, a twice (once aborted), x unexpected"
+    assert got["w"]["unexpected"] == 1 and got["w"]["input"] == 0

@@ -307,7 +307,7 @@ def test_warm_up_runs_on_a_private_ledger(spark, tmp_path: Path, monkeypatch: py
     cache = spark._jsparkSession.sharedState().cacheManager()
     was_empty = cache.isEmpty()
 
-    oca.warm_up(spark)
+    found = oca.warm_up(spark)
 
     assert len(loaded) == 1, f"one ledger is loaded, not {len(loaded)}"
     path, rows = loaded[0]
@@ -318,6 +318,8 @@ def test_warm_up_runs_on_a_private_ledger(spark, tmp_path: Path, monkeypatch: py
     assert not any((tmp_path / "tmp").iterdir()), "the temporary folder is deleted afterwards"
     assert not (tmp_path / "state").exists(), "nothing is written where real ledgers live"
     assert cache.isEmpty() == was_empty, "warm_up leaves nothing cached in the session"
+    assert found == {"produced": 1, "processed": 1, "lost": 0, "duplicates": 0,
+                     "lost_records": 0, "duplicate_records": 0, "side_effects": 1}, found
 
 
 # --- plotting ---------------------------------------------------------------------------------

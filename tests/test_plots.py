@@ -1,4 +1,4 @@
-"""kafkalab.plots, drawn headless (Agg): the pictures hold what the results say."""
+"""kafkalab.experiments.assignment_plots, drawn headless (Agg): the pictures hold what the results say."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from kafkalab import plots  # noqa: E402
+from kafkalab.experiments import assignment_plots as plots  # noqa: E402
 from kafkalab.experiments import assignment as A  # noqa: E402
 
 

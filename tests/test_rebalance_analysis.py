@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kafkalab.experiments import rebalance
 from kafkalab.experiments import rebalance_analysis as A
 from kafkalab.experiments.rebalance import PROTOCOLS, RunRecord, Window
 from kafkalab.ledger import Event, events_frame
@@ -32,7 +33,7 @@ def analyse(spark, events, rec) -> A.Analysis:
 
 
 def test_example_run_gives_the_numbers_its_docstring_promises(spark) -> None:
-    events, rec = A.example_run()
+    events, rec = rebalance.example_run()
     a = analyse(spark, events, rec)
     out, crash = a.result("eager", "scale-out"), a.result("eager", "crash")
     assert (out.rebalances, out.revoked, out.needless_revocations, out.lost) == (1, 2, 1, 0)
@@ -47,7 +48,7 @@ def test_example_run_gives_the_numbers_its_docstring_promises(spark) -> None:
 
 
 def test_killed_members_ownership_ends_at_the_kill_and_open_intervals_stay_open(spark) -> None:
-    events, rec = A.example_run()
+    events, rec = rebalance.example_run()
     iv = analyse(spark, events, rec).intervals
     dead = iv[iv["client_id"] == "c1.0"].iloc[0]
     assert (dead["end_ms"], dead["ended_by"]) == (3500, "killed")
@@ -101,7 +102,7 @@ def test_a_partition_nobody_owns_is_one_gap_as_long_as_the_window(spark) -> None
 
 
 def test_tables_and_unexpected_verdicts(spark) -> None:
-    events, rec = A.example_run()
+    events, rec = rebalance.example_run()
     a = analyse(spark, events, rec)
     t = a.table()
     assert list(t.index) == [("eager", "scale-out"), ("eager", "crash")]
@@ -111,3 +112,15 @@ def test_tables_and_unexpected_verdicts(spark) -> None:
     r.verdicts["revoked_only_what_moved"] = True
     assert A.unexpected(r) == {"revoked_only_what_moved": (False, True)}
     assert A.assignors(a) == {"eager": ("CLASSIC", "range")}
+
+
+def test_the_tables_know_every_protocol_of_the_run_module_in_its_order() -> None:
+    assert tuple(PROTOCOLS) == A.PROTOCOL_NAMES, "rebalance.PROTOCOLS and the analysis's table order name the same protocols"
+
+
+def test_warm_up_analyses_the_hand_made_run(spark) -> None:
+    from kafkalab import spark as kspark
+
+    example = rebalance.example_run()
+    started = kspark.session_in_background("kafkalab-tests", lambda s: A.warm_up(s, example)).result(timeout=120)
+    assert started is spark, "getOrCreate: the process's one session, warmed up without error"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from kafkalab import segments
 from kafkalab.experiments import segments_demo as demo
@@ -71,18 +72,6 @@ def test_compaction_scenario_predicts_what_the_cleaner_leaves() -> None:
     assert scn.expected(drop_tombstones=False) == [(2, b"c", b"1"), (3, b"a", None), (4, b"b", b"2"), (5, b"c", b"2")]
     assert scn.expected(drop_tombstones=True) == [(2, b"c", b"1"), (4, b"b", b"2"), (5, b"c", b"2")]
     assert scn.latest_values() == {"b": "2", "c": "2"}
-
-
-def test_key_stats_and_latest_values_from_a_spark_key_table() -> None:
-    table = pd.DataFrame([
-        {"topic": "t", "key": "a", "records": 3, "tombstones": 1, "latest": None},
-        {"topic": "t", "key": "b", "records": 2, "tombstones": 0, "latest": "v"},
-        {"topic": "u", "key": "b", "records": 1, "tombstones": 0, "latest": "v"},
-    ])
-    stats = demo.key_stats(table)
-    assert stats["t"].to_dict() == {"records": 5, "keys": 2, "tombstones": 1, "live keys": 1}
-    assert stats["u"].to_dict() == {"records": 1, "keys": 1, "tombstones": 0, "live keys": 1}
-    assert demo.latest_values(table, "t") == demo.latest_values(table, "u") == {"b": "v"}
 
 
 def test_the_compaction_settings_are_the_teaching_values_the_notebook_states() -> None:

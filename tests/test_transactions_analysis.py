@@ -106,21 +106,6 @@ def test_features_are_read_with_their_finalized_level() -> None:
         ta.parse_features("nothing here")
 
 
-# ----------------------------------------------------------------------------- the plot
-
-
-def test_throughput_plot_draws_the_sizes_and_the_baseline() -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import pandas as pd
-
-    table = pd.DataFrame({"records_per_txn": [None, 1, 10, 100], "records_per_s": [5000.0, 80.0, 700.0, 4000.0]})
-    ax = ta.plot_throughput(table)
-    assert list(ax.lines[0].get_xdata()) == [1, 10, 100]
-    assert ax.get_xscale() == "log" and len(ax.lines) == 2
-
-
 # ----------------------------------------------------------------------------- Spark
 
 

@@ -4,8 +4,8 @@ Modules, named with Kafka's own words: ``cluster`` (start, stop, break the clust
 CLI tools), ``workloads`` (producers, consumer groups), ``ledger`` (what each
 experiment did, as JSON lines), ``audit`` (PySpark checks in Jepsen's terms), ``spark``
 (SparkSession with the Kafka connector), ``data`` (the flights records), ``experiments``
-(one module per notebook experiment), ``plots``, ``cli``; ``admin`` (create and delete topics,
-delete groups) and ``runscope`` (unique names per run, their cleanup, and the "cluster is
+(one family of modules per notebook: run, ``_analysis``, ``_plots``), ``cli``; ``admin`` (create and delete
+topics, delete groups) and ``runscope`` (unique names per run, their cleanup, and the "cluster is
 whole" precondition).
 
 ``require_cluster()`` is what every notebook's setup cell calls first:

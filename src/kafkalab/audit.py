@@ -32,6 +32,20 @@ order_inversions           value of a key that the log holds before a value the 
 
 Ordering of events is ``(ts_ms, seq)``: wall clock, then the writer's own counter
 (exact within one ``Ledger``; see ``kafkalab.ledger``).
+
+The checks are built on two primitives that also take any record frame (a topic read by
+``kafkalab.spark.read_topic``, an experiment's own records), so an experiment counts its
+anomalies here and adds only what is specific to it:
+
+=========================  ==============================================================
+``positions``              per value: the log positions holding it (``copies`` > 1 is a
+                           duplicate); ``log_against_acks`` joins them with the acks (0
+                           copies of an acked value is a lost write)
+``inversions``             per group, in a given order: the places where a column steps
+                           back (Jepsen: nonmonotonic; an order inversion)
+``input_against_output``   a copy job's output ids against its input ids: lost, duplicated,
+                           unexpected, and read from aborted transactions
+=========================  ==============================================================
 """
 
 from __future__ import annotations
@@ -70,6 +84,142 @@ def consumer_col() -> Column:
     from pyspark.sql import functions as F
 
     return F.coalesce(F.col("member_id"), F.col("client_id"))
+
+
+def positions(records: DataFrame, by: tuple[str, ...] = ("topic", "value"), extra: tuple[Column, ...] = ()) -> DataFrame:
+    """Per value: the distinct log positions that hold it.
+
+    Args:
+        records: a frame with the columns of ``by`` and ``partition``, ``offset`` (consumed
+            ledger events, or a topic read with ``kafkalab.spark.read_topic`` and its value
+            cast to string). Rows at the same position count once.
+        by: the columns naming one value (``("run_id", "topic", "value")`` for a ledger).
+        extra: more aggregate columns to compute in the same group-by (kept after ``by``).
+
+    Returns:
+        Lazy DataFrame, one row per value: the ``by`` columns, the ``extra`` ones, ``copies`` (distinct
+        positions, >= 1), ``offsets`` (sorted array of ``struct<partition, offset>``). A value
+        with ``copies > 1`` is a duplicate (Jepsen: "a single value appears at more than one
+        offset").
+    """
+    from pyspark.sql import functions as F
+
+    grouped = records.groupBy(*by).agg(*extra, F.array_sort(F.collect_set(F.struct("partition", "offset"))).alias("offsets"))
+    return grouped.select(*grouped.columns[:-1], F.size("offsets").alias("copies"), "offsets")
+
+
+def acks(events: DataFrame, by: tuple[str, ...] = ("topic", "value")) -> DataFrame:
+    """Per value: the successful delivery reports of the ledger (``acked`` events without
+    ``error``): the ``by`` columns, ``acks`` (how many), ``acked_offsets`` (sorted offsets the
+    producer was told)."""
+    from pyspark.sql import functions as F
+
+    return (
+        of_kind(events, "acked")
+        .where(F.col("error").isNull())
+        .groupBy(*by)
+        .agg(F.count(F.lit(1)).alias("acks"), F.array_sort(F.collect_list("offset")).alias("acked_offsets"))
+    )
+
+
+def log_against_acks(records: DataFrame, events: DataFrame, by: tuple[str, ...] = ("topic", "value")) -> DataFrame:
+    """What the log holds against what the producers were told, per value.
+
+    Args:
+        records: the log, read in full (a topic read with ``kafkalab.spark.read_topic``, the
+            value cast to string): columns of ``by``, ``partition``, ``offset``.
+        events: the producers' ledger (``kafkalab.ledger.load``), restricted by the caller to
+            the values of ``records``' topics.
+        by: the columns naming one value.
+
+    Returns:
+        Lazy DataFrame, one row per value in either (full outer join): the ``by`` columns,
+        ``copies``, ``offsets`` (``positions``), ``acks``, ``acked_offsets`` (``acks``);
+        ``copies`` and ``acks`` are 0 where a side has none. ``copies > 1``: a duplicate;
+        ``copies == 0`` and ``acks >= 1``: a lost write (the log was read to its end).
+    """
+    return positions(records, by).join(acks(events, by), list(by), "full_outer").fillna({"copies": 0, "acks": 0})
+
+
+def inversions(frame: DataFrame, by: list[str], order: list[str], column: str, strict: bool = True,
+               carry: tuple[str, ...] = ()) -> DataFrame:
+    """Places where ``column`` steps back in the ``order`` of each ``by`` group (Jepsen:
+    nonmonotonic): every row whose ``column`` is below the previous row's (``strict``), or
+    at or below it (not ``strict``: a repeat counts too).
+
+    A sequence has no such step exactly when it is sorted (strictly, if not ``strict``), so
+    the count is 0 iff the order agrees with ``column``; it counts places, not misplaced rows.
+
+    Args:
+        frame: any DataFrame with the columns used.
+        by: the columns of one group (empty: the whole frame is one group).
+        order: the columns that order a group.
+        column: the column that must not step back.
+        strict: compare with ``<`` (True) or ``<=`` (False).
+        carry: more columns whose previous-row value to add.
+
+    Returns:
+        Lazy DataFrame: the rows of ``frame`` that step back, with ``prev_<column>`` and
+        ``prev_<c>`` for each ``c`` of ``carry`` (the previous row's values) added.
+
+    Source: jepsen-io/jepsen ``jepsen/src/jepsen/tests/kafka.clj``
+    (``nonmonotonic-send-cases``, ``poll-skip+nonmonotonic-cases``); Spark SQL ``lag``.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    window = Window.partitionBy(*by).orderBy(*order)
+    prev = F.col(f"prev_{column}")
+    stepped = (F.col(column) < prev) if strict else (F.col(column) <= prev)
+    out = frame.withColumn(f"prev_{column}", F.lag(column).over(window))
+    for c in carry:
+        out = out.withColumn(f"prev_{c}", F.lag(c).over(window))
+    return out.where(stepped)
+
+
+def input_against_output(inputs: DataFrame, outputs: DataFrame, by: str = "view", id_col: str = "record_id") -> DataFrame:
+    """A copy job's output against its input, per ``by`` group (one "view" of a pipeline):
+    Kafka's exactly-once check "output set equals input set, no duplicates", in Jepsen's terms.
+
+    One job with two aggregations and no join: input and output rows are unioned and counted
+    per (``by``, ``id_col``), then per ``by``.
+
+    Args:
+        inputs: columns ``by``, ``id_col`` (one row per input record).
+        outputs: columns ``by``, ``id_col`` (one row per output record, repeats kept) and
+            ``is_left`` (1 for a record read at a position left uncommitted, i.e. a record of
+            an aborted transaction; 0 or null otherwise).
+        by: the grouping column.
+        id_col: the record id column.
+
+    Returns:
+        Lazy DataFrame, one row per group with input or output rows: ``by``, ``input``
+        (distinct input ids), ``output`` (output rows), ``distinct_output``, ``duplicates``
+        (output rows beyond the first of each id), ``duplicated_ids`` (ids output more than
+        once: Jepsen duplicate), ``lost`` (input ids never output: Jepsen lost write),
+        ``unexpected`` (output ids not in the input), ``left_read`` (output rows at left
+        positions: Jepsen G1a, aborted read).
+
+    Source: Kafka ``tests/kafkatest/tests/core/transactions_test.py`` (output set equals input
+    set, no duplicates); jepsen-io/jepsen ``kafka.clj`` (lost write, duplicate, aborted read).
+    """
+    from pyspark.sql import functions as F
+
+    rows = (inputs.select(by, id_col, F.lit(1).alias("is_input"), F.lit(0).alias("n"), F.lit(0).alias("is_left"))
+            .unionByName(outputs.select(by, id_col, F.lit(0).alias("is_input"), F.lit(1).alias("n"),
+                                        F.coalesce(F.col("is_left").cast("int"), F.lit(0)).alias("is_left"))))
+    per_id = rows.groupBy(by, id_col).agg(F.max("is_input").alias("in_input"), F.sum("n").alias("n"),
+                                          F.sum("is_left").alias("left_n"))
+    return per_id.groupBy(by).agg(
+        F.sum("in_input").alias("input"),
+        F.sum("n").alias("output"),
+        F.count(F.when(F.col("n") > 0, 1)).alias("distinct_output"),
+        F.coalesce(F.sum(F.when(F.col("n") > 1, F.col("n") - 1)), F.lit(0)).alias("duplicates"),
+        F.count(F.when(F.col("n") > 1, 1)).alias("duplicated_ids"),
+        F.count(F.when((F.col("in_input") == 1) & (F.col("n") == 0), 1)).alias("lost"),
+        F.count(F.when((F.col("in_input") == 0) & (F.col("n") > 0), 1)).alias("unexpected"),
+        F.sum("left_n").alias("left_read"),
+    )
 
 
 def _acked_not_consumed(events: DataFrame) -> DataFrame:
@@ -181,17 +331,11 @@ def duplicates(events: DataFrame) -> DataFrame:
     """
     from pyspark.sql import functions as F
 
+    consumed = of_kind(events, "consumed").where(F.col("offset").isNotNull())
     return (
-        of_kind(events, "consumed")
-        .where(F.col("offset").isNotNull())
-        .groupBy("run_id", "topic", "value")
-        .agg(
-            F.min("key").alias("key"),
-            F.array_sort(F.collect_set(F.struct("partition", "offset"))).alias("offsets"),
-        )
-        .withColumn("count", F.size("offsets"))
-        .where(F.col("count") > 1)
-        .select("run_id", "topic", "key", "value", "count", "offsets")
+        positions(consumed, ("run_id", "topic", "value"), (F.min("key").alias("key"),))
+        .where(F.col("copies") > 1)
+        .select("run_id", "topic", "key", "value", F.col("copies").alias("count"), "offsets")
     )
 
 
@@ -284,22 +428,13 @@ def nonmonotonic_polls(events: DataFrame, within_generation: bool = False) -> Da
     ``poll-skip+nonmonotonic-cases`` and ``nonmonotonic-poll-test`` ("t2 begins with a
     value from k *prior* to t1's final value").
     """
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     by = ["run_id", "consumer", "topic", "partition"] + (["generation"] if within_generation else [])
-    window = Window.partitionBy(*by).orderBy(*ORDER)
-    return (
-        of_kind(events, "consumed")
-        .where(F.col("offset").isNotNull())
-        .withColumn("consumer", consumer_col())
-        .withColumn("prev_offset", F.lag("offset").over(window))
-        .withColumn("prev_generation", F.lag("generation").over(window))
-        .where(F.col("offset") <= F.col("prev_offset"))
-        .select(
-            "run_id", "consumer", "topic", "partition", "prev_offset", "offset", "value",
-            "prev_generation", "generation", "ts_ms", "seq",
-        )
+    consumed = of_kind(events, "consumed").where(F.col("offset").isNotNull()).withColumn("consumer", consumer_col())
+    return inversions(consumed, by, list(ORDER), "offset", strict=False, carry=("generation",)).select(
+        "run_id", "consumer", "topic", "partition", "prev_offset", "offset", "value",
+        "prev_generation", "generation", "ts_ms", "seq",
     )
 
 
@@ -345,14 +480,10 @@ def order_inversions(events: DataFrame, key_col: str = "key") -> DataFrame:
         .agg(F.min(F.struct("partition", "offset")).alias("at"))
         .select("run_id", "topic", "value", "at.partition", "at.offset")
     )
-    window = Window.partitionBy("run_id", "topic", key_col, "producer", "partition").orderBy(*ORDER)
-    return (
-        produced.join(first_read, ["run_id", "topic", "value"])
-        .withColumn("prev_value", F.lag("value").over(window))
-        .withColumn("prev_offset", F.lag("offset").over(window))
-        .where(F.col("prev_offset") > F.col("offset"))
-        .select("run_id", "topic", key_col, "producer", "partition", "prev_value", "prev_offset", "value", "offset")
-    )
+    by = ["run_id", "topic", key_col, "producer", "partition"]
+    return inversions(produced.join(first_read, ["run_id", "topic", "value"]), by, list(ORDER), "offset",
+                      carry=("value",)).select(
+        "run_id", "topic", key_col, "producer", "partition", "prev_value", "prev_offset", "value", "offset")
 
 
 def summary(events: DataFrame) -> dict[str, int]:

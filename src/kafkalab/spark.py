@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from kafkalab import config
 
 if TYPE_CHECKING:  # pyspark is imported lazily: importing kafkalab stays fast
+    from concurrent.futures import Future
+
     from pyspark.sql import DataFrame, SparkSession
 
 #: Spark master when ``$SPARK_MASTER`` is unset: two local cores (the lab machine has 2).
@@ -203,28 +205,31 @@ def read_topic(
     return reader.load()
 
 
-def session_in_background(app_name: str = "kafkalab", warm_up: Callable[[SparkSession], object] | None = None):
+def session_in_background(
+    app_name: str = "kafkalab", warm_up: Callable[[SparkSession], object] | None = None
+) -> "Future[SparkSession]":
     """Start ``session(app_name)`` in a background thread, so a notebook's Kafka experiments
-    run while the JVM starts (~5 s on an idle 2-core machine, 10-40 s under load).
+    run while the JVM starts (~5 s on an idle 2-core machine, 10-40 s under load). The one
+    warm start of the package: a notebook starts its session with this, passing its family's
+    warm-up (``experiments/NAME_analysis.warm_up``) when it has one.
 
     Args:
         app_name: Spark application name.
-        warm_up: optional callable run on the new session in the same thread, e.g. one small
-            query of the kind the notebook runs later: a new JVM's first query pays for class
-            loading and code generation, and this pays it early. Default: ``range(10).count()``.
+        warm_up: optional callable run on the new session in the same thread, e.g. the
+            query the notebook runs later, on a few planted rows: a new JVM's first query pays
+            for class loading and code generation, and this pays it early, while Kafka runs.
+            Default: ``default_warm_up`` (one tiny group-by count).
 
     Returns:
         ``concurrent.futures.Future`` whose ``result(timeout)`` is the SparkSession (it
-        re-raises what ``session`` or ``warm_up`` raised).
+        re-raises what ``session`` or ``warm_up`` raised, e.g. ``FileNotFoundError`` when the
+        connector jars are missing). Stop it with ``stop_in_background``.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     def start() -> SparkSession:
         spark = session(app_name)
-        if warm_up is None:
-            spark.range(10).count()
-        else:
-            warm_up(spark)
+        (warm_up or default_warm_up)(spark)
         return spark
 
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spark-start")
@@ -233,9 +238,18 @@ def session_in_background(app_name: str = "kafkalab", warm_up: Callable[[SparkSe
     return future
 
 
-def stop_in_background(future, timeout_s: float = 300.0) -> None:
-    """Stop the session a ``session_in_background`` future yields (waiting for it to finish
-    starting); nothing to do if it failed to start."""
+def default_warm_up(spark: SparkSession) -> None:
+    """One tiny group-by count (``range(10)`` by ``id % 2``): loads the classes of a
+    shuffle and an aggregation, which nearly every analysis runs."""
+    from pyspark.sql import functions as F
+
+    spark.range(10).groupBy((F.col("id") % 2).alias("k")).count().collect()
+
+
+def stop_in_background(future: "Future[SparkSession]", timeout_s: float = 300.0) -> None:
+    """Stop the session a ``session_in_background`` future yields, waiting up to ``timeout_s``
+    (s) for it to finish starting; nothing to do if it failed to start or did not start in
+    time (the JVM then ends with the Python process)."""
     try:
         spark = future.result(timeout=timeout_s)
     except Exception:  # it never started: nothing to stop

@@ -22,7 +22,6 @@ topics (as in a sweep):
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -36,16 +35,11 @@ if TYPE_CHECKING:
 PER_TOPIC = ("range", "consumer/range", "classic/default")
 
 
-def start_session(app_name: str = "kafkalab", warm: bool = True) -> "Future[SparkSession]":
-    """``kafkalab.spark.session_in_background``; with ``warm``, the warm-up runs ``per_case``
-    on three in-memory rows, the query this notebook runs later."""
-    from .. import spark as kspark
-
-    def warm_up(session: "SparkSession") -> None:
-        rows = [("range", 3, 1, 2, f"consumer-{i}", n, "warm-up", 0) for i, n in enumerate((1, 1, 0))]
-        per_case(session.createDataFrame(rows, ledger_schema())).collect()
-
-    return kspark.session_in_background(app_name, warm_up if warm else None)
+def warm_up(spark: "SparkSession") -> None:
+    """Run ``per_case`` on three in-memory rows, the query this notebook runs later: the
+    warm-up given to ``kafkalab.spark.session_in_background``."""
+    rows = [("range", 3, 1, 2, f"consumer-{i}", n, "warm-up", 0) for i, n in enumerate((1, 1, 0))]
+    per_case(spark.createDataFrame(rows, ledger_schema())).collect()
 
 
 def ledger_schema():
@@ -122,7 +116,7 @@ def _ordered(labels: Sequence[str], order: Sequence[str]) -> list[str]:
 
 def pivots(cases: "DataFrame", values: Sequence[str] = ("imbalance", "idle")) -> dict[str, "pd.DataFrame"]:
     """assignor x case tables, one per column in ``values`` (max over repeated runs), for
-    ``plots.imbalance_heatmap``; all computed by one Spark pivot.
+    ``assignment_plots.imbalance_heatmap``; all computed by one Spark pivot.
 
     Only the small pivoted result is converted (``toPandas``). Rows follow
     ``assignment.LABELS``; columns are ordered by consumers, topics, partitions.

@@ -62,10 +62,7 @@ from ..worker import ProducerSpec
 from ..workloads import Copy, read_topic
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
-
     import pandas as pd
-    from pyspark.sql import DataFrame, SparkSession
 
 #: librdkafka 2.16 producer defaults of the settings article 003 discusses, under the Java
 #: client's names where librdkafka has an equivalent (librdkafka CONFIGURATION.md, v2.16).
@@ -817,59 +814,6 @@ def throughput_table(bursts: Iterable[Throughput]) -> "pd.DataFrame":
     return pd.DataFrame([{"batch.num.messages": b.batch_num_messages or "default (10000)", "idempotence": b.idempotence,
                           "records/s": round(b.records_per_s), "MB/s": round(b.mb_per_s, 1),
                           "seconds": round(b.seconds, 2)} for b in bursts])
-
-
-# ----------------------------------------------------------------------------- Spark
-
-
-def spark_copies(spark: "SparkSession", topics: Iterable[str], ledger_globs: Iterable[str]) -> "DataFrame":
-    """Per topic and value (the topics read by Spark's Kafka connector): ``copies`` in the log
-    and their ``offsets``, joined with the producers' ledgers: ``acks`` (successful delivery
-    reports) and ``acked_offsets`` (what the producer was told). A value acked once but held
-    twice is the duplicate of a lost ack; a value with copies 0 and acks >= 1 would be a lost
-    write. Lazy DataFrame, one row per (topic, value).
-
-    Source: Spark "Structured Streaming + Kafka Integration Guide" (batch query, ``subscribe``
-    with a comma-separated list); the ledger format of ``kafkalab.ledger``.
-    """
-    from pyspark.sql import functions as F
-
-    from .. import ledger as kledger
-    from .. import spark as kspark
-
-    topics = list(topics)
-    log = (kspark.read_topic(spark, ",".join(topics))
-           .select("topic", F.col("value").cast("string").alias("value"), "partition", "offset")
-           .groupBy("topic", "value")
-           .agg(F.count(F.lit(1)).alias("copies"),
-                F.array_sort(F.collect_list(F.struct("partition", "offset"))).alias("offsets")))
-    acks = (kledger.load(spark, list(ledger_globs))
-            .where((F.col("kind") == "acked") & F.col("error").isNull() & F.col("topic").isin(topics))
-            .groupBy("topic", "value")
-            .agg(F.count(F.lit(1)).alias("acks"), F.array_sort(F.collect_list("offset")).alias("acked_offsets")))
-    return log.join(acks, ["topic", "value"], "full_outer").fillna({"copies": 0, "acks": 0})
-
-
-def spark_in_background(app_name: str = "kafkalab") -> "Future":
-    """``kafkalab.spark.session_in_background`` warmed up with one small aggregation and join
-    on generated rows (the shapes of ``spark_join``), so the first real query is warm."""
-    from .. import spark as kspark
-
-    def warm_up(session) -> None:
-        from pyspark.sql import functions as F
-
-        rows = session.range(100).select((F.col("id") % 7).alias("k"), F.col("id").cast("string").alias("v"))
-        per_k = rows.groupBy("k").agg(F.array_sort(F.collect_list(F.struct("k", "v"))).alias("l"))
-        rows.groupBy("k").agg(F.count("v").alias("n")).join(per_k, "k", "full_outer").fillna({"n": 0}).collect()
-
-    return kspark.session_in_background(app_name, warm_up)
-
-
-def stop_spark(future: "Future", timeout_s: float = 300.0) -> None:
-    """Stop the session of ``spark_in_background`` (``kafkalab.spark.stop_in_background``)."""
-    from .. import spark as kspark
-
-    kspark.stop_in_background(future, timeout_s)
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -171,10 +171,17 @@ def side_effects(events: DataFrame, sink: DataFrame) -> DataFrame:
     )
 
 
-def warm_up(spark) -> None:
+def warm_up(spark) -> dict[str, int]:
     """Run this module's queries once on a three-line ledger written to a temporary folder,
     so that the JVM has loaded, compiled and code-generated them before the real ledgers
-    arrive (on 2 cores the first Spark query costs seconds; the later ones a fraction)."""
+    arrive (on 2 cores the first Spark query costs seconds; the later ones a fraction). The
+    warm-up notebook 03 gives ``kafkalab.spark.session_in_background``.
+
+    Returns:
+        What the queries found on that ledger (one record, acked and processed once):
+        ``produced``, ``processed``, ``lost``, ``duplicates`` from ``outcomes``, and the rows
+        of ``lost_records``, ``duplicate_records`` and ``side_effects``.
+    """
     import tempfile
     from pathlib import Path
 
@@ -188,55 +195,10 @@ def warm_up(spark) -> None:
             book.record("processed", topic="t", partition=0, offset=0, value="a", client_id="consumer-1")
         events = load(spark, str(path)).cache()
         sink = spark.createDataFrame([("warmup", "a")], "run_id string, record_id string")
-        outcomes(events).join(drain_rates(events), "run_id", "left").collect()
-        lost_records(events).collect()
-        duplicate_records(events).collect()
-        side_effects(events, sink).collect()
+        (row,) = outcomes(events).join(drain_rates(events), "run_id", "left").collect()
+        found = {k: int(row[k]) for k in ("produced", "processed", "lost", "duplicates")}
+        found["lost_records"] = len(lost_records(events).collect())
+        found["duplicate_records"] = len(duplicate_records(events).collect())
+        found["side_effects"] = len(side_effects(events, sink).collect())
         events.unpersist()
-
-
-class BackgroundSession:
-    """``kafkalab.spark.session(app_name)`` started, and warmed up (``warm_up``), in a
-    background thread, so that a notebook's experiment runs while the JVM starts.
-
-    ``get()`` returns the session once ready. Start it from the notebook's main thread
-    before starting worker processes; the JVM is a child of the notebook's process either way.
-    """
-
-    def __init__(self, app_name: str = "kafkalab", warm: bool = True):
-        import threading
-
-        self._result: dict = {}
-        self._done = threading.Event()
-
-        def start() -> None:
-            from .. import spark as kspark
-
-            try:
-                session = kspark.session(app_name)
-                if warm:
-                    warm_up(session)
-                self._result["spark"] = session
-            except BaseException as e:  # surfaced by get()
-                self._result["error"] = e
-            finally:
-                self._done.set()
-
-        self._thread = threading.Thread(target=start, name=f"spark-{app_name}", daemon=True)
-        self._thread.start()
-
-    def get(self, timeout_s: float = 300.0):
-        """The ``SparkSession``.
-
-        Raises:
-            WaitTimeout: not ready within ``timeout_s``.
-            Exception: whatever ``kafkalab.spark.session`` raised (e.g. FileNotFoundError:
-                connector jars missing).
-        """
-        from ..errors import WaitTimeout
-
-        if not self._done.wait(timeout_s):
-            raise WaitTimeout(f"timed out after {timeout_s:.1f} s waiting for the Spark session to start")
-        if "error" in self._result:
-            raise self._result["error"]
-        return self._result["spark"]
+    return found

@@ -25,8 +25,8 @@ number of places where the order steps back, not the number of misplaced records
 record retried to the end of a partition of N records gives 1).
 
 ``count_inversions`` works on Python lists (the CLI and tests); ``spark_inversions`` does
-the same with PySpark window functions (``lag`` over each key and each partition), so the
-notebook measures with Spark and checks the two agree.
+the same in Spark with ``kafkalab.audit.inversions`` (``lag`` over each key and each
+partition), so the notebook measures with Spark and checks the two agree.
 
 Sources: Jepsen's Kafka checker, jepsen-io/jepsen ``jepsen/src/jepsen/tests/kafka.clj``
 (``nonmonotonic-send-cases``, ``poll-skip+nonmonotonic-cases``); Kafka documentation,
@@ -172,20 +172,19 @@ def spark_inversions(df: "DataFrame") -> "DataFrame":
     ``key`` or ``partition``), ``group`` (the key or partition as text; ``*`` for global),
     ``prev_seq``, ``seq`` (``seq < prev_seq``), ``prev_at``, ``at`` (the index or offset).
 
-    Per scope, ``lag(seq)`` over a window: global ``partitionBy(run).orderBy(index)``; key
-    ``partitionBy(run, key).orderBy(index)`` (null keys left out); partition
-    ``partitionBy(run, partition).orderBy(offset)``. Lazy; ``df`` has the columns of
+    Per scope, ``kafkalab.audit.inversions`` of ``seq`` (``lag`` over a window): global by
+    run, ordered by ``index``; key by run and key, ordered by ``index`` (null keys left out);
+    partition by run and partition, ordered by ``offset``. Lazy; ``df`` has the columns of
     ``spark_frame``.
     """
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    from .. import audit
+
     def steps(frame: "DataFrame", scope: str, group: "F.Column", by: list[str], order: str) -> "DataFrame":
-        w = Window.partitionBy("run", *by).orderBy(order)
-        return (frame.withColumn("prev_seq", F.lag("seq").over(w)).withColumn("prev_at", F.lag(order).over(w))
-                .where(F.col("seq") < F.col("prev_seq"))
-                .select("run", F.lit(scope).alias("scope"), group.alias("group"), "prev_seq", "seq", "prev_at",
-                        F.col(order).alias("at")))
+        return (audit.inversions(frame, ["run", *by], [order], "seq", carry=(order,))
+                .select("run", F.lit(scope).alias("scope"), group.alias("group"), "prev_seq", "seq",
+                        F.col(f"prev_{order}").alias("prev_at"), F.col(order).alias("at")))
 
     return (steps(df, "global", F.lit("*"), [], "index")
             .unionByName(steps(df.where(F.col("key").isNotNull()), "key", F.col("key"), ["key"], "index"))
@@ -205,16 +204,9 @@ def spark_counts(df: "DataFrame", runs: Iterable[str] | None = None) -> dict[str
             for run in names}
 
 
-def spark_in_background(app_name: str = "kafkalab-ordering"):
-    """``kafkalab.spark.session_in_background`` warmed up with ``spark_counts`` on a few
-    planted records (Spark's first window query spends seconds generating code; here that
-    overlaps the Kafka experiments). Stop it with ``kafkalab.spark.stop_in_background``."""
-    from .. import spark as kspark
-
-    def warm_up(session) -> None:
-        planted = [Consumed(s, "k", 0, o, "c", o) for o, s in enumerate([1, 0, 2])]
-        spark_counts(spark_frame(session, planted, "warm-up"), ["warm-up"])
-
-    return kspark.session_in_background(app_name, warm_up)
-
-
+def warm_up(spark: "SparkSession") -> None:
+    """``spark_counts`` on a few planted records: Spark's first window query spends seconds
+    generating code, and as the warm-up notebook 07 gives
+    ``kafkalab.spark.session_in_background`` that overlaps the Kafka experiments."""
+    planted = [Consumed(s, "k", 0, o, "c", o) for o, s in enumerate([1, 0, 2])]
+    spark_counts(spark_frame(spark, planted, "warm-up"), ["warm-up"])

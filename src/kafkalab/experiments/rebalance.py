@@ -65,11 +65,11 @@ from ..ledger import read_events
 from ..runscope import RunScope
 from ..waiting import wait_until
 from ..worker import ConsumerSpec
+from .rebalance_analysis import SCENARIOS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-SCENARIOS: tuple[str, ...] = ("rolling-restart", "scale-out", "scale-in", "crash", "add-partitions", "slow-consumer")
 
 #: The sequence every protocol's group goes through in notebook 02.
 MAIN_SCENARIOS: tuple[str, ...] = ("scale-out", "scale-in", "rolling-restart", "crash", "add-partitions")
@@ -839,6 +839,44 @@ def run_many(configs: dict[str, RebalanceConfig], timeout_s: float = 300.0) -> d
     return launch(configs).all(timeout_s)
 
 
+# ----------------------------------------------------------------------------- a hand-made run
+
+
+def example_run(run_id: str = "example") -> tuple[list, "RunRecord"]:
+    """A tiny hand-made eager run, for tests and for warming Spark up: ``(events, record)``.
+
+    Two partitions. ``c0.0`` owns both from t=1000 ms; ``c1.0`` starts at 2000 (scale-out);
+    ``c0.0`` revokes both at 2100; the coordinator writes generation 2 at 2300; ``c0.0`` gets
+    partition 0 back at 2350, ``c1.0`` gets partition 1 at 2400; window (1500, 3000].
+    Then a crash: ``c1.0`` is SIGKILLed at 3500 holding partition 1, ``c0.0`` revokes 0 at
+    9000, generation 3 at 9200, ``c0.0`` gets 0 and 1 at 9300; window (3000, 9500].
+
+    Expected: scale-out: 1 rebalance, 2 revoked, 1 needless (partition 0 came back),
+    max pause 0.3 s (partition 1: 2100 to 2400), 0.55 partition-s; crash: 1 rebalance,
+    1 revoked, 1 lost, max pause 5.8 s (partition 1: 3500 to 9300), 6.1 partition-s.
+    """
+    from ..ledger import Event
+
+    rows = [("c0.0", 0, 1000, "assigned"), ("c0.0", 1, 1000, "assigned"),
+            ("c0.0", 0, 2100, "revoked"), ("c0.0", 1, 2100, "revoked"),
+            ("c0.0", 0, 2350, "assigned"), ("c1.0", 1, 2400, "assigned"),
+            ("c0.0", 0, 9000, "revoked"), ("c0.0", 0, 9300, "assigned"), ("c0.0", 1, 9300, "assigned")]
+    seq: dict[str, int] = {}
+    events = []
+    for client, partition, ts, kind in rows:
+        seq[client] = seq.get(client, -1) + 1
+        events.append(Event(run_id=run_id, kind=kind, ts_ms=ts, seq=seq[client], topic="t", partition=partition,
+                            client_id=client))
+    actions = [{"run_id": run_id, "ts_ms": 900, "action": "start", "client_id": "c0.0"},
+               {"run_id": run_id, "ts_ms": 2000, "action": "start", "client_id": "c1.0"},
+               {"run_id": run_id, "ts_ms": 3500, "action": "kill", "client_id": "c1.0"}]
+    gens = [{"ts_ms": 1100, "generation": 1}, {"ts_ms": 2300, "generation": 2}, {"ts_ms": 9200, "generation": 3}]
+    windows = [Window(0, "scale-out", 1500, 3000, 2, ["c0.0"], ["c0.0", "c1.0"]),
+               Window(1, "crash", 3000, 9500, 2, ["c0.0", "c1.0"], ["c0.0"])]
+    record = RunRecord(run_id, PROTOCOLS["eager"], 1, 2, "t", "g", ".", 0, windows, actions, gens, "CLASSIC", "range")
+    return events, record
+
+
 # ----------------------------------------------------------------------------- the CLI
 
 
@@ -881,7 +919,8 @@ def cli_command(protocols: tuple[str, ...], consumers: int, partitions: int, sce
     kafkalab run rebalance --protocol eager --consumers 3 --partitions 6 --scenario rolling-restart --json
     kafkalab run rebalance --protocol all --scenario scale-out,crash
     """
-    from .rebalance_analysis import analyse, session, unexpected
+    from .. import spark as kspark
+    from .rebalance_analysis import analyse, unexpected
 
     protos = _split(protocols, list(PROTOCOLS), "--protocol")
     scens = _split(scenarios, SCENARIOS, "--scenario")
@@ -891,7 +930,7 @@ def cli_command(protocols: tuple[str, ...], consumers: int, partitions: int, sce
     runscope.require_for_cli()
     configs = {p: RebalanceConfig(p, consumers, partitions, tuple(scens), settle_timeout_s=timeout_s) for p in protos}
     records = run_many(configs)
-    results = analyse(session("kafkalab-rebalance"), list(records.values())).results
+    results = analyse(kspark.session("kafkalab-rebalance"), list(records.values())).results
     rows = []
     for r in results:
         row = r.to_json()

@@ -45,12 +45,21 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 if TYPE_CHECKING:
-    import threading
+    from typing import Any
 
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
-    from .rebalance import RunRecord
+    #: A ``rebalance.RunRecord``, read here by attribute: the run module imports this one,
+    #: never the reverse (the arrow of a family points run -> analysis).
+    RunRecord = Any
+
+#: The protocols, in the order tables show them (``rebalance.PROTOCOLS`` has one entry each).
+PROTOCOL_NAMES: tuple[str, ...] = ("eager", "cooperative", "static", "consumer")
+
+#: The scenarios a group goes through (``rebalance`` runs them; see its docstring), in the
+#: order tables show them.
+SCENARIOS: tuple[str, ...] = ("rolling-restart", "scale-out", "scale-in", "crash", "add-partitions", "slow-consumer")
 
 #: Larger than any timestamp: stands for "never" in ``least`` (ms).
 NEVER_MS = 1 << 62
@@ -278,36 +287,6 @@ def per_rebalance(intervals: DataFrame, rebalances: DataFrame) -> DataFrame:
             .select("run_id", "index", "generation", "ts_ms", "revoked_or_lost", "partitions"))
 
 
-def session(app_name: str = "kafkalab-rebalance") -> SparkSession:
-    """``kafkalab.spark.session`` with one more JVM flag, ``-XX:TieredStopAtLevel=1`` (the C1
-    JIT compiler only), when this call starts the JVM.
-
-    Spark's analyses here are a few hundred rows; the C2 compiler's CPU is wasted on them.
-    Measured on the 2-core lab machine while other notebooks ran: the session started in
-    10-12 s instead of 20-30 s and the first analysis took 22-24 s instead of 31-42 s.
-    An already running session is returned as is.
-
-    Raises:
-        FileNotFoundError: the Spark Kafka connector jars are missing (``make jars``), from
-            ``kafkalab.spark.session_conf``.
-    """
-    from pyspark.sql import SparkSession
-
-    from .. import spark as kspark
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
-    conf = kspark.session_conf(app_name)
-    conf["spark.driver.extraJavaOptions"] = conf.get("spark.driver.extraJavaOptions", "") + " -XX:TieredStopAtLevel=1"
-    builder = SparkSession.builder
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
 #: Spark settings for these analyses: the data are a few hundred rows, so planning and
 #: code generation cost more than they save (measured on the 2-core lab machine: about 3x
 #: faster end to end).
@@ -426,7 +405,7 @@ for _p in ("cooperative", "consumer"):
     for _s in ("rolling-restart", "scale-out", "scale-in", "crash"):
         EXPECTED[(_p, _s)] = {"rebalanced": True, "every_rebalance_revoked_every_partition": False,
                               "revoked_only_what_moved": True}
-for _p in ("eager", "cooperative", "static", "consumer"):
+for _p in PROTOCOL_NAMES:
     EXPECTED[(_p, "crash")]["pause_at_least_session_timeout"] = True
     EXPECTED[(_p, "add-partitions")] = {"rebalanced": True}
     EXPECTED[(_p, "slow-consumer")] = {"rebalanced": True, "slow_member_removed_while_alive": True}
@@ -462,14 +441,12 @@ class Analysis:
         raise KeyError(f"no {scenario} window of protocol {protocol}")
 
     def table(self, scenarios: Iterable[str] | None = None) -> "pd.DataFrame":
-        """The headline numbers, one row per window, ordered by protocol (``PROTOCOLS``) and
-        scenario (``SCENARIOS``); only ``scenarios`` if given."""
+        """The headline numbers, one row per window, ordered by protocol (``PROTOCOL_NAMES``)
+        and scenario (``SCENARIOS``); only ``scenarios`` if given."""
         import pandas as pd
 
-        from .rebalance import PROTOCOLS, SCENARIOS
-
         keep = set(scenarios) if scenarios is not None else None
-        order = {p: i for i, p in enumerate(PROTOCOLS)}
+        order = {p: i for i, p in enumerate(PROTOCOL_NAMES)}
         ranked = sorted(self.results, key=lambda r: (order.get(r.protocol, len(order)), SCENARIOS.index(r.scenario)
                                                      if r.scenario in SCENARIOS else len(SCENARIOS)))
         rows = [{"protocol": r.protocol, "scenario": r.scenario, "rebalances": r.rebalances, "revoked": r.revoked,
@@ -635,58 +612,12 @@ def assignors(a: Analysis) -> dict[str, tuple[str | None, str | None]]:
     return {r.protocol: (r.group_type, r.partition_assignor) for r in a.results}
 
 
-# ----------------------------------------------------------------------------- a hand-made run
-
-
-def example_run(run_id: str = "example") -> tuple[list, "RunRecord"]:
-    """A tiny hand-made eager run, for tests and for warming Spark up: ``(events, record)``.
-
-    Two partitions. ``c0.0`` owns both from t=1000 ms; ``c1.0`` starts at 2000 (scale-out);
-    ``c0.0`` revokes both at 2100; the coordinator writes generation 2 at 2300; ``c0.0`` gets
-    partition 0 back at 2350, ``c1.0`` gets partition 1 at 2400; window (1500, 3000].
-    Then a crash: ``c1.0`` is SIGKILLed at 3500 holding partition 1, ``c0.0`` revokes 0 at
-    9000, generation 3 at 9200, ``c0.0`` gets 0 and 1 at 9300; window (3000, 9500].
-
-    Expected: scale-out: 1 rebalance, 2 revoked, 1 needless (partition 0 came back),
-    max pause 0.3 s (partition 1: 2100 to 2400), 0.55 partition-s; crash: 1 rebalance,
-    1 revoked, 1 lost, max pause 5.8 s (partition 1: 3500 to 9300), 6.1 partition-s.
-    """
-    from ..ledger import Event
-    from .rebalance import PROTOCOLS, RunRecord, Window
-
-    rows = [("c0.0", 0, 1000, "assigned"), ("c0.0", 1, 1000, "assigned"),
-            ("c0.0", 0, 2100, "revoked"), ("c0.0", 1, 2100, "revoked"),
-            ("c0.0", 0, 2350, "assigned"), ("c1.0", 1, 2400, "assigned"),
-            ("c0.0", 0, 9000, "revoked"), ("c0.0", 0, 9300, "assigned"), ("c0.0", 1, 9300, "assigned")]
-    seq: dict[str, int] = {}
-    events = []
-    for client, partition, ts, kind in rows:
-        seq[client] = seq.get(client, -1) + 1
-        events.append(Event(run_id=run_id, kind=kind, ts_ms=ts, seq=seq[client], topic="t", partition=partition,
-                            client_id=client))
-    actions = [{"run_id": run_id, "ts_ms": 900, "action": "start", "client_id": "c0.0"},
-               {"run_id": run_id, "ts_ms": 2000, "action": "start", "client_id": "c1.0"},
-               {"run_id": run_id, "ts_ms": 3500, "action": "kill", "client_id": "c1.0"}]
-    gens = [{"ts_ms": 1100, "generation": 1}, {"ts_ms": 2300, "generation": 2}, {"ts_ms": 9200, "generation": 3}]
-    windows = [Window(0, "scale-out", 1500, 3000, 2, ["c0.0"], ["c0.0", "c1.0"]),
-               Window(1, "crash", 3000, 9500, 2, ["c0.0", "c1.0"], ["c0.0"])]
-    record = RunRecord(run_id, PROTOCOLS["eager"], 1, 2, "t", "g", ".", 0, windows, actions, gens, "CLASSIC", "range")
-    return events, record
-
-
-def warm_up(spark: SparkSession) -> "threading.Thread":
-    """Run ``analyse`` on ``example_run`` in a background thread and return the thread: the
-    JVM compiles Spark's code paths for these queries while the experiments still run, so the
-    real analysis is quicker. ``join()`` it before ``analyse``."""
-    import threading
-
+def warm_up(spark: SparkSession, example: tuple[list, RunRecord]) -> None:
+    """Run ``analyse`` on a small hand-made run (``rebalance.example_run()``: ``(events,
+    record)``), so the JVM has compiled Spark's code paths for these queries before the real
+    runs end. Give it to ``kafkalab.spark.session_in_background``:
+    ``session_in_background(name, lambda spark: warm_up(spark, rebalance.example_run()))``."""
     from ..ledger import events_frame
 
-    def work() -> None:
-        events, record = example_run()
-        analyse(spark, [record], ledger=events_frame(spark, events))
-
-    t = threading.Thread(target=work, name="spark-warm-up", daemon=True)
-    t.start()
-    return t
-
+    events, record = example
+    analyse(spark, [record], ledger=events_frame(spark, events))

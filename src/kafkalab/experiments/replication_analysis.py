@@ -28,8 +28,6 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
-
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
@@ -200,22 +198,3 @@ def verdict_table(rounds: Iterable[object]) -> "pd.DataFrame":
         for label, s in r.by_setting().items():
             rows.append({"scenario": r.scenario, **s.to_json()})
     return pd.DataFrame(rows).set_index(["scenario", "setting"])
-
-
-def spark_in_background(app_name: str = "kafkalab-replication") -> "Future":
-    """``kafkalab.spark.session_in_background`` (its JVM takes 10-40 s on 2 cores; the rounds
-    spend most of their time waiting for fences and restarts, so the two overlap)."""
-    from .. import spark as kspark
-    from pyspark.sql import functions as F
-
-    return kspark.session_in_background(
-        app_name, lambda session: session.range(10).groupBy((F.col("id") % 2).alias("k")).count().collect())
-
-
-def stop_spark(future: "Future", timeout_s: float = 300.0) -> None:
-    """Stop the session of ``spark_in_background`` (``kafkalab.spark.stop_in_background``)."""
-    from .. import spark as kspark
-
-    kspark.stop_in_background(future, timeout_s)
-
-

@@ -41,10 +41,7 @@ from ..waiting import wait_until
 from ..runscope import RunScope
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
-
     import pandas as pd
-    from pyspark.sql import SparkSession
 
 #: Kafka 4.x minimum of ``segment.bytes`` (KIP-1030; LogConfig ``atLeast(1024 * 1024)``, 4.3.1).
 MIN_SEGMENT_BYTES = 1024 * 1024
@@ -577,56 +574,6 @@ def wait_cleaned(topic: str, partition: int, expected_records: int, timeout_s: f
                       what=f"{expected_records} records in the closed segments of {topic}-{partition}",
                       on_timeout=lambda: f"records last seen there: {last}")
     return segs, time.monotonic() - t0
-
-
-def spark_key_table(spark: "SparkSession", topics: Sequence[str]) -> "pd.DataFrame":
-    """One row per (topic, key) of ``topics``, computed by Spark in one job over all records:
-    ``records`` (how many records the key has), ``tombstones`` (of them with a null value),
-    ``latest`` (the value of the key's record with the highest offset, None for a tombstone).
-    Only these per-key rows reach the driver."""
-    from pyspark.sql import functions as F
-
-    from .. import spark as kspark
-
-    df = kspark.read_topic(spark, ",".join(topics))
-    return (df.groupBy("topic", F.col("key").cast("string").alias("key"))
-            .agg(F.count("*").alias("records"),
-                 F.sum(F.col("value").isNull().cast("int")).alias("tombstones"),
-                 F.max_by(F.col("value").cast("string"), "offset").alias("latest"))
-            .toPandas())
-
-
-def key_stats(table: "pd.DataFrame") -> "pd.DataFrame":
-    """Per topic (columns) from ``spark_key_table``: ``records``, ``keys``, ``tombstones`` and
-    ``live keys`` (keys whose latest record has a value)."""
-    import pandas as pd
-
-    g = table.groupby("topic")
-    return pd.DataFrame({
-        "records": g["records"].sum(),
-        "keys": g["key"].count(),
-        "tombstones": g["tombstones"].sum(),
-        "live keys": g["latest"].count(),
-    }).T.astype(int)
-
-
-def latest_values(table: "pd.DataFrame", topic: str) -> dict[str, str]:
-    """Key -> latest value of ``topic``'s live keys, from ``spark_key_table``."""
-    t = table[(table["topic"] == topic) & table["latest"].notna()]
-    return dict(zip(t["key"], t["latest"]))
-
-
-def start_spark(app_name: str, warm_topics: Sequence[str] = ()) -> "Future[SparkSession]":
-    """``kafkalab.spark.session_in_background``, warmed up with one ``spark_key_table`` job
-    over ``warm_topics`` (or a trivial job if none), so the first real query is quick.
-
-    Raises (from ``future.result()``): FileNotFoundError if the connector jars are missing,
-    or whatever Spark raised while starting.
-    """
-    from .. import spark as kspark
-
-    warm_up = (lambda spark: spark_key_table(spark, list(warm_topics))) if warm_topics else None
-    return kspark.session_in_background(app_name, warm_up)
 
 
 # ----------------------------------------------------------------------------- why it is fast

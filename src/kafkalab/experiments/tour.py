@@ -30,7 +30,6 @@ from ..waiting import wait_until
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import SparkSession
 
 
 # ----------------------------------------------------------------------------- the quorum
@@ -262,31 +261,6 @@ def per_partition(deliveries: Iterable[Delivery]) -> dict[int, int]:
 
 
 # ----------------------------------------------------------------------------- Spark (the Java client)
-
-
-def spark_produce(spark: "SparkSession", topic: str, flights: list[Flight]) -> None:
-    """Write ``flights`` (same keys and values as ``produce_flights``) to ``topic`` with Spark's
-    Kafka sink, i.e. with the Java producer of the connector's kafka-clients at its defaults:
-    murmur2 partitioner, idempotence on (since 3.0). Blocks until the write job finished."""
-    rows = [(f.key, f.to_json().decode()) for f in flights]
-    (spark.createDataFrame(rows, "key string, value string")
-     .write.format("kafka")
-     .option("kafka.bootstrap.servers", config.bootstrap_servers())
-     .option("topic", topic)
-     .save())
-
-
-def spark_key_partitions(spark: "SparkSession", topic: str) -> dict[str, set[int]]:
-    """Key -> partitions it is in, aggregated by Spark (one row per key reaches the driver)."""
-    from pyspark.sql import functions as F
-
-    from .. import spark as kspark
-
-    rows = (kspark.read_topic(spark, topic)
-            .groupBy(F.col("key").cast("string").alias("key"))
-            .agg(F.collect_set("partition").alias("partitions"))
-            .collect())
-    return {r["key"]: set(r["partitions"]) for r in rows}
 
 
 def partitioner_table(keys: Iterable[str], partitions: int, librdkafka_seen: dict[str, set[int]],

@@ -16,8 +16,8 @@ Every step of the notebook is one function here; ``run_eos`` is also ``kafkalab 
                                         (section 4; computing the coordinator: ``kafkalab.coordinators``)
 ``fence_zombie``                        two producers, one transactional.id (section 5)
 ``wait_released`` / ``timeout_report``  what the coordinator did at transaction.timeout.ms (6)
-``run_eos`` / ``spark_audit``           the processor under K crashes, audited (sections 7, 8)
-``run_streaming_stage``                 Kafka -> Spark Structured Streaming -> Kafka (section 9)
+``run_eos``                             the processor under K crashes (sections 7, 8; audited by
+                                        ``transactions_analysis.spark_audit``)
 ``measure_throughput``                  records/s against records per transaction (section 10)
 ======================================  ==========================================================
 
@@ -42,12 +42,10 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 import click
@@ -66,7 +64,6 @@ from ..runscope import RunScope
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import SparkSession
 
 #: Processor batches (records per transaction) in the experiments, unless given.
 DEFAULT_BATCH = 50
@@ -124,30 +121,6 @@ class TxnRun(RunScope):
             r.close()
         self.readers.clear()
         return super().cleanup(timeout_s)
-
-
-def spark_in_background(app_name: str, warmup_topic: str | None = None) -> "Future[SparkSession]":
-    """``kafkalab.spark.session_in_background``. With ``warmup_topic`` (an existing, empty
-    topic), the warm-up writes 10 small JSON records to it and runs one audit job over it with
-    Spark's Kafka source (``spark_verdicts``), so the first real audit does not pay for class
-    loading and code generation."""
-    from .. import spark as kspark
-
-    def warm_up(s: "SparkSession") -> None:
-        workloads.produce(warmup_topic, [(None, json.dumps({"record_id": f"w-{i}"}).encode()) for i in range(10)])
-        ids = ta.spark_ids(kspark.read_topic(s, warmup_topic))
-        ta.spark_verdicts({"a": ids, "b": ids}, {"a": ids, "b": ta.spark_ids(kspark.read_topic(
-            s, warmup_topic, kafka_isolation_level="read_committed"))},
-            {"a": s.createDataFrame([(0, 0)], "partition int, offset long")})
-
-    return kspark.session_in_background(app_name, warm_up if warmup_topic else None)
-
-
-def stop_spark(future: "Future[SparkSession]", timeout_s: float = 120.0) -> None:
-    """Stop the session ``spark_in_background`` started (``kafkalab.spark.stop_in_background``)."""
-    from .. import spark as kspark
-
-    kspark.stop_in_background(future, timeout_s)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -825,205 +798,6 @@ def incarnations_table(result: EosResult) -> "pd.DataFrame":
     plan = [f"batch {at}, {p}" for at, p in result.crash_plan] + ["(none: runs to the end)"]
     rows = [{**inc, "planned crash": plan[i]} for i, inc in enumerate(result.incarnations)]
     return pd.DataFrame(rows).set_index("name")
-
-
-def uncommitted_offsets(result: EosResult) -> list[tuple[int, int]]:
-    """``(partition, offset)`` of every output record the crashed incarnations of ``result``
-    produced after their last commit (from the ledgers): in transactional mode, the records of
-    aborted transactions."""
-    from ..ledger import read_events
-
-    events = [e for path in result.ledgers for e in read_events(path)]
-    return sorted({o for inc in ta.incarnations(events) for o in inc.uncommitted_offsets})
-
-
-def spark_audit(spark: "SparkSession", *results: EosResult) -> dict[tuple[str, str], ta.Verdict]:
-    """The exactly-once audit of each result, computed by Spark in one job: for each result
-    its output topic read with ``kafka.isolation.level`` read_committed and, for transactional
-    results, read_uncommitted too, each against its input topic. Each verdict's ``left_read``
-    counts the records read at the positions the crashed incarnations left uncommitted
-    (``uncommitted_offsets``). The topics are read with three Kafka scans in all (inputs,
-    read_committed outputs, read_uncommitted outputs; Spark's ``subscribe`` takes a list).
-
-    Returns:
-        ``{(mode, isolation level): Verdict}``.
-    """
-    from pyspark.sql import functions as F
-
-    from .. import spark as kspark
-
-    def read(topics: list[str], iso: str | None = None):
-        opts = {"kafka_isolation_level": iso} if iso else {}
-        return ta.spark_ids_with_topic(kspark.read_topic(spark, ",".join(topics), **opts))
-
-    views: dict[str, list[str]] = {}  # input topic -> views it is the input of
-    outs, left_rows = [], []
-    by_iso: dict[str, dict[str, str]] = {"read_committed": {}, "read_uncommitted": {}}  # output topic -> view
-    for r in results:
-        isos = ("read_committed", "read_uncommitted") if r.mode == "transactional" else ("read_committed",)
-        for iso in isos:
-            view = f"{r.mode}|{iso}"
-            views.setdefault(r.input_topic, []).append(view)
-            by_iso[iso][r.output_topic] = view
-            left_rows += [(view, p, o) for p, o in uncommitted_offsets(r)]
-    inp = read(list(views))
-    topic_views = F.create_map(*[x for t, vs in views.items() for x in (F.lit(t), F.array(*map(F.lit, vs)))])
-    inputs = inp.select(F.explode(topic_views[F.col("topic")]).alias("view"), "record_id")
-    for iso, topic_view in by_iso.items():
-        if not topic_view:
-            continue
-        out = read(list(topic_view), iso)
-        view_of = F.create_map(*[x for t, v in topic_view.items() for x in (F.lit(t), F.lit(v))])
-        outs.append(out.select(view_of[F.col("topic")].alias("view"), "record_id", "partition", "offset"))
-    out_all = outs[0] if len(outs) == 1 else outs[0].unionByName(outs[1])
-    left = spark.createDataFrame(left_rows or [("", -1, -1)], "view string, partition int, offset long") \
-        .withColumn("is_left", F.lit(1))
-    outputs = out_all.join(F.broadcast(left), ["view", "partition", "offset"], "left")
-    verdicts = ta.spark_verdicts_of(inputs, outputs)
-    return {tuple(v.split("|")): verdicts.get(v, ta.Verdict(0, 0, 0, 0, 0, 0, 0))
-            for vs in views.values() for v in vs}
-
-
-def spark_isolation_counts(spark: "SparkSession", topic: str) -> dict[str, int]:
-    """Records Spark's Kafka source reads from ``topic`` with no isolation option (the Java
-    consumer's default), with ``kafka.isolation.level=read_committed`` and with
-    ``read_uncommitted`` (one Spark job): ``{"default": n, "read_committed": n,
-    "read_uncommitted": n}``."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    from .. import spark as kspark
-
-    reads = {"default": kspark.read_topic(spark, topic)}
-    for iso in ("read_committed", "read_uncommitted"):
-        reads[iso] = kspark.read_topic(spark, topic, kafka_isolation_level=iso)
-    union = reduce(lambda a, b: a.unionByName(b),
-                   [df.select(F.lit(name).alias("reader"), "offset") for name, df in reads.items()])
-    counts = {r["reader"]: int(r["count"]) for r in union.groupBy("reader").count().collect()}
-    return {name: counts.get(name, 0) for name in reads}
-
-
-# ----------------------------------------------------------------------------- section 8: Spark as a stage
-
-
-@dataclass
-class StreamingRun:
-    """One ``run_streaming_stage``: micro-batches the query ran (batch id -> records), whether
-    it failed at the planned point, and the checkpoint's committed batch ids afterwards."""
-
-    batches: dict[int, int]
-    failed: bool
-    committed_batches: list[int]
-    elapsed_ms: int
-
-
-class PlannedFailure(RuntimeError):
-    """Raised inside ``foreachBatch`` after the sinks wrote: the planned crash point."""
-
-
-def run_streaming_stage(spark: "SparkSession", input_topic: str, output_topic: str, sink_path: str,
-                        checkpoint: str, fail_after_sinks: bool = False, timeout_s: float = 60.0) -> StreamingRun:
-    """Kafka -> Spark Structured Streaming -> Kafka, with the processor's transform in Spark SQL
-    (``record_id``, ``route``, ``delayed``), a checkpoint, and ``Trigger.AvailableNow`` (process
-    what is in the input now, then stop).
-
-    Each micro-batch goes to two sinks in ``foreachBatch``: the output topic through Spark's
-    Kafka writer (a plain Java producer, not transactional), and a sqlite table upserted by
-    ``record_id`` (idempotent). With ``fail_after_sinks`` the batch function raises
-    ``PlannedFailure`` after both sinks wrote and before Spark writes the batch to the
-    checkpoint's commit log: the state a driver crash at that moment leaves. The next run
-    with the same checkpoint replays the batch.
-
-    Returns:
-        A ``StreamingRun``.
-
-    Raises:
-        pyspark StreamingQueryException: any failure other than the planned one.
-
-    Source: Spark Structured Streaming Programming Guide ("Fault Tolerance Semantics",
-    ``foreachBatch``: "at-least-once write guarantees ... use the batchId to deduplicate");
-    Structured Streaming + Kafka Integration Guide ("Writing Data to Kafka": at least once).
-    """
-    from pyspark.errors import StreamingQueryException
-    from pyspark.sql import functions as F
-
-    t0 = time.monotonic()
-    db = sqlite3.connect(sink_path)
-    db.execute("CREATE TABLE IF NOT EXISTS sink (record_id TEXT PRIMARY KEY, route TEXT, delayed INTEGER, "
-                "batch_id INTEGER, writes INTEGER)")
-    db.commit()
-    db.close()
-    batches: dict[int, int] = {}
-
-    def write(df, batch_id: int) -> None:
-        df.persist()
-        try:
-            (df.select(F.col("key"), F.to_json(F.struct("record_id", "route", "delayed")).alias("value"))
-             .write.format("kafka").option("kafka.bootstrap.servers", config.bootstrap_servers())
-             .option("topic", output_topic).save())
-            rows = [(r.record_id, r.route, int(r.delayed), batch_id) for r in
-                    df.select("record_id", "route", "delayed").collect()]
-        finally:
-            df.unpersist()
-        con = sqlite3.connect(sink_path)
-        with con:
-            con.executemany("INSERT INTO sink VALUES (?, ?, ?, ?, 1) ON CONFLICT(record_id) DO UPDATE SET "
-                            "route=excluded.route, delayed=excluded.delayed, batch_id=excluded.batch_id, "
-                            "writes=writes+1", rows)
-        con.close()
-        batches[batch_id] = len(rows)
-        if fail_after_sinks:
-            raise PlannedFailure(f"planned failure after the sinks wrote batch {batch_id}")
-
-    value = F.col("value").cast("string")
-    delay = F.get_json_object(value, "$.dep_delay").cast("int")
-    src = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", config.bootstrap_servers())
-           .option("subscribe", input_topic).option("startingOffsets", "earliest").load()
-           .select(F.col("key"),
-                   F.get_json_object(value, "$.record_id").alias("record_id"),
-                   F.concat_ws("-", F.get_json_object(value, "$.origin"),
-                               F.get_json_object(value, "$.dest")).alias("route"),
-                   F.coalesce(delay > 15, F.lit(False)).alias("delayed")))
-    query = src.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
-    failed = False
-    try:
-        finished = query.awaitTermination(timeout_s)
-        if not finished:
-            query.stop()
-            raise KafkalabError(f"the streaming query did not finish within {timeout_s} s")
-    except StreamingQueryException as e:
-        if "PlannedFailure" not in str(e) and "planned failure" not in str(e):
-            raise
-        failed = True
-    commits = Path(checkpoint) / "commits"
-    committed = sorted(int(f.name) for f in commits.iterdir() if f.name.isdigit()) if commits.is_dir() else []
-    return StreamingRun(batches, failed, committed, int((time.monotonic() - t0) * 1000))
-
-
-def spark_stage_audit(spark: "SparkSession", input_topic: str, output_topic: str, sink_path: str
-                      ) -> dict[str, ta.Verdict]:
-    """The streaming stage's two sinks against its input, in one Spark job:
-    ``{"Kafka sink": Verdict (output topic, read_committed), "upserting foreachBatch sink":
-    Verdict (sqlite rows)}``."""
-    from .. import spark as kspark
-
-    inp = ta.spark_ids(kspark.read_topic(spark, input_topic))
-    table = spark.createDataFrame([(r,) for r, _ in streaming_sink_rows(sink_path)] or [("",)], "record_id string")
-    if not streaming_sink_rows(sink_path):
-        table = table.where("false")
-    kafka = ta.spark_ids(kspark.read_topic(spark, output_topic, kafka_isolation_level="read_committed"))
-    return ta.spark_verdicts({"Kafka sink": inp, "upserting foreachBatch sink": inp},
-                             {"Kafka sink": kafka, "upserting foreachBatch sink": table})
-
-
-def streaming_sink_rows(sink_path: str) -> list[tuple[str, int]]:
-    """``(record_id, writes)`` of the streaming stage's sqlite table."""
-    db = sqlite3.connect(sink_path)
-    try:
-        return [(r, int(w)) for r, w in db.execute("SELECT record_id, writes FROM sink")]
-    finally:
-        db.close()
 
 
 # ----------------------------------------------------------------------------- section 9: the cost

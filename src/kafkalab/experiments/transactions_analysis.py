@@ -1,8 +1,11 @@
-"""Notebook 05's measuring side: the exactly-once audit, control markers on disk (as a table;
-the coordinator's address is ``kafkalab.coordinators``), and the throughput plot.
+"""Notebook 05's measuring side: the exactly-once audit, control markers on disk (the
+transaction coordinator's address is ``kafkalab.coordinators``), and Spark as a stage
+(``run_streaming_stage``).
 
 Pure functions (no cluster) are tested on planted data in ``tests/test_transactions_analysis.py``;
-``spark_*`` functions take a SparkSession and return small results, computed by Spark.
+``spark_*`` functions take a SparkSession and return small results, computed by Spark. The
+plots are in ``transactions_plots``. This module reads ``transactions.EosResult`` objects by
+attribute and never imports the run module (the arrow points run -> analysis).
 
 The audit is the one Kafka's own system test runs on a transactional copy job
 (``tests/kafkatest/tests/core/transactions_test.py``: "output set equals input set" and "no
@@ -14,17 +17,28 @@ once, an *aborted read* a record of an aborted transaction that a read_committed
 from __future__ import annotations
 
 import re
+import sqlite3
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
+from .. import config
+from ..errors import KafkalabError
+
 if TYPE_CHECKING:
+    from typing import Any
+
     import pandas as pd
-    from matplotlib.axes import Axes
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from ..dumplog import DumpedRecord
     from ..ledger import Event
+
+    #: A ``transactions.EosResult``, read by attribute (``mode``, ``input_topic``,
+    #: ``output_topic``, ``ledgers``).
+    EosResult = Any
 
 
 # ----------------------------------------------------------------------------- the audit
@@ -110,30 +124,15 @@ def spark_ids_with_topic(df: "DataFrame") -> "DataFrame":
 def spark_verdicts_of(inputs: "DataFrame", outputs: "DataFrame") -> dict[str, Verdict]:
     """The core of ``spark_verdicts``: ``inputs`` has columns ``view``, ``record_id``;
     ``outputs`` has ``view``, ``record_id`` and ``is_left`` (1 for a record read at a position
-    left uncommitted, else 0 or null). One Spark job with two aggregations and no join: input
-    and output rows are unioned and counted per (view, record_id), then per view.
+    left uncommitted, else 0 or null). The counts are ``kafkalab.audit.input_against_output``
+    (one Spark job with two aggregations and no join).
 
     Returns:
         View name -> ``Verdict`` for every view that has input or output rows.
     """
-    from pyspark.sql import functions as F
+    from .. import audit
 
-    rows = (inputs.select("view", "record_id", F.lit(1).alias("is_input"), F.lit(0).alias("n"),
-                          F.lit(0).alias("is_left"))
-            .unionByName(outputs.select("view", "record_id", F.lit(0).alias("is_input"), F.lit(1).alias("n"),
-                                        F.coalesce(F.col("is_left").cast("int"), F.lit(0)).alias("is_left"))))
-    per_id = rows.groupBy("view", "record_id").agg(F.max("is_input").alias("in_input"), F.sum("n").alias("n"),
-                                                   F.sum("is_left").alias("left_n"))
-    result = per_id.groupBy("view").agg(
-        F.sum("in_input").alias("input"),
-        F.sum("n").alias("output"),
-        F.count(F.when(F.col("n") > 0, 1)).alias("distinct_output"),
-        F.coalesce(F.sum(F.when(F.col("n") > 1, F.col("n") - 1)), F.lit(0)).alias("duplicates"),
-        F.count(F.when(F.col("n") > 1, 1)).alias("duplicated_ids"),
-        F.count(F.when((F.col("in_input") == 1) & (F.col("n") == 0), 1)).alias("lost"),
-        F.count(F.when((F.col("in_input") == 0) & (F.col("n") > 0), 1)).alias("unexpected"),
-        F.sum("left_n").alias("left_read"),
-    ).collect()
+    result = audit.input_against_output(inputs, outputs, "view", "record_id").collect()
     return {r["view"]: Verdict(**{k: int(r[k] or 0) for k in r.asDict() if k != "view"}) for r in result}
 
 
@@ -305,29 +304,220 @@ def parse_features(text: str) -> dict[str, str]:
     return out
 
 
-# ----------------------------------------------------------------------------- plotting
+# ----------------------------------------------------------------------------- Spark over the topics
 
 
-def plot_throughput(table: "pd.DataFrame", ax: "Axes | None" = None) -> "Axes":
-    """Records/s against records per transaction (log x axis), with the non-transactional
-    baseline as a dashed line.
+def uncommitted_offsets(result: EosResult) -> list[tuple[int, int]]:
+    """``(partition, offset)`` of every output record the crashed incarnations of ``result``
+    produced after their last commit (from the ledgers): in transactional mode, the records of
+    aborted transactions."""
+    from ..ledger import read_events
 
-    Args:
-        table: columns ``records_per_txn`` (None or NaN for the baseline row), ``records_per_s``.
-        ax: where to draw; a new figure if None.
+    events = [e for path in result.ledgers for e in read_events(path)]
+    return sorted({o for inc in incarnations(events) for o in inc.uncommitted_offsets})
+
+
+def spark_audit(spark: "SparkSession", *results: EosResult) -> dict[tuple[str, str], Verdict]:
+    """The exactly-once audit of each result, computed by Spark in one job: for each result
+    its output topic read with ``kafka.isolation.level`` read_committed and, for transactional
+    results, read_uncommitted too, each against its input topic. Each verdict's ``left_read``
+    counts the records read at the positions the crashed incarnations left uncommitted
+    (``uncommitted_offsets``). The topics are read with three Kafka scans in all (inputs,
+    read_committed outputs, read_uncommitted outputs; Spark's ``subscribe`` takes a list).
+
+    Returns:
+        ``{(mode, isolation level): Verdict}``.
     """
-    import matplotlib.pyplot as plt
+    from pyspark.sql import functions as F
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5.5, 3.2))
-    txn = table[table["records_per_txn"].notna()]
-    base = table[table["records_per_txn"].isna()]
-    ax.plot(txn["records_per_txn"], txn["records_per_s"], marker="o", label="transactional")
-    for v in base["records_per_s"]:
-        ax.axhline(v, linestyle="--", color="gray", label="idempotent, no transactions")
-    ax.set_xscale("log")
-    ax.set_xlabel("records per transaction")
-    ax.set_ylabel("records/s (measured)")
-    ax.set_title("Throughput of one librdkafka producer")
-    ax.legend(loc="lower right")
-    return ax
+    from .. import spark as kspark
+
+    def read(topics: list[str], iso: str | None = None):
+        opts = {"kafka_isolation_level": iso} if iso else {}
+        return spark_ids_with_topic(kspark.read_topic(spark, ",".join(topics), **opts))
+
+    views: dict[str, list[str]] = {}  # input topic -> views it is the input of
+    outs, left_rows = [], []
+    by_iso: dict[str, dict[str, str]] = {"read_committed": {}, "read_uncommitted": {}}  # output topic -> view
+    for r in results:
+        isos = ("read_committed", "read_uncommitted") if r.mode == "transactional" else ("read_committed",)
+        for iso in isos:
+            view = f"{r.mode}|{iso}"
+            views.setdefault(r.input_topic, []).append(view)
+            by_iso[iso][r.output_topic] = view
+            left_rows += [(view, p, o) for p, o in uncommitted_offsets(r)]
+    inp = read(list(views))
+    topic_views = F.create_map(*[x for t, vs in views.items() for x in (F.lit(t), F.array(*map(F.lit, vs)))])
+    inputs = inp.select(F.explode(topic_views[F.col("topic")]).alias("view"), "record_id")
+    for iso, topic_view in by_iso.items():
+        if not topic_view:
+            continue
+        out = read(list(topic_view), iso)
+        view_of = F.create_map(*[x for t, v in topic_view.items() for x in (F.lit(t), F.lit(v))])
+        outs.append(out.select(view_of[F.col("topic")].alias("view"), "record_id", "partition", "offset"))
+    out_all = outs[0] if len(outs) == 1 else outs[0].unionByName(outs[1])
+    left = spark.createDataFrame(left_rows or [("", -1, -1)], "view string, partition int, offset long") \
+        .withColumn("is_left", F.lit(1))
+    outputs = out_all.join(F.broadcast(left), ["view", "partition", "offset"], "left")
+    verdicts = spark_verdicts_of(inputs, outputs)
+    return {tuple(v.split("|")): verdicts.get(v, Verdict(0, 0, 0, 0, 0, 0, 0))
+            for vs in views.values() for v in vs}
+
+
+def spark_isolation_counts(spark: "SparkSession", topic: str) -> dict[str, int]:
+    """Records Spark's Kafka source reads from ``topic`` with no isolation option (the Java
+    consumer's default), with ``kafka.isolation.level=read_committed`` and with
+    ``read_uncommitted`` (one Spark job): ``{"default": n, "read_committed": n,
+    "read_uncommitted": n}``."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    from .. import spark as kspark
+
+    reads = {"default": kspark.read_topic(spark, topic)}
+    for iso in ("read_committed", "read_uncommitted"):
+        reads[iso] = kspark.read_topic(spark, topic, kafka_isolation_level=iso)
+    union = reduce(lambda a, b: a.unionByName(b),
+                   [df.select(F.lit(name).alias("reader"), "offset") for name, df in reads.items()])
+    counts = {r["reader"]: int(r["count"]) for r in union.groupBy("reader").count().collect()}
+    return {name: counts.get(name, 0) for name in reads}
+
+
+# ----------------------------------------------------------------------------- section 8: Spark as a stage
+
+
+@dataclass
+class StreamingRun:
+    """One ``run_streaming_stage``: micro-batches the query ran (batch id -> records), whether
+    it failed at the planned point, and the checkpoint's committed batch ids afterwards."""
+
+    batches: dict[int, int]
+    failed: bool
+    committed_batches: list[int]
+    elapsed_ms: int
+
+
+class PlannedFailure(RuntimeError):
+    """Raised inside ``foreachBatch`` after the sinks wrote: the planned crash point."""
+
+
+def run_streaming_stage(spark: "SparkSession", input_topic: str, output_topic: str, sink_path: str,
+                        checkpoint: str, fail_after_sinks: bool = False, timeout_s: float = 60.0) -> StreamingRun:
+    """Kafka -> Spark Structured Streaming -> Kafka, with the processor's transform in Spark SQL
+    (``record_id``, ``route``, ``delayed``), a checkpoint, and ``Trigger.AvailableNow`` (process
+    what is in the input now, then stop).
+
+    Each micro-batch goes to two sinks in ``foreachBatch``: the output topic through Spark's
+    Kafka writer (a plain Java producer, not transactional), and a sqlite table upserted by
+    ``record_id`` (idempotent). With ``fail_after_sinks`` the batch function raises
+    ``PlannedFailure`` after both sinks wrote and before Spark writes the batch to the
+    checkpoint's commit log: the state a driver crash at that moment leaves. The next run
+    with the same checkpoint replays the batch.
+
+    Returns:
+        A ``StreamingRun``.
+
+    Raises:
+        pyspark StreamingQueryException: any failure other than the planned one.
+
+    Source: Spark Structured Streaming Programming Guide ("Fault Tolerance Semantics",
+    ``foreachBatch``: "at-least-once write guarantees ... use the batchId to deduplicate");
+    Structured Streaming + Kafka Integration Guide ("Writing Data to Kafka": at least once).
+    """
+    from pyspark.errors import StreamingQueryException
+    from pyspark.sql import functions as F
+
+    t0 = time.monotonic()
+    db = sqlite3.connect(sink_path)
+    db.execute("CREATE TABLE IF NOT EXISTS sink (record_id TEXT PRIMARY KEY, route TEXT, delayed INTEGER, "
+                "batch_id INTEGER, writes INTEGER)")
+    db.commit()
+    db.close()
+    batches: dict[int, int] = {}
+
+    def write(df, batch_id: int) -> None:
+        df.persist()
+        try:
+            (df.select(F.col("key"), F.to_json(F.struct("record_id", "route", "delayed")).alias("value"))
+             .write.format("kafka").option("kafka.bootstrap.servers", config.bootstrap_servers())
+             .option("topic", output_topic).save())
+            rows = [(r.record_id, r.route, int(r.delayed), batch_id) for r in
+                    df.select("record_id", "route", "delayed").collect()]
+        finally:
+            df.unpersist()
+        con = sqlite3.connect(sink_path)
+        with con:
+            con.executemany("INSERT INTO sink VALUES (?, ?, ?, ?, 1) ON CONFLICT(record_id) DO UPDATE SET "
+                            "route=excluded.route, delayed=excluded.delayed, batch_id=excluded.batch_id, "
+                            "writes=writes+1", rows)
+        con.close()
+        batches[batch_id] = len(rows)
+        if fail_after_sinks:
+            raise PlannedFailure(f"planned failure after the sinks wrote batch {batch_id}")
+
+    value = F.col("value").cast("string")
+    delay = F.get_json_object(value, "$.dep_delay").cast("int")
+    src = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", config.bootstrap_servers())
+           .option("subscribe", input_topic).option("startingOffsets", "earliest").load()
+           .select(F.col("key"),
+                   F.get_json_object(value, "$.record_id").alias("record_id"),
+                   F.concat_ws("-", F.get_json_object(value, "$.origin"),
+                               F.get_json_object(value, "$.dest")).alias("route"),
+                   F.coalesce(delay > 15, F.lit(False)).alias("delayed")))
+    query = src.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+    failed = False
+    try:
+        finished = query.awaitTermination(timeout_s)
+        if not finished:
+            query.stop()
+            raise KafkalabError(f"the streaming query did not finish within {timeout_s} s")
+    except StreamingQueryException as e:
+        if "PlannedFailure" not in str(e) and "planned failure" not in str(e):
+            raise
+        failed = True
+    commits = Path(checkpoint) / "commits"
+    committed = sorted(int(f.name) for f in commits.iterdir() if f.name.isdigit()) if commits.is_dir() else []
+    return StreamingRun(batches, failed, committed, int((time.monotonic() - t0) * 1000))
+
+
+def spark_stage_audit(spark: "SparkSession", input_topic: str, output_topic: str, sink_path: str
+                      ) -> dict[str, Verdict]:
+    """The streaming stage's two sinks against its input, in one Spark job:
+    ``{"Kafka sink": Verdict (output topic, read_committed), "upserting foreachBatch sink":
+    Verdict (sqlite rows)}``."""
+    from .. import spark as kspark
+
+    inp = spark_ids(kspark.read_topic(spark, input_topic))
+    table = spark.createDataFrame([(r,) for r, _ in streaming_sink_rows(sink_path)] or [("",)], "record_id string")
+    if not streaming_sink_rows(sink_path):
+        table = table.where("false")
+    kafka = spark_ids(kspark.read_topic(spark, output_topic, kafka_isolation_level="read_committed"))
+    return spark_verdicts({"Kafka sink": inp, "upserting foreachBatch sink": inp},
+                             {"Kafka sink": kafka, "upserting foreachBatch sink": table})
+
+
+def streaming_sink_rows(sink_path: str) -> list[tuple[str, int]]:
+    """``(record_id, writes)`` of the streaming stage's sqlite table."""
+    db = sqlite3.connect(sink_path)
+    try:
+        return [(r, int(w)) for r, w in db.execute("SELECT record_id, writes FROM sink")]
+    finally:
+        db.close()
+
+
+def warm_up(spark: "SparkSession", topic: str) -> None:
+    """Write 10 small JSON records to ``topic`` (an existing, empty topic) and run one audit
+    job over it with Spark's Kafka source (``spark_verdicts``), so the first real audit does
+    not pay for class loading and code generation. Notebook 05 gives it to
+    ``kafkalab.spark.session_in_background``: ``lambda spark: warm_up(spark, topic)``."""
+    import json
+
+    from .. import spark as kspark
+    from .. import workloads
+
+    workloads.produce(topic, [(None, json.dumps({"record_id": f"w-{i}"}).encode()) for i in range(10)])
+    ids = spark_ids(kspark.read_topic(spark, topic))
+    spark_verdicts({"a": ids, "b": ids}, {"a": ids, "b": spark_ids(kspark.read_topic(
+        spark, topic, kafka_isolation_level="read_committed"))},
+        {"a": spark.createDataFrame([(0, 0)], "partition int, offset long")})

@@ -1,4 +1,4 @@
-"""Pictures for the notebooks: who holds which partition, and imbalance heatmaps.
+"""Pictures for notebook 01 (partition assignment): who holds which partition, and imbalance heatmaps.
 
 Every function draws with matplotlib, takes an optional ``ax`` (or makes its own figure)
 and returns the Axes or Figure, so notebooks can add to it and tests can inspect it with
@@ -15,10 +15,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-if TYPE_CHECKING:  # only for type hints; plots.py must import without a cluster
+if TYPE_CHECKING:  # only for type hints; this module must import without a cluster
     import pandas as pd
 
-    from .experiments.assignment import AssignmentResult, LeaveResult
+    from .assignment import AssignmentResult, LeaveResult
 
 #: One color per topic, in order of the topics given to the experiment (A, B, C...).
 TOPIC_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
@@ -181,10 +181,10 @@ def assignment_explorer(run: Callable[..., "AssignmentResult"] | None = None, co
     """
     import ipywidgets as widgets
 
-    from .experiments.assignment import DEFAULT_LABELS, LABELS
+    from .assignment import DEFAULT_LABELS, LABELS
 
     if run is None:
-        from .experiments.assignment import run_assignment as run
+        from .assignment import run_assignment as run
 
     def show(consumers: int, topics: int, partitions: int, assignor: str):
         result = run(consumers, {chr(ord("A") + i): partitions for i in range(topics)}, assignor)
