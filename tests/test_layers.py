@@ -26,17 +26,7 @@ ENTRY_POINTS = {f"{PACKAGE}.cli"}
 
 #: Cross-family imports being removed in parallel branches of issue 12; the coordinator empties
 #: this after merging them. Each pair is (importing family, imported family).
-KNOWN_CROSS_FAMILY: dict[tuple[str, str], str] = {
-    # branch "scope": the run scope (TourRun: unique names, cleanup) moves out of notebook 00's
-    # tour.py into the shared layer
-    ("idempotence", "tour"): "scope",
-    ("ordering", "tour"): "scope",
-    ("segments_demo", "tour"): "scope",
-    ("transactions", "tour"): "scope",
-    # branch "procs": the producer processes of notebook 04 that notebook 07 reuses move to
-    # workloads / worker
-    ("ordering", "idempotence"): "procs",
-}
+KNOWN_CROSS_FAMILY: dict[tuple[str, str], str] = {}
 
 
 def module_name(path: Path) -> str:

@@ -23,7 +23,7 @@ def test_commit_modes_map_to_librdkafka_settings() -> None:
 
 
 def test_sink_modes_keep_drop_or_overwrite_a_replayed_record(tmp_path) -> None:
-    from kafkalab.worker import Sink, sink_rows
+    from kafkalab.sink import Sink, sink_rows
 
     rows = [("a", "t", 0, 0, "p-0", '{"route":"JFK-LAX"}'), ("b", "t", 0, 1, "p-0", None)]
     expected = {"insert": [("a", 1), ("a", 1), ("b", 1), ("b", 1)], "ignore": [("a", 1), ("b", 1)],

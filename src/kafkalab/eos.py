@@ -74,7 +74,7 @@ MODES = ("transactional", "at-least-once")
 #: Where a crash can be placed inside a batch, in loop order (see the module docstring).
 CRASH_POINTS = ("mid-produce", "after-produce", "after-offsets", "after-commit")
 
-#: sqlite sink modes (``kafkalab.worker.Sink``): a plain INSERT per record, or an upsert
+#: sqlite sink modes (``kafkalab.sink.Sink``): a plain INSERT per record, or an upsert
 #: keyed by the record id.
 SINK_MODES = ("insert", "upsert")
 
@@ -178,7 +178,8 @@ def run_processor(spec: ProcessorSpec) -> int:
 
     from . import config
     from .ledger import Ledger
-    from .worker import Sink, crash
+    from .ledger import crash
+    from .sink import Sink
 
     deadline = time.monotonic() + spec.max_runtime_s
     ledger = Ledger(spec.ledger, spec.run_id, write_through=True)

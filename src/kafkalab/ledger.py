@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from types import TracebackType
 from collections.abc import Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -278,3 +279,12 @@ def events_frame(spark: SparkSession, events: list[Event]) -> DataFrame:
     """A small DataFrame from ``Event`` objects (tests, notebooks), with ``ledger_schema()``."""
     rows = [tuple(getattr(e, name) for name in FIELDS) for e in events]
     return spark.createDataFrame(rows, schema=ledger_schema())
+
+
+def crash(ledger: Ledger) -> NoReturn:
+    """An intentional crash at an exact point: flush ``ledger`` (nothing recorded is lost),
+    then SIGKILL this process (no ``close``, no commit, no LeaveGroup: to the broker it is a
+    dead client)."""
+    ledger.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise SystemExit(-signal.SIGKILL)  # not reached

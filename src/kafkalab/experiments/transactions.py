@@ -58,7 +58,7 @@ from ..data import record_id_of
 from ..errors import KafkalabError
 from ..producers import produce_when_room
 from ..waiting import wait_until
-from ..worker import sink_rows
+from ..sink import sink_rows
 from . import transactions_analysis as ta
 from ..runscope import RunScope
 
