@@ -76,6 +76,33 @@ def spark_jars_dir() -> Path:
     return jars_dir() / "spark"
 
 
+def log4j2_stderr(header: str, level: str, pattern: str, extra: str = "") -> str:
+    """The text of a log4j2 properties file: the root logger at ``level`` (``error``, ``info``
+    ...) on one console appender writing to stderr with layout ``pattern``; ``extra`` lines
+    are appended as they are. Source: Apache Log4j 2 manual, Configuration with Properties."""
+    return (f"# {header}\n"
+            f"rootLogger.level = {level}\n"
+            "rootLogger.appenderRef.stderr.ref = console\n"
+            "appender.console.type = Console\n"
+            "appender.console.name = console\n"
+            "appender.console.target = SYSTEM_ERR\n"
+            "appender.console.layout.type = PatternLayout\n"
+            f"appender.console.layout.pattern = {pattern}\n"
+            + extra)
+
+
+def write_state_file(relative: str, text: str) -> Path:
+    """Write ``text`` to ``state_dir()/relative`` unless the file already holds exactly it
+    (atomic replace, so concurrent processes never read half a file); returns the path."""
+    path = state_dir() / relative
+    if not path.is_file() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
 def port_base() -> int:
     """CLIENT port of broker 1 (default 9092); every other port follows from it (see the
     module docstring). ``$KAFKALAB_PORT_BASE`` moves the whole cluster, e.g. 19092 for a

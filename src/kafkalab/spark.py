@@ -35,21 +35,15 @@ SHUFFLE_PARTITIONS = 4
 #: log4j2 configuration given to the driver JVM: errors only, on stderr. It silences the
 #: start-up chatter (``NativeCodeLoader``, ``Utils``, ``SparkContext`` INFO/WARN lines)
 #: that appears before ``setLogLevel`` can run.
-LOG4J2_PROPERTIES = """\
-# Written by kafkalab.spark: Spark driver logging, errors only.
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+LOG4J2_PROPERTIES = config.log4j2_stderr(
+    "Written by kafkalab.spark: Spark driver logging, errors only.", "error", "%d{HH:mm:ss} %p %c{1}: %m%n%ex",
+    extra="""\
 # PySpark's gateway is a "shell" to Spark's Logging: unless this logger has its own
 # level equal to the root's, Spark prints "Setting default log level to WARN" and
 # filters the console at WARN (org.apache.spark.internal.Logging.initializeLogging).
 logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
 logger.gateway.level = error
-"""
+""")
 
 
 def spark_jars() -> list[Path]:
@@ -79,13 +73,7 @@ def log4j2_config_path() -> Path:
     The file is rewritten only when its text differs, so concurrent sessions do not race
     on an identical file.
     """
-    path = config.state_dir() / "spark" / "log4j2.properties"
-    if not path.is_file() or path.read_text() != LOG4J2_PROPERTIES:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(LOG4J2_PROPERTIES)
-        tmp.replace(path)
-    return path
+    return config.write_state_file("spark/log4j2.properties", LOG4J2_PROPERTIES)
 
 
 def session_conf(app_name: str = "kafkalab") -> dict[str, str]:

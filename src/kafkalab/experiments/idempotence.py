@@ -628,16 +628,8 @@ _CONFIG_LINE = re.compile(r"^\s+([a-z0-9.]+) = (.*)$")
 _PID_LINE = re.compile(r"ProducerId set to (-?\d+) with epoch (-?\d+)")
 
 #: log4j2 settings for a Java tool whose INFO lines we read (the lab's default shows warnings only).
-TOOLS_INFO_LOG4J2 = """\
-# Written by kafkalab.experiments.idempotence: Kafka tool logging at INFO on stderr, message only.
-rootLogger.level = info
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %m%n
-"""
+TOOLS_INFO_LOG4J2 = config.log4j2_stderr(
+    "Written by kafkalab.experiments.idempotence: Kafka tool logging at INFO on stderr, message only.", "info", "%m%n")
 
 
 def parse_producer_config_log(text: str) -> tuple[dict[str, str], int | None]:
@@ -680,10 +672,7 @@ def run_client_defaults(records: int = 5) -> DefaultsCheck:
         t_c, t_java = run.topic("librdkafka"), run.topic("java")
         admin.create_topics({t_c: 1, t_java: 1})
         workloads.produce(t_c, [(None, f"r{i}".encode()) for i in range(records)], conf={"log_level": 3})
-        log4j = config.state_dir() / "tools" / "log4j2-info.properties"
-        if not log4j.is_file() or log4j.read_text() != TOOLS_INFO_LOG4J2:
-            log4j.parent.mkdir(parents=True, exist_ok=True)
-            log4j.write_text(TOOLS_INFO_LOG4J2)
+        log4j = config.write_state_file("tools/log4j2-info.properties", TOOLS_INFO_LOG4J2)
         cmd = [f"-Dlog4j2.configurationFile={log4j}" if a.startswith("-Dlog4j2.configurationFile=") else a
                for a in cluster.tool_command("kafka-producer-perf-test", ["--topic", t_java, "--num-records", str(records),
                                                                           "--record-size", "20", "--throughput", "-1"])]
