@@ -20,7 +20,7 @@ from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic, Resour
 
 from .errors import KafkalabError, WaitTimeout
 from .waiting import wait_until
-from .workloads import admin
+from .workloads import admin, group_request
 
 
 def create_topics(
@@ -106,9 +106,9 @@ def delete_groups(group_ids: Iterable[str], timeout_s: float = 15.0) -> list[str
     pending = set(group_ids)
 
     def attempt() -> bool:
-        for g, fut in admin().delete_consumer_groups(sorted(pending), request_timeout=5).items():
+        for g in sorted(pending):  # one group per request (workloads.group_request)
             try:
-                fut.result(timeout=10)
+                group_request(lambda: admin().delete_consumer_groups([g], request_timeout=5), 5)
                 pending.discard(g)
             except KafkaException as e:
                 if e.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:

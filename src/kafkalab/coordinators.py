@@ -165,9 +165,9 @@ def committed_offsets(group_id: str, topic: str | None = None, timeout_s: float 
 
     from . import workloads
 
-    fut = workloads.admin().list_consumer_group_offsets([ConsumerGroupTopicPartitions(group_id)],
-                                                        request_timeout=timeout_s)[group_id]
-    return {tp.partition: tp.offset for tp in fut.result(timeout=timeout_s + 5).topic_partitions
+    result = workloads.group_request(lambda: workloads.admin().list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group_id)], request_timeout=timeout_s), timeout_s)
+    return {tp.partition: tp.offset for tp in result.topic_partitions
             if tp.offset >= 0 and (topic is None or tp.topic == topic)}
 
 
