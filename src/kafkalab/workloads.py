@@ -245,13 +245,14 @@ class GroupMember:
 
 #: AdminClient group requests (DescribeGroups, DeleteGroups, OffsetFetch: the ones that go
 #: through FindCoordinator to the group coordinator), one at a time in this process, each
-#: for one group and awaited to its end. librdkafka 2.16.0 (confluent-kafka 2.16.1) aborts
+#: for one group and awaited to its end. librdkafka 2.16.0 (confluent-kafka 2.16.1) can abort
 #: the whole process with ``rdkafka_queue.h:1086: rd_kafka_enq_once_del_source_return:
-#: Assertion `eonce->refcnt > 0' failed`` when such requests overlap on one client while the
-#: coordinator is unavailable. Measured here on fresh storage, 40 s of describe calls right
-#: after the brokers served: 4 threads aborted in 3 of 6 runs (1 s or 30 s request timeouts
-#: alike), 1 thread in 0 of 3. ``cluster.up`` also waits for the coordinator
-#: (``cluster.wait_group_coordinator``). Use ``group_request``.
+#: Assertion `eonce->refcnt > 0' failed`` when such requests run while the coordinator is
+#: not available. Measured here, 40 s of describe calls right after the brokers of a fresh
+#: cluster served: 4 threads aborted in 3 of 6 runs (1 s or 30 s request timeouts alike);
+#: one request at a time still aborted in 1 of 6. So this lock only keeps requests from
+#: overlapping; what prevents the abort is a coordinator that is there, which ``cluster.up``
+#: waits for (``cluster.wait_group_coordinator``: 0 aborts in 3 runs after it).
 _GROUP_REQUESTS = threading.Lock()
 
 
