@@ -166,7 +166,7 @@ def committed_offsets(group_id: str, topic: str | None = None, timeout_s: float 
     from . import workloads
 
     result = workloads.group_request(lambda: workloads.admin().list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group_id)], request_timeout=timeout_s), timeout_s)
+        [ConsumerGroupTopicPartitions(group_id)], request_timeout=timeout_s), timeout_s, group_id)
     return {tp.partition: tp.offset for tp in result.topic_partitions
             if tp.offset >= 0 and (topic is None or tp.topic == topic)}
 

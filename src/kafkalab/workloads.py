@@ -251,22 +251,55 @@ class GroupMember:
 #: not available. Measured here, 40 s of describe calls right after the brokers of a fresh
 #: cluster served: 4 threads aborted in 3 of 6 runs (1 s or 30 s request timeouts alike);
 #: one request at a time still aborted in 1 of 6. So this lock only keeps requests from
-#: overlapping; what prevents the abort is a coordinator that is there, which ``cluster.up``
-#: waits for (``cluster.wait_group_coordinator``: 0 aborts in 3 runs after it).
+#: overlapping; what prevents the abort is a coordinator that is there: ``cluster.up`` waits
+#: for it (``cluster.wait_group_coordinator``: 0 aborts in 3 runs after it), and every group
+#: request first asks a plain consumer for its group's coordinator (``coordinator_ready``).
 _GROUP_REQUESTS = threading.Lock()
 
 
-def group_request(call: Callable[[], dict], timeout_s: float) -> object:
-    """Run one AdminClient group request under the process-wide group-request lock and wait
-    until it has finished: ``call()`` returns the client's ``{group: future}`` for ONE group
-    (issued with ``request_timeout=timeout_s``, so librdkafka ends it by then); returns that
-    future's result.
+def coordinator_ready(group_id: str, timeout_s: float) -> None:
+    """Until ``group_id``'s coordinator answers an OffsetFetch (FindCoordinator, then the
+    coordinator has loaded its ``__consumer_offsets`` partition), asked through a plain
+    consumer's group handle, which librdkafka retries safely, never through an AdminClient.
 
     Raises:
+        WaitTimeout: no coordinator answered within ``timeout_s`` (e.g. its broker was
+            just killed and ``broker.session.timeout.ms`` has not yet fenced it).
+    """
+    from .errors import WaitTimeout
+
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    while True:
+        probe = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id,
+                          "enable.auto.commit": False, "log_level": 0})
+        try:
+            probe.committed([TopicPartition("__consumer_offsets", 0)],
+                            timeout=max(0.5, min(5.0, deadline - time.monotonic())))
+            return
+        except KafkaException as e:
+            last = e.args[0].str()
+        finally:
+            probe.close()
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"no coordinator for group {group_id!r} within {timeout_s:.1f} s: {last}")
+        time.sleep(0.2)
+
+
+def group_request(call: Callable[[], dict], timeout_s: float, group_id: str) -> object:
+    """Run one AdminClient group request for ``group_id`` once its coordinator answers
+    (``coordinator_ready``), under the process-wide group-request lock, and wait until it has
+    finished: ``call()`` returns the client's ``{group: future}`` for that ONE group (issued
+    with ``request_timeout=timeout_s``, so librdkafka ends it by then); returns that future's
+    result.
+
+    Raises:
+        WaitTimeout: no coordinator within ``timeout_s``.
         KafkaException: the broker's or librdkafka's error for the request (e.g.
             GROUP_ID_NOT_FOUND, _TIMED_OUT).
     """
     with _GROUP_REQUESTS:
+        coordinator_ready(group_id, timeout_s)
         futures = call()
         if len(futures) != 1:
             raise ValueError(f"one group per request, not {len(futures)}")
@@ -277,7 +310,8 @@ def group_request(call: Callable[[], dict], timeout_s: float) -> object:
 def describe_group(group_id: str, timeout_s: float = 5.0):
     """The broker's view of a group (``ConsumerGroupDescription``: state, members, assignments),
     through ``group_request``."""
-    return group_request(lambda: admin().describe_consumer_groups([group_id], request_timeout=timeout_s), timeout_s)
+    return group_request(lambda: admin().describe_consumer_groups([group_id], request_timeout=timeout_s), timeout_s,
+                         group_id)
 
 
 def broker_assignment(group_id: str) -> tuple[str, dict[str, set[Partition]]]:
