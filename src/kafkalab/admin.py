@@ -108,7 +108,7 @@ def delete_groups(group_ids: Iterable[str], timeout_s: float = 15.0) -> list[str
     def attempt() -> bool:
         for g in sorted(pending):  # one group per request (workloads.group_request)
             try:
-                group_request(lambda: admin().delete_consumer_groups([g], request_timeout=5), 5, g)
+                group_request(lambda o: admin().delete_consumer_groups([g], **o), 5, g)
                 pending.discard(g)
             except KafkaException as e:
                 if e.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:

@@ -289,13 +289,11 @@ def wait_group_coordinator(bootstrap: str | None = None, timeout_s: float = UP_T
     A new cluster creates ``__consumer_offsets`` on the first FindCoordinator request for a
     group (``offsets.topic.num.partitions`` partitions, Kafka docs, Broker Configs). The lookup
     here goes through a plain consumer's group handle (``committed()``), never through an
-    AdminClient: librdkafka 2.16.0 (confluent-kafka 2.16.1) aborts the whole process with
-    ``rdkafka_queue.h:1086: rd_kafka_enq_once_del_source_return: Assertion
-    `eonce->refcnt > 0' failed`` when AdminClient group requests (DescribeConsumerGroups)
-    run while the coordinator is not yet available. Measured here: several threads describing
-    groups on one AdminClient right after ``kafkalab up`` on fresh storage aborted in 2 of 3
-    runs (the SIGABRT of a fresh-clone ``make test`` on 2026-11-25), and none once this wait
-    had run. So ``up`` waits for it before it returns.
+    AdminClient. A cluster that returns from ``up`` with every group's coordinator in place
+    spares the first experiment a wait, and spares an AdminClient group request the window
+    in which librdkafka 2.16.0 can abort the process (``workloads.ADMIN_GROUP_OPTIONS`` is
+    the rule that closes it for good; it was first seen as the SIGABRT of a fresh-clone
+    ``make test`` on 2026-11-25).
 
     Raises:
         WaitTimeout: ``__consumer_offsets`` not created and led within ``timeout_s``.

@@ -125,7 +125,7 @@ def group_coordinator(group_id: str, timeout_s: float = 10.0) -> int:
     """Broker id of ``group_id``'s coordinator, as DescribeGroups reports it.
 
     Raises:
-        KafkaException: no answer within ``timeout_s``.
+        TimeoutError: no answer within ``timeout_s``; KafkaException: the broker's error.
     """
     from . import workloads
 
@@ -159,14 +159,15 @@ def committed_offsets(group_id: str, topic: str | None = None, timeout_s: float 
     ``topic``, that topic's partitions only.
 
     Raises:
-        KafkaException: no answer within ``timeout_s``.
+        TimeoutError: no answer within ``timeout_s``; KafkaException: the broker's error.
     """
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     from . import workloads
 
-    result = workloads.group_request(lambda: workloads.admin().list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group_id)], request_timeout=timeout_s), timeout_s, group_id)
+    request = [ConsumerGroupTopicPartitions(group_id)]
+    result = workloads.group_request(lambda o: workloads.admin().list_consumer_group_offsets(request, **o),
+                                     timeout_s, group_id)
     return {tp.partition: tp.offset for tp in result.topic_partitions
             if tp.offset >= 0 and (topic is None or tp.topic == topic)}
 

@@ -243,75 +243,50 @@ class GroupMember:
             self.consumer.close()
 
 
-#: AdminClient group requests (DescribeGroups, DeleteGroups, OffsetFetch: the ones that go
-#: through FindCoordinator to the group coordinator), one at a time in this process, each
-#: for one group and awaited to its end. librdkafka 2.16.0 (confluent-kafka 2.16.1) can abort
-#: the whole process with ``rdkafka_queue.h:1086: rd_kafka_enq_once_del_source_return:
-#: Assertion `eonce->refcnt > 0' failed`` when such requests run while the coordinator is
-#: not available. Measured here, 40 s of describe calls right after the brokers of a fresh
-#: cluster served: 4 threads aborted in 3 of 6 runs (1 s or 30 s request timeouts alike);
-#: one request at a time still aborted in 1 of 6. So this lock only keeps requests from
-#: overlapping; what prevents the abort is a coordinator that is there: ``cluster.up`` waits
-#: for it (``cluster.wait_group_coordinator``: 0 aborts in 3 runs after it), and every group
-#: request first asks a plain consumer for its group's coordinator (``coordinator_ready``).
-_GROUP_REQUESTS = threading.Lock()
+#: The AdminClient options of every group request (DescribeGroups, DeleteGroups, OffsetFetch:
+#: the requests librdkafka sends through FindCoordinator to a group coordinator): librdkafka's
+#: own timer for the request at its maximum (3600 s), so it never ends one in a kafkalab
+#: process; the caller stops waiting instead (``group_request``). Why: librdkafka 2.16.0
+#: (confluent-kafka 2.16.1) aborts the whole process with ``rdkafka_queue.h:1086:
+#: rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0' failed`` when a group
+#: request its timer ended while the coordinator was down is sent once the coordinator is
+#: back (a use after free in ``rd_kafka_admin_coord_request`` /
+#: ``rd_kafka_admin_coord_response_parse``, src/rdkafka_admin.c). Reproduced on every round
+#: by ``benchmarks/librdkafka_admin_abort.py``; with these options, never.
+ADMIN_GROUP_OPTIONS: dict[str, float] = {"request_timeout": 3600.0}
 
 
-def coordinator_ready(group_id: str, timeout_s: float) -> None:
-    """Until ``group_id``'s coordinator answers an OffsetFetch (FindCoordinator, then the
-    coordinator has loaded its ``__consumer_offsets`` partition), asked through a plain
-    consumer's group handle, which librdkafka retries safely, never through an AdminClient.
+def group_request(call: Callable[[dict], dict], timeout_s: float, group_id: str) -> object:
+    """Send one AdminClient group request for ``group_id`` and wait for its answer.
 
-    Raises:
-        WaitTimeout: no coordinator answered within ``timeout_s`` (e.g. its broker was
-            just killed and ``broker.session.timeout.ms`` has not yet fenced it).
-    """
-    from .errors import WaitTimeout
+    Args:
+        call: issues the request for that ONE group with the options it is given
+            (``ADMIN_GROUP_OPTIONS``) and returns the client's ``{group: future}``, e.g.
+            ``lambda o: admin().describe_consumer_groups([g], **o)``.
+        timeout_s: how long to wait for the answer, seconds. A request not answered by then
+            stays pending inside librdkafka until its coordinator answers; that answer is
+            dropped.
 
-    deadline = time.monotonic() + timeout_s
-    last = "no answer"
-    while True:
-        probe = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id,
-                          "enable.auto.commit": False, "log_level": 0})
-        try:
-            probe.committed([TopicPartition("__consumer_offsets", 0)],
-                            timeout=max(0.5, min(5.0, deadline - time.monotonic())))
-            return
-        except KafkaException as e:
-            last = e.args[0].str()
-        finally:
-            probe.close()
-        if time.monotonic() >= deadline:
-            raise WaitTimeout(f"no coordinator for group {group_id!r} within {timeout_s:.1f} s: {last}")
-        time.sleep(0.2)
-
-
-def group_request(call: Callable[[], dict], timeout_s: float, group_id: str) -> object:
-    """Run one AdminClient group request for ``group_id`` once its coordinator answers
-    (``coordinator_ready``), under the process-wide group-request lock, and wait until it has
-    finished: ``call()`` returns the client's ``{group: future}`` for that ONE group (issued
-    with ``request_timeout=timeout_s``, so librdkafka ends it by then); returns that future's
-    result.
+    Returns:
+        The future's result (e.g. ``ConsumerGroupDescription``).
 
     Raises:
-        WaitTimeout: no coordinator within ``timeout_s``.
-        KafkaException: the broker's or librdkafka's error for the request (e.g.
-            GROUP_ID_NOT_FOUND, _TIMED_OUT).
+        TimeoutError: no answer within ``timeout_s`` (e.g. the coordinator's broker was just
+            killed and ``broker.session.timeout.ms`` has not yet fenced it).
+        KafkaException: the broker's or librdkafka's error (e.g. GROUP_ID_NOT_FOUND).
+        ValueError: ``call`` asked about more or fewer than one group.
     """
-    with _GROUP_REQUESTS:
-        coordinator_ready(group_id, timeout_s)
-        futures = call()
-        if len(futures) != 1:
-            raise ValueError(f"one group per request, not {len(futures)}")
-        [fut] = futures.values()
-        return fut.result(timeout=timeout_s + 30)  # librdkafka's request_timeout fires first
+    futures = call(dict(ADMIN_GROUP_OPTIONS))
+    if len(futures) != 1:
+        raise ValueError(f"one group per request, not {len(futures)}")
+    [fut] = futures.values()
+    return fut.result(timeout=timeout_s)
 
 
 def describe_group(group_id: str, timeout_s: float = 5.0):
     """The broker's view of a group (``ConsumerGroupDescription``: state, members, assignments),
     through ``group_request``."""
-    return group_request(lambda: admin().describe_consumer_groups([group_id], request_timeout=timeout_s), timeout_s,
-                         group_id)
+    return group_request(lambda o: admin().describe_consumer_groups([group_id], **o), timeout_s, group_id)
 
 
 def broker_assignment(group_id: str) -> tuple[str, dict[str, set[Partition]]]:
@@ -345,7 +320,7 @@ def wait_group_stable(group_id: str, members: list[GroupMember], topics: dict[st
         snaps = [m.snapshot() for m in members]
         try:
             state, assigned = broker_assignment(group_id)
-        except KafkaException:
+        except (KafkaException, TimeoutError):
             return None
         last = {"state": state, "broker": assigned, "members": {s.client_id: sorted(s.assignment) for s in snaps}}
         if state != "STABLE" or len(assigned) != len(members):

@@ -352,7 +352,7 @@ class GroupRun:
             members.append(Member(s.client_id, s.member_id, s.group_instance_id, sorted(assigned[s.member_id])))
         try:
             reported = workloads.describe_group(self.group_id).partition_assignor or ""
-        except KafkaException:
+        except (KafkaException, TimeoutError):
             reported = ""
         subs = None
         if self.subscriptions is not None:
