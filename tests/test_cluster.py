@@ -124,3 +124,26 @@ def test_kafka_topics_tool_sees_a_topic_created_with_confluent_kafka(local: clus
     out = cluster.tool("kafka-topics", "--describe", "--topic", topic).stdout
     assert f"Topic: {topic}" in out and "ReplicationFactor: 3" in out
     assert out.count("Isr:") == 3
+
+
+def test_balance_leaders_moves_leadership_back_to_the_preferred_replica(local: cluster.LocalCluster) -> None:
+    import json
+    import tempfile
+
+    from kafkalab import coordinators
+
+    with runscope.RunScope("balance") as run:
+        topic = run.topic("t")
+        admin.create_topics({topic: 1})
+        leader = coordinators.partition_leader(topic, 0)
+        others = [b for b in config.BROKER_IDS if b != leader]
+        # put another broker first in the replica list: the leader stays, no longer the preferred replica
+        plan = {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [others[0], leader, others[1]]}]}
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(plan, f)
+        cluster.tool("kafka-reassign-partitions", "--reassignment-json-file", f.name, "--execute")
+        wait_until(lambda: (topic, 0) in cluster.unbalanced_leaders(), timeout_s=30,
+                   what=f"{topic}-0 preferring broker {others[0]} while {leader} still leads")
+        moved = cluster.balance_leaders()
+        assert (topic, 0) in moved and coordinators.partition_leader(topic, 0) == others[0]
+        assert (topic, 0) not in cluster.unbalanced_leaders()

@@ -340,6 +340,55 @@ def under_replicated(bootstrap: str | None = None, timeout_s: float = 5.0) -> li
     )
 
 
+def unbalanced_leaders(bootstrap: str | None = None, timeout_s: float = 5.0) -> list[tuple[str, int]]:
+    """(topic, partition) pairs led by a broker other than their *preferred replica* (the first
+    of their replica list), internal topics included: what a broker restart leaves behind."""
+    md = _admin(bootstrap or config.bootstrap_servers()).list_topics(timeout=timeout_s)
+    return sorted((t, p.id) for t, tm in md.topics.items() for p in tm.partitions.values()
+                  if p.replicas and p.leader != p.replicas[0])
+
+
+def balance_leaders(bootstrap: str | None = None, timeout_s: float = 30.0) -> list[tuple[str, int]]:
+    """Elect the preferred replica leader of every partition that is led by another broker, and
+    wait until each is (partitions whose preferred replica is not in the ISR are left alone).
+
+    A broker that restarts comes back as a follower of everything it led; the controller moves
+    leadership back on its own only at its next imbalance check (``auto.leader.rebalance.enable``,
+    every ``leader.imbalance.check.interval.seconds``, 300 s by default; Kafka docs, Broker
+    Configs), so a group or transaction coordinator would move minutes later, in the middle of
+    whatever runs then. Doing it at once leaves the cluster as it was before the restart.
+    Same request as ``kafka-leader-election --election-type preferred`` (KIP-460).
+
+    Returns:
+        The partitions whose leader was moved (empty: all were balanced).
+
+    Raises:
+        WaitTimeout: a partition still not led by its preferred replica after ``timeout_s``.
+    """
+    from confluent_kafka import ElectionType, TopicPartition
+
+    bootstrap = bootstrap or config.bootstrap_servers()
+    admin = _admin(bootstrap)  # kept until the future is done: a collected client ends its requests (_DESTROY)
+    md = admin.list_topics(timeout=min(timeout_s, 10.0))
+    movable = sorted((t, p.id) for t, tm in md.topics.items() for p in tm.partitions.values()
+                     if p.replicas and p.leader != p.replicas[0] and p.replicas[0] in p.isrs)
+    if not movable:
+        return []
+    # no timeout keywords: confluent-kafka 2.16.1's elect_leaders raises SystemError when given any
+    fut = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(t, p) for t, p in movable])
+    fut.result(timeout=timeout_s + 5)  # per-partition errors (e.g. ELECTION_NOT_NEEDED) show in the wait below
+    still: list = []
+
+    def balanced() -> bool:
+        nonlocal still
+        still = [tp for tp in unbalanced_leaders(bootstrap) if tp in movable]
+        return not still
+
+    wait_until(balanced, timeout_s=timeout_s, interval_s=0.2, what="every partition led by its preferred replica",
+               on_timeout=lambda: f"still: {still[:10]}")
+    return movable
+
+
 def _wait_gone(p: psutil.Process, timeout_s: float, ports: Sequence[int] = ()) -> bool:
     """True once ``p`` has exited and ``ports`` can be bound again, within ``timeout_s``.
 
@@ -967,6 +1016,7 @@ def up(controllers: int | None = None, backend: str | None = None, timeout_s: fl
     _check_data_owner(c)
     status = c.up(controllers=controllers, timeout_s=timeout_s)
     wait_group_coordinator(c.topology.bootstrap_servers, timeout_s=timeout_s)
+    balance_leaders(c.topology.bootstrap_servers, timeout_s=timeout_s)  # brokers that registered late lead nothing yet
     config.cluster_dir().mkdir(parents=True, exist_ok=True)
     _backend_file().write_text(c.backend)
     return status
@@ -1028,7 +1078,8 @@ def wait_healthy(timeout_s: float = 60.0) -> None:
 
 def restore(timeout_s: float = 60.0) -> None:
     """Bring the cluster back to how notebooks expect it: every node running and resumed,
-    all brokers registered, every ISR full. Use in a ``finally`` or via ``restored()``."""
+    all brokers registered, every ISR full, every partition led by its preferred replica
+    (``balance_leaders``). Use in a ``finally`` or via ``restored()``."""
     c = cluster()
     for n in c.topology.nodes:
         st = c._node_status(n)
@@ -1037,6 +1088,7 @@ def restore(timeout_s: float = 60.0) -> None:
         elif not st.alive:
             c.start(n.node_id, timeout_s=timeout_s)
     wait_healthy(timeout_s)
+    balance_leaders(timeout_s=timeout_s)
 
 
 class restored:

@@ -87,7 +87,10 @@ def _same_port_plan(node_id: int) -> bool:
 def require_whole_cluster(restore: bool = True, timeout_s: float = 5.0, restore_timeout_s: float = 90.0,
                           echo: Callable[[str], None] = print) -> ClusterStatus:
     """Make sure the cluster is whole before a run: it answers, every node (controllers and
-    brokers) runs unpaused, all brokers are registered and every ISR is full.
+    brokers) runs unpaused, all brokers are registered, every ISR is full, and every
+    partition is led by its preferred replica (``cluster.balance_leaders`` elects it if not,
+    and says so: a restarted broker leads nothing until then, so coordinators would move in
+    the middle of the run).
 
     Notebooks call it as ``kafkalab.require_cluster()`` in their setup cell; the CLI calls it
     before every ``kafkalab run NAME``.
@@ -166,6 +169,11 @@ def require_whole_cluster(restore: bool = True, timeout_s: float = 5.0, restore_
             for b, ps in sorted(gaps.items()))
             + f" after {wait_s:.0f} s. It runs but does not catch up: see `kafkalab logs N`, or restart it: "
             "`kafkalab stop N` then `kafkalab start N`.") from None
+    moved = cluster.balance_leaders(bootstrap, timeout_s=wait_s)
+    if moved:
+        echo(f"kafkalab: {len(moved)} partition(s) were led by a broker other than their preferred replica "
+             "(after a restart); elected the preferred leaders, as `kafka-leader-election "
+             "--election-type preferred` would")
     if broken:
         echo("kafkalab: the cluster is whole again: every node up, every ISR full")
         st = cluster.status()
