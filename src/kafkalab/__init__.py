@@ -10,11 +10,14 @@ whole" precondition).
 
 ``require_cluster()`` is what every notebook's setup cell calls first:
 ``kafkalab.runscope.require_whole_cluster`` (it restarts a node that is down and says so, or
-fails in seconds with the command that fixes it).
+fails in seconds with the command that fixes it). Then ``version_differences(status)``: the
+versions running that differ from the ones the notebooks were checked on (``kafkalab.versions``).
 """
 
 from .config import KAFKA_VERSION, SPARK_VERSION
 from .runscope import require_whole_cluster as require_cluster
+from .versions import TAUGHT as TAUGHT_VERSIONS
+from .versions import differences as version_differences
 
 __version__ = "0.1.0"
-__all__ = ["require_cluster", "KAFKA_VERSION", "SPARK_VERSION", "__version__"]
+__all__ = ["require_cluster", "version_differences", "TAUGHT_VERSIONS", "KAFKA_VERSION", "SPARK_VERSION", "__version__"]
