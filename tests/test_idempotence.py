@@ -164,3 +164,26 @@ def test_client_defaults_librdkafka_plain_java_idempotent_with_the_documented_se
     assert d.librdkafka_producer_ids == [-1]
     assert d.java_producer_ids == [d.java_logged_producer_id] and d.java_producer_epochs == [0]
     assert d.java_config == idem.JAVA_DEFAULTS
+
+
+def _event(kind: str, corr: int, records: int = 0, conn: int = 1):
+    from kafkalab.faults import ProxyEvent
+
+    batches = [{"record_count": records}] if kind == "request" else []
+    return ProxyEvent(t_ms=0.0, wall_ms=0, broker=1, conn=conn, kind=kind, api="Produce", correlation_id=corr,
+                      batches=batches)
+
+
+def test_records_in_flight_at_send_counts_records_awaiting_a_response() -> None:
+    # 1-record requests: sent with 0, 1, 2 records in flight; the held response of request 1 ends it late
+    events = [_event("request", 1, 1), _event("request", 2, 1), _event("response", 2), _event("request", 3, 1),
+              _event("response", 1), _event("response", 3), _event("request", 4, 10)]
+    assert idem.records_in_flight_at_send(events) == [(1, 0), (1, 1), (1, 1), (10, 0)]
+    # the same correlation id on another connection is another request
+    assert idem.records_in_flight_at_send([_event("request", 1, 3, conn=1), _event("response", 1, conn=2),
+                                           _event("request", 2, 2, conn=1)]) == [(3, 0), (2, 3)]
+
+
+def test_run_in_flight_by_batch_refuses_a_batch_below_one() -> None:
+    with pytest.raises(KafkalabError, match="batches must be >= 1"):
+        idem.run_in_flight_by_batch(batches=(1, 0))

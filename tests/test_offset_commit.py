@@ -50,10 +50,21 @@ def test_describe_output_is_parsed_into_rows_and_integer_columns() -> None:
     ({"dedupe": True, "client": "java"}, "dedupe needs the sqlite sink"),
     ({"crash_point": "during-commit"}, "crash_point must be one of"),
     ({"auto_commit_interval_ms": 0}, "auto_commit_interval_ms must be at least 1"),
+    ({"group_protocol": "share"}, "group_protocol must be classic or consumer"),
+    ({"group_protocol": "consumer"}, "for the Java consumer only"),
 ])
 def test_run_config_rejects_what_cannot_run(kwargs: dict, message: str) -> None:
     with pytest.raises(KafkalabError, match=message):
         oc.RunConfig(**kwargs)
+
+
+def test_a_kip848_java_consumer_is_a_dynamic_member_without_session_timeout() -> None:
+    classic = oc.java_conf(oc.RunConfig("auto", client="java"), "g", "c", "g-instance-0")
+    kip848 = oc.java_conf(oc.RunConfig("auto", client="java", group_protocol="consumer"), "g", "c", "g-instance-0")
+    assert classic["group.protocol"] == "classic" and classic["group.instance.id"] == "g-instance-0"
+    assert kip848["group.protocol"] == "consumer"
+    assert "session.timeout.ms" not in kip848 and "group.instance.id" not in kip848
+    assert oc.RunConfig("auto", client="java", group_protocol="consumer").name == "java auto (KIP-848)"
 
 
 def test_run_config_names_and_librdkafka_settings_per_mode() -> None:

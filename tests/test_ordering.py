@@ -53,3 +53,23 @@ def test_a_retry_reorders_only_without_idempotence_and_with_several_in_flight(id
     assert r["per_partition_inversions"] == r["per_key_inversions"] == r["global_inversions"] == expected
     if expected:
         assert r["log_order"] == [1, 2, 3, 4, 5, 0], "the dropped record's retry landed last"
+
+
+def test_unkeyed_runs_are_stretches_of_one_partition_in_send_order() -> None:
+    from kafkalab.experiments.ordering import UNKEYED_CLIENTS, UnkeyedResult
+
+    landed = {UNKEYED_CLIENTS[0]: [2, 2, 2, 5, 5, 2], UNKEYED_CLIENTS[1]: [0, 1, 2, 3, 4, 5],
+              UNKEYED_CLIENTS[2]: [4, 4, 4, 4, 4, 4]}
+    r = UnkeyedResult("t", 6, 6, 100, landed)
+    assert r.runs(UNKEYED_CLIENTS[0]) == [(2, 3), (5, 2), (2, 1)]
+    assert r.runs(UNKEYED_CLIENTS[2]) == [(4, 6)]
+    t = r.table()
+    assert list(t["stretches"]) == [3, 6, 1] and list(t["partitions used"]) == [2, 6, 1]
+
+
+def test_run_unkeyed_refuses_values_too_short_for_its_numbering() -> None:
+    from kafkalab.errors import KafkalabError
+    from kafkalab.experiments.ordering import run_unkeyed
+
+    with pytest.raises(KafkalabError, match="value_bytes >= 40"):
+        run_unkeyed(value_bytes=10)

@@ -41,8 +41,13 @@ def admin(bootstrap: str | None = None) -> AdminClient:
 
 
 def produce(topic: str, records: Iterable[tuple[bytes | None, bytes]], conf: dict | None = None,
-            timeout_s: float = 30.0) -> list[tuple[int, int]]:
+            timeout_s: float = 30.0, warm_up: bool = False) -> list[tuple[int, int]]:
     """Produce ``(key, value)`` records with confluent-kafka and wait for every delivery report.
+
+    Args:
+        warm_up: first send one record without a key, value ``warm-up|``, and wait for its
+            delivery, so the records follow on a producer that knows the topic's metadata
+            and has its connections up (not in the returned list).
 
     Returns:
         ``(partition, offset)`` of each record, in input order.
@@ -53,6 +58,10 @@ def produce(topic: str, records: Iterable[tuple[bytes | None, bytes]], conf: dic
     p = Producer({"bootstrap.servers": config.bootstrap_servers(), **(conf or {})})
     results: list = []
     errors: list = []
+    if warm_up:
+        p.produce(topic, value=b"warm-up|", on_delivery=lambda err, msg: errors.append(err) if err else None)
+        if p.flush(timeout_s) or errors:
+            raise KafkalabError(f"warm-up record to {topic} undelivered after {timeout_s} s: {errors[:1]}")
 
     for i, (key, value) in enumerate(records):
         results.append(None)

@@ -53,7 +53,7 @@ import click
 from .. import admin, cluster, config, coordinators, dumplog, workloads
 from ..dumplog import DumpedBatch, DumpedRecord
 from ..errors import KafkalabError
-from ..faults import FaultProxy, Rule
+from ..faults import FaultProxy, ProxyEvent, Rule
 from ..ledger import Ledger, read_events
 from ..runscope import RunScope
 from ..producers import make_producer, producer_conf, records_for, send_one_by_one, timed_burst, Delivery
@@ -697,13 +697,62 @@ def run_client_defaults(records: int = 5) -> DefaultsCheck:
 
 @dataclass
 class InFlight:
-    """Most Produce requests one producer had on a connection without a response."""
+    """Most Produce requests one producer had on a connection without a response, and what
+    librdkafka counted to stop there.
+
+    Attributes:
+        batch: ``batch.num.messages`` of the producer.
+        records_per_request: most records one of its Produce requests carried.
+        max_records_in_flight_at_send: most records already awaiting a response (on that
+            connection) at the moment one of its Produce requests was sent.
+    """
 
     idempotence: bool
     records: int
     requests: int
     max_in_flight: int
     acks: list[int]
+    batch: int = 0
+    records_per_request: int = 0
+    max_records_in_flight_at_send: int = 0
+
+
+def records_in_flight_at_send(events: Iterable[ProxyEvent]) -> list[tuple[int, int]]:
+    """For each Produce request in ``events`` (one client's Produce requests and responses on
+    the proxy, in the order seen): ``(records it carried, records of earlier requests still
+    awaiting a response when it was sent)``. A response ends the request of the same
+    connection and correlation id."""
+    pending: dict[tuple[int, int], int] = {}
+    out = []
+    for e in events:
+        if e.kind == "request":
+            out.append((e.records, sum(pending.values())))
+            pending[(e.conn, e.correlation_id)] = e.records
+        elif e.kind == "response":
+            pending.pop((e.conn, e.correlation_id), None)
+    return out
+
+
+def _in_flight_once(proxy: FaultProxy, topic: str, cid: str, idempotence: bool, records: int, batch: int,
+                    hold_ms: int) -> InFlight:
+    rule = proxy.add_rule(Rule("delay_response", "Produce", client_id=cid, times=1, delay_ms=hold_ms))
+    try:
+        p = make_producer(producer_conf(cid, proxy.bootstrap_servers, idempotence,
+                                        extra={"batch.num.messages": batch}))
+        p.list_topics(topic, timeout=10)
+        for key, value, part in records_for(records, 1):
+            p.produce(topic, key=key.encode(), value=value.encode(), partition=part)
+            p.poll(0)
+        if p.flush(30):
+            raise KafkalabError(f"{cid}: records undelivered after 30 s")
+        p.close()
+    finally:
+        proxy.remove_rule(rule)
+    reqs = proxy.events(api="Produce", kind="request", client_id=cid)
+    sends = records_in_flight_at_send(proxy.events(api="Produce", client_id=cid))
+    return InFlight(idempotence, records, len(reqs), max((e.in_flight for e in reqs), default=0),
+                    sorted({e.acks for e in reqs if e.acks is not None}), batch,
+                    max((n for n, _ in sends), default=0), max((w for _, w in sends), default=0))
 
 
 def run_in_flight(records: int = 200, batch: int = 10, hold_ms: int = 300, proxy: FaultProxy | None = None
@@ -713,34 +762,55 @@ def run_in_flight(records: int = 200, batch: int = 10, hold_ms: int = 300, proxy
     ``hold_ms``; count the requests each producer sends meanwhile without an answer.
 
     librdkafka caps them at ``max.in.flight.requests.per.connection``: 1000000 by default,
-    5 when idempotent (CONFIGURATION.md).
+    5 when idempotent (CONFIGURATION.md). But librdkafka 2.16's idempotent producer counts
+    *records*, not requests, against that 5: it sends another Produce request to a partition
+    only while fewer than 5 of the partition's records await a response
+    (``RD_KAFKA_IDEMP_MAX_INFLIGHT - rktp_msgs_inflight`` in ``rd_kafka_toppar_producer_serve``,
+    src/rdkafka_broker.c; librdkafka PR #4989 proposes to count requests). So batches of 5
+    records or more go one request at a time (``run_in_flight_by_batch`` varies the batch).
+
+    Returns:
+        ``{False: plain, True: idempotent}``.
+
+    Raises:
+        KafkalabError: records undelivered after 30 s.
     """
+    plain, idempotent = _in_flight_runs([(False, batch), (True, batch)], records, hold_ms, proxy)
+    return {False: plain, True: idempotent}
+
+
+def run_in_flight_by_batch(batches: Iterable[int] = (1, 2, 5, 10), records: int = 200, hold_ms: int = 300,
+                           proxy: FaultProxy | None = None) -> dict[int, InFlight]:
+    """``run_in_flight``'s idempotent producer once per ``batch.num.messages`` in ``batches``:
+    how many requests it keeps in flight when each carries that many records. librdkafka 2.16
+    sends while fewer than 5 records are in flight, so ``ceil(5 / batch)`` requests.
+
+    Returns:
+        ``{batch: InFlight}``.
+
+    Raises:
+        KafkalabError: records undelivered after 30 s, or a batch below 1.
+    """
+    batches = list(batches)
+    if not batches or min(batches) < 1:
+        raise KafkalabError(f"batches must be >= 1, not {batches}")
+    return dict(zip(batches, _in_flight_runs([(True, b) for b in batches], records, hold_ms, proxy)))
+
+
+def _in_flight_runs(settings: list[tuple[bool, int]], records: int, hold_ms: int, proxy: FaultProxy | None
+                    ) -> list[InFlight]:
+    """One ``_in_flight_once`` per ``(idempotence, batch)``, in order, on one fresh topic."""
     own = proxy is None
     if own:
         proxy = FaultProxy().start()
     run = RunScope("inflight")
-    out: dict[bool, InFlight] = {}
+    out: list[InFlight] = []
     try:
         topic = run.topic("t")
         admin.create_topics({topic: 1})
-        for idempotence in (False, True):
-            cid = f"{run.run_id}-{'idempotent' if idempotence else 'plain'}"
-            rule = proxy.add_rule(Rule("delay_response", "Produce", client_id=cid, times=1, delay_ms=hold_ms))
-            try:
-                p = make_producer(producer_conf(cid, proxy.bootstrap_servers, idempotence,
-                                                extra={"batch.num.messages": batch}))
-                p.list_topics(topic, timeout=10)
-                for key, value, part in records_for(records, 1):
-                    p.produce(topic, key=key.encode(), value=value.encode(), partition=part)
-                    p.poll(0)
-                if p.flush(30):
-                    raise KafkalabError(f"{cid}: records undelivered after 30 s")
-                p.close()
-            finally:
-                proxy.remove_rule(rule)
-            reqs = proxy.events(api="Produce", kind="request", client_id=cid)
-            out[idempotence] = InFlight(idempotence, records, len(reqs), max((e.in_flight for e in reqs), default=0),
-                                        sorted({e.acks for e in reqs if e.acks is not None}))
+        for idempotence, batch in settings:
+            cid = f"{run.run_id}-{'idempotent' if idempotence else 'plain'}-b{batch}"
+            out.append(_in_flight_once(proxy, topic, cid, idempotence, records, batch, hold_ms))
         return out
     finally:
         run.cleanup()

@@ -133,6 +133,7 @@ class RunConfig:
     partitions: int = 3
     drain_process_ms: float = 0.0
     label: str | None = None
+    group_protocol: str = "classic"
 
     def __post_init__(self) -> None:
         if self.client not in CLIENTS:
@@ -152,6 +153,10 @@ class RunConfig:
             raise KafkalabError("process times cannot be negative")
         if self.dedupe and self.client != "librdkafka":
             raise KafkalabError("dedupe needs the sqlite sink, which only the librdkafka consumer writes")
+        if self.group_protocol not in ("classic", "consumer"):
+            raise KafkalabError(f"group_protocol must be classic or consumer, not {self.group_protocol!r}")
+        if self.group_protocol == "consumer" and self.client != "java":
+            raise KafkalabError("group_protocol=consumer is run for the Java consumer only (notebook 03, section 5)")
 
     @property
     def name(self) -> str:
@@ -159,6 +164,8 @@ class RunConfig:
         if self.label:
             return self.label
         name = f"java {self.mode}" if self.client == "java" else self.mode
+        if self.group_protocol == "consumer":
+            name += " (KIP-848)"
         return name + (" + dedupe" if self.dedupe else "")
 
 
@@ -209,18 +216,26 @@ def consumer_conf(cfg: RunConfig, group_id: str, client_id: str, instance_id: st
 def java_conf(cfg: RunConfig, group_id: str, client_id: str, instance_id: str) -> dict[str, str]:
     """The Java consumer's properties. Java defaults (ConsumerConfig, kafka-clients 4.3):
     ``enable.auto.commit=true``, ``auto.commit.interval.ms=5000``, ``max.poll.records=500``,
-    ``group.protocol=classic``."""
-    return {
+    ``group.protocol=classic``. With ``group.protocol=consumer`` (KIP-848) the client refuses
+    ``session.timeout.ms`` (the broker's ``group.consumer.session.timeout.ms`` applies), and
+    both incarnations are dynamic members: a KIP-848 coordinator refuses a static member whose
+    ``group.instance.id`` a crashed member still holds (UNRELEASED_INSTANCE_ID, seen here), so
+    the restart waits for the crashed member's session to expire instead."""
+    conf = {
         "bootstrap.servers": config.bootstrap_servers(),
         "group.id": group_id,
         "client.id": client_id,
         "group.instance.id": instance_id,
+        "group.protocol": cfg.group_protocol,
         "session.timeout.ms": str(SESSION_TIMEOUT_MS),
         "auto.offset.reset": "earliest",
         "enable.auto.commit": "true" if cfg.mode == "auto" else "false",
         "auto.commit.interval.ms": str(cfg.auto_commit_interval_ms),
         "max.poll.records": str(cfg.batch),
     }
+    if cfg.group_protocol == "consumer":
+        del conf["session.timeout.ms"], conf["group.instance.id"]
+    return conf
 
 
 # ----------------------------------------------------------------------------- the Java consumer
@@ -1066,16 +1081,18 @@ def run_offset_commit(cfg: RunConfig, timeout_s: float = 60.0) -> OffsetCommitRe
               help="auto.commit.interval.ms (both clients default to 5000).")
 @click.option("--dedupe", is_flag=True, help="Key the sqlite sink by record id (INSERT OR IGNORE).")
 @click.option("--partitions", type=click.IntRange(1, 50), default=3, show_default=True)
+@click.option("--group-protocol", type=click.Choice(["classic", "consumer"]), default="classic", show_default=True,
+              help="group.protocol of the Java consumer (consumer: KIP-848).")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Seconds per step.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @runscope.checks_cluster_itself
 def cli_command(mode: str, client: str, messages: int, crash_after: int, crash_point: str, batch: int,
-                process_ms: float, auto_commit_interval_ms: int, dedupe: bool, partitions: int, timeout_s: float,
-                as_json: bool) -> None:
+                process_ms: float, auto_commit_interval_ms: int, dedupe: bool, partitions: int, group_protocol: str,
+                timeout_s: float, as_json: bool) -> None:
     """Crash a consumer at an exact record, restart it, and count lost and duplicated records."""
     cfg = RunConfig(mode=mode, client=client, messages=messages, crash_after=crash_after, batch=batch,
                     process_ms=process_ms, auto_commit_interval_ms=auto_commit_interval_ms,
-                    crash_point=crash_point, dedupe=dedupe, partitions=partitions)
+                    crash_point=crash_point, dedupe=dedupe, partitions=partitions, group_protocol=group_protocol)
     runscope.require_for_cli()
     result = run_offset_commit(cfg, timeout_s=timeout_s)
     if as_json:

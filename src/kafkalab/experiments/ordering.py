@@ -12,6 +12,8 @@ Experiments (each one function returning a result object that is also JSON):
                           Produce request; does the retry land after later records?
 ``run_partitioners``      the same keys from librdkafka (default and ``murmur2_random``) and
                           from Kafka's Java console producer: which partition each lands in
+``run_unkeyed``           records without a key from librdkafka (sticky, sticky off) and the
+                          Java console producer: which partition each lands in, in send order
 ``run_add_partitions``    the same keys before and after growing a topic; shrinking is refused
 ``measure_throughput``    records/s for producer settings (shown, never asserted)
 ========================  ==================================================================
@@ -502,18 +504,28 @@ class PartitionerResult:
         return asdict(self)
 
 
-def java_console_produce(topic: str, records: Iterable[tuple[str, str]], timeout_s: float = 120.0) -> None:
+def java_console_produce(topic: str, records: Iterable[tuple[str | None, str]], timeout_s: float = 120.0) -> None:
     """Produce ``(key, value)`` text records with Kafka's own ``kafka-console-producer`` (the
-    Java client of the brokers' release, at its defaults), fed on stdin as ``key:value``
-    lines (``--reader-property parse.key=true --reader-property key.separator=:``).
+    Java client of the brokers' release, at its defaults: ``batch.size`` 16384 bytes), fed on
+    stdin as ``key:value`` lines (``--reader-property parse.key=true --reader-property
+    key.separator=:``), or as bare values when every key is None (records without a key).
 
     Raises:
+        ValueError: some keys are None and others are not.
         KafkalabError: the tool exited non-zero (with its stderr).
     """
-    cmd = cluster.tool_command("kafka-console-producer", ["--topic", topic, "--reader-property", "parse.key=true",
-                                                          "--reader-property", "key.separator=:"])
-    lines = "".join(f"{k}:{v}\n" for k, v in records)
-    cp = subprocess.run(cmd, input=lines, capture_output=True, text=True, timeout=timeout_s)
+    records = list(records)
+    unkeyed = [k is None for k, _ in records]
+    if any(unkeyed) and not all(unkeyed):
+        raise ValueError("either every record has a key or none has")
+    args = ["--topic", topic]
+    if all(unkeyed):
+        lines = "".join(f"{v}\n" for _, v in records)
+    else:
+        args += ["--reader-property", "parse.key=true", "--reader-property", "key.separator=:"]
+        lines = "".join(f"{k}:{v}\n" for k, v in records)
+    cp = subprocess.run(cluster.tool_command("kafka-console-producer", args), input=lines, capture_output=True,
+                        text=True, timeout=timeout_s)
     if cp.returncode != 0:
         raise KafkalabError(f"kafka-console-producer exited {cp.returncode}:\n{cp.stderr[-2000:]}")
 
@@ -548,6 +560,110 @@ def run_partitioners(keys: Iterable[str], partitions: int = 6, timeout_s: float 
         return PartitionerResult(topic, partitions, keys, landed,
                                  {k: defaults.librdkafka_partition(k.encode(), partitions) for k in keys},
                                  {k: defaults.java_partition(k.encode(), partitions) for k in keys})
+    finally:
+        run.cleanup()
+
+
+# ----------------------------------------------------------------------------- records without a key
+
+#: The producers of ``run_unkeyed``, in the order they send.
+UNKEYED_CLIENTS: tuple[str, ...] = ("librdkafka sticky 60 s", "librdkafka sticky off", "Java console producer")
+
+#: ``sticky.partitioning.linger.ms`` of the first producer: longer than the whole burst.
+STICKY_LINGER_MS = 60000
+
+#: ``batch.size`` of ``kafka-console-producer`` 4.3 (its ``--batch-size`` default, bytes): the Java
+#: built-in partitioner stays on one partition until about this many bytes went to it (KIP-794).
+JAVA_CONSOLE_BATCH_SIZE = 16384
+
+
+@dataclass
+class UnkeyedResult:
+    """Where each record without a key landed, per producer (``UNKEYED_CLIENTS``), in the order
+    it was sent: ``landed[client][i]`` is the partition of that client's record ``i``."""
+
+    topic: str
+    partitions: int
+    records: int
+    value_bytes: int
+    landed: dict[str, list[int]]
+
+    def runs(self, client: str) -> list[tuple[int, int]]:
+        """``(partition, records)`` for each stretch of consecutive records that went to one
+        partition, in send order."""
+        out: list[list[int]] = []
+        for p in self.landed[client]:
+            if out and out[-1][0] == p:
+                out[-1][1] += 1
+            else:
+                out.append([p, 1])
+        return [(p, n) for p, n in out]
+
+    def table(self) -> "pd.DataFrame":
+        import pandas as pd
+
+        rows = {}
+        for c in UNKEYED_CLIENTS:
+            lengths = [n for _, n in self.runs(c)]
+            rows[c] = {"partitions used": len(set(self.landed[c])), "stretches": len(lengths),
+                       "longest stretch": max(lengths), "records per stretch (mean)": round(sum(lengths) / len(lengths), 1),
+                       "first stretches": " ".join(f"p{p}x{n}" for p, n in self.runs(c)[:6])}
+        return pd.DataFrame(rows).T.rename_axis("producer")
+
+    def to_json(self) -> dict:
+        return asdict(self) | {"runs": {c: self.runs(c) for c in UNKEYED_CLIENTS}}
+
+
+def run_unkeyed(records: int = 600, partitions: int = 6, value_bytes: int = 100, timeout_s: float = 60.0
+                ) -> UnkeyedResult:
+    """Send ``records`` records without a key, each ``value_bytes`` long and numbered, from three
+    producers to one fresh topic of ``partitions`` partitions, and read back where each landed:
+
+    - librdkafka with ``sticky.partitioning.linger.ms=60000`` (default 10): NULL keys go to a
+      *sticky* partition, picked at random and kept for that long, whatever the
+      ``partitioner``. The producer first sends one warm-up record and waits for it: librdkafka
+      keeps a sticky partition only while it is available (its leader's connection is up),
+      and picks again for every record until then;
+    - librdkafka with ``sticky.partitioning.linger.ms=0``: each record's partition picked at
+      random (``consistent_random``: "Empty and NULL keys are randomly partitioned");
+    - Kafka's Java ``kafka-console-producer``: the built-in partitioner keeps one partition
+      until about ``batch.size`` bytes went to it (KIP-480 sticky, KIP-794 uniform sticky).
+
+    Raises:
+        KafkalabError: a producer failed.
+        WaitTimeout: the topic could not be read back in ``timeout_s``.
+
+    Sources: librdkafka CONFIGURATION.md v2.16 (``partitioner``, ``sticky.partitioning.linger.ms``)
+    and ``rd_kafka_msg_partitioner`` (src/rdkafka_msg.c); KIP-480; KIP-794; Kafka clients 4.3
+    ``BuiltInPartitioner``.
+    """
+    if value_bytes < 40 or records < 1 or partitions < 1:
+        raise KafkalabError(f"need value_bytes >= 40 (client name and number), records >= 1, partitions >= 1; got "
+                            f"{value_bytes}, {records}, {partitions}")
+    run = RunScope("unkeyed")
+    try:
+        topic = run.topic("nokey")
+        admin.create_topics({topic: partitions})
+
+        def values(client: str) -> list[str]:
+            head = [f"{client}|{i:06d}|" for i in range(records)]
+            return [h + "x" * (value_bytes - len(h)) for h in head]
+
+        c_sticky, c_nosticky, c_java = UNKEYED_CLIENTS
+        workloads.produce(topic, [(None, v.encode()) for v in values(c_sticky)], warm_up=True,
+                          conf={"log_level": 3, "sticky.partitioning.linger.ms": STICKY_LINGER_MS})
+        workloads.produce(topic, [(None, v.encode()) for v in values(c_nosticky)],
+                          conf={"log_level": 3, "sticky.partitioning.linger.ms": 0})
+        java_console_produce(topic, [(None, v) for v in values(c_java)])
+        landed: dict[str, list[int]] = {c: [-1] * records for c in UNKEYED_CLIENTS}
+        for c in workloads.read_topic(topic, partitions, timeout_s=timeout_s):
+            client, _, rest = c.value.partition("|")
+            if client in landed:  # not the warm-up record
+                landed[client][int(rest.split("|", 1)[0])] = c.partition
+        missing = {c: ps.count(-1) for c, ps in landed.items() if -1 in ps}
+        if missing:
+            raise KafkalabError(f"records not read back, per producer: {missing}")
+        return UnkeyedResult(topic, partitions, records, value_bytes, landed)
     finally:
         run.cleanup()
 
@@ -650,10 +766,22 @@ def run_add_partitions(keys: Iterable[str], before: int = 3, after: int = 6, tim
               help="enable.idempotence (with --retry-reorder).")
 @click.option("--max-in-flight", type=click.IntRange(1), default=None,
               help="max.in.flight.requests.per.connection (with --retry-reorder; default librdkafka's).")
+@click.option("--unkeyed", is_flag=True,
+              help="Records without a key from librdkafka (sticky, sticky off) and the Java console producer: "
+                   "where each lands, in send order (--partitions, --messages; default 600).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def cli_command(partitions: int, consumers: int, keys: int, messages: int | None, retry_reorder: bool,
-                idempotence: str, max_in_flight: int | None, as_json: bool) -> None:
+                idempotence: str, max_in_flight: int | None, unkeyed: bool, as_json: bool) -> None:
     """Count order inversions: globally, per key, per partition."""
+    if unkeyed and retry_reorder:
+        raise click.UsageError("--unkeyed and --retry-reorder are two experiments: choose one")
+    if unkeyed:
+        u = run_unkeyed(messages or 600, partitions)
+        if as_json:
+            click.echo(json.dumps(u.to_json(), indent=2))
+        else:
+            click.echo(u.table().to_string())
+        return
     if retry_reorder:
         r: Any = run_retry_reorder(idempotence == "on", max_in_flight, messages or 10)
     else:
