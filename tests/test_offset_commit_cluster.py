@@ -43,6 +43,12 @@ CASES = [
     # article 002's commitSync() per record: 2 polls of 20, dies 7 into the 3rd: the other 13 are lost
     (["--client", "java", "--mode", "commit-sync-no-args", "-n", "120", "--crash-after", "47", "--batch", "20"],
      {"lost": 13, "duplicates": 0}),
+    # its commitAsync() twin: the same positions, sent without waiting: the same 13 lost
+    (["--client", "java", "--mode", "commit-async-no-args", "-n", "120", "--crash-after", "47", "--batch", "20"],
+     {"lost": 13, "duplicates": 0}),
+    # KIP-848 Java consumer with auto-commit: a dynamic restart after the crashed member's session; nothing lost
+    (["--client", "java", "--mode", "auto", "--group-protocol", "consumer", "-n", "120", "--crash-after", "37",
+      "--batch", "10"], {"lost": 0}),
 ]
 
 REQUIRED = {"produced", "processed", "processed_unique", "lost", "duplicates"}

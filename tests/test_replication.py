@@ -151,3 +151,21 @@ def test_cli_rejects_an_unknown_acks_value() -> None:
     r = CliRunner().invoke(main, ["run", "replication", "--scenario", "leader-crash", "--acks", "2",
                                   "--min-insync-replicas", "2"])
     assert r.exit_code == 2 and "--acks" in r.output
+
+
+def test_run_failure_budget_refuses_an_impossible_min_insync_replicas() -> None:
+    from kafkalab.errors import KafkalabError
+    from kafkalab.experiments.replication import run_failure_budget
+
+    with pytest.raises(KafkalabError, match="min_insync_replicas must be 1, 2 or 3"):
+        run_failure_budget(min_insync_replicas=4)
+
+
+def test_failure_budget_table_has_one_row_per_step() -> None:
+    from kafkalab.experiments.replication import FailureBudget, FailureStep
+
+    b = FailureBudget("t", 2, [1, 2, 3], [FailureStep([], [1, 2, 3], None, 1), FailureStep([3], [1, 2], None, 2),
+                                          FailureStep([3, 2], [1], "NOT_ENOUGH_REPLICAS", 2)])
+    t = b.table()
+    assert list(t["acks=all write"]) == ["acknowledged", "acknowledged", "NOT_ENOUGH_REPLICAS"]
+    assert list(t.index) == [0, 1, 2] and b.to_json()["steps"][2]["isr"] == [1]

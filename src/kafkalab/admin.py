@@ -129,12 +129,15 @@ def delete_groups(group_ids: Iterable[str], timeout_s: float = 15.0) -> list[str
 class ConfigValue:
     """A config entry as DescribeConfigs returns it: value, where it comes from
     (``source``: DYNAMIC_TOPIC_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG (cluster-wide),
-    STATIC_BROKER_CONFIG (server.properties), DEFAULT_CONFIG...) and whether it is Kafka's default."""
+    STATIC_BROKER_CONFIG (server.properties), DEFAULT_CONFIG...), whether it is Kafka's default,
+    and Kafka's own default (``kafka_default``: the entry's DEFAULT_CONFIG synonym, None when
+    it has none), so a value this lab overrides can be compared with the one Kafka ships."""
 
     name: str
     value: str | None
     source: str
     is_default: bool
+    kafka_default: str | None = None
 
 
 def describe_config(kind: str, name: str, keys: Iterable[str], timeout_s: float = 10.0) -> dict[str, ConfigValue]:
@@ -154,5 +157,7 @@ def describe_config(kind: str, name: str, keys: Iterable[str], timeout_s: float 
         if key not in entries:
             raise KafkalabError(f"{kind} {name} has no config {key!r}")
         e = entries[key]
-        out[key] = ConfigValue(key, e.value, ConfigSource(e.source).name, bool(e.is_default))
+        default = next((syn.value for syn in (e.synonyms or {}).values()
+                        if ConfigSource(syn.source) == ConfigSource.DEFAULT_CONFIG), None)
+        out[key] = ConfigValue(key, e.value, ConfigSource(e.source).name, bool(e.is_default), default)
     return out

@@ -39,7 +39,8 @@ With ``client="java"`` the consumer is Apache Kafka's own Java ``KafkaConsumer``
 ``poll()``, the positions reached by the previous one), ``sync-per-message``
 (``commitSync(Map.of(tp, offset + 1))``) and ``commit-sync-no-args`` (``commitSync()`` with
 no argument after each record, as article 002's snippet does: it commits the position of
-the whole last ``poll()``, not the record).
+the whole last ``poll()``, not the record), and ``commit-async-no-args`` (``commitAsync()``
+after each record, article 002's other snippet: the same positions, without waiting).
 
 The crash point (``crash_point``): ``after-process`` kills the consumer right after the
 side effect of its K-th record, before that record's offset is stored or committed (the
@@ -79,7 +80,7 @@ from ..waiting import wait_until
 #: librdkafka commit modes (module docstring).
 LIBRDKAFKA_MODES: tuple[str, ...] = ("auto", "store-after-process", "sync-per-message", "async")
 #: Java KafkaConsumer commit modes (module docstring).
-JAVA_MODES: tuple[str, ...] = ("auto", "sync-per-message", "commit-sync-no-args")
+JAVA_MODES: tuple[str, ...] = ("auto", "sync-per-message", "commit-sync-no-args", "commit-async-no-args")
 CLIENTS: tuple[str, ...] = ("librdkafka", "java")
 #: Where the consumer dies: right after the K-th side effect (before storing/committing its
 #: offset) or right after the store/commit call for it returned (``kafkalab.worker``).
@@ -179,6 +180,8 @@ MODE_DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("librdkafka", "async"): "enable.auto.commit=false, commit(message, asynchronous=True) after each",
     ("java", "auto"): "enable.auto.commit=true: the next poll() commits what the previous polls returned",
     ("java", "sync-per-message"): "commitSync(Map.of(tp, offset + 1)) after each record",
+    ("java", "commit-async-no-args"): "commitAsync() after each record (article 002's other snippet): commits "
+                                      "the position of the whole last poll(), without waiting",
     ("java", "commit-sync-no-args"): "commitSync() after each record (article 002's snippet): commits the "
                                      "position of the whole last poll()",
 }
@@ -508,9 +511,11 @@ def verdicts(r: OffsetCommitResult) -> dict[str, bool]:
     - ``sync-per-message`` (both clients): nothing lost; exactly one duplicate
       (``after-process``) or none (``after-commit``).
     - Java ``auto``: nothing lost; the duplicates are exactly the records processed since the
-      last ``poll()``.
-    - Java ``commit-sync-no-args``, once ``commitSync()`` ran in the last batch: every record
-      in hand at the crash is lost.
+      last ``poll()`` (classic protocol). With ``group.protocol=consumer`` (KIP-848): nothing
+      lost (how much it repeats depends on when its background commit last landed).
+    - Java ``commit-sync-no-args`` / ``commit-async-no-args``, once the commit ran in the last
+      batch: every record in hand at the crash is lost (an async commit sent at least one
+      record's processing time before the crash).
     - ``dedupe``: one sqlite row per produced record, nothing lost.
     """
     out = {"explained_by_committed_offset": r.lost == r.in_hand_below_resume
@@ -524,12 +529,17 @@ def verdicts(r: OffsetCommitResult) -> dict[str, bool]:
         out["at_least_once"] = r.lost == 0 and (r.duplicates >= 1 or not before_commit)
     elif r.mode == "sync-per-message":
         out["at_most_one_duplicate"] = r.lost == 0 and r.duplicates == (1 if before_commit else 0)
+    elif r.client == "java" and r.mode == "auto" and cfg.group_protocol == "consumer":
+        out["java_kip848_auto_commit_loses_nothing"] = r.lost == 0
     elif r.client == "java" and r.mode == "auto":
         out["java_auto_commit_duplicates_since_last_poll"] = (r.lost == 0
                                                               and r.duplicates == r.processed_from_last_batch)
     elif r.client == "java" and r.mode == "commit-sync-no-args":
         if r.processed_from_last_batch > 1 or not before_commit:
             out["commit_sync_no_args_loses_what_was_in_hand"] = r.lost == r.in_hand_at_crash
+    elif r.client == "java" and r.mode == "commit-async-no-args":
+        if r.processed_from_last_batch > 2:  # an async commit had a record's processing time to land
+            out["commit_async_no_args_loses_what_was_in_hand"] = r.lost == r.in_hand_at_crash
     if cfg.dedupe:
         out["dedupe_side_effect_exactly_once"] = r.lost == 0 and r.sink_rows == r.sink_unique == r.produced
     return out

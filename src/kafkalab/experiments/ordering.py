@@ -148,7 +148,9 @@ def run_group_order(partitions: int, consumers: int, keys: int, messages: int, t
                     ) -> GroupOrderResult:
     """Article 000's experiment: one producer sends ``messages`` records numbered 0..N-1 (the
     value is the number; key ``k<n % keys>``, or none) to a fresh topic of ``partitions``
-    partitions with librdkafka's default partitioner; then ``consumers`` consumers of one
+    partitions with librdkafka's default partitioner, idempotent so that a retry on a loaded
+    machine cannot reorder a partition (section 4 of notebook 07 shows how a plain producer's
+    retry does; a clean-clone run on 2026-11-25 saw a per-key inversion with a plain one); then ``consumers`` consumers of one
     group (classic protocol, range assignor) read them. Every member pauses its partitions
     when they are assigned; once the coordinator reports the group stable, all resume
     together. Counts inversions (``ordering_analysis``) over what they received.
@@ -176,8 +178,8 @@ def run_group_order(partitions: int, consumers: int, keys: int, messages: int, t
     try:
         topic, group = run.topic("seq"), run.group("readers")
         admin.create_topics({topic: partitions})
-        placed = workloads.produce(topic, [(key_of(i, keys).encode() if keys else None, str(i).encode())
-                                           for i in range(messages)], conf={"log_level": 3})
+        records = [(key_of(i, keys).encode() if keys else None, str(i).encode()) for i in range(messages)]
+        placed = workloads.produce(topic, records, conf={"log_level": 3, "enable.idempotence": True})
         lock = threading.Lock()
         got: list[Consumed] = []
         batches = iter(range(1 << 62))

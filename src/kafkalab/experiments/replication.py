@@ -707,6 +707,98 @@ def run_round(scenario: str, settings: Iterable[Setting], messages: int = 10, re
                        describe_text, round(time.monotonic() - t0, 1), shrunk_text)
 
 
+# ----------------------------------------------------------------------------- failures a partition survives
+
+
+@dataclass
+class FailureStep:
+    """The partition after ``brokers_down`` were killed: its ISR, what one ``acks=all`` write
+    got (None: acknowledged; else the error name), and how many records a read from the log
+    start returned."""
+
+    brokers_down: list[int]
+    isr: list[int]
+    write_error: str | None
+    readable: int
+
+
+@dataclass
+class FailureBudget:
+    """``run_failure_budget``: one partition of replication factor 3, its followers killed one
+    after the other."""
+
+    topic: str
+    min_insync_replicas: int
+    replicas: list[int]
+    steps: list[FailureStep]
+
+    def table(self) -> "object":
+        import pandas as pd
+
+        return pd.DataFrame([{"brokers down": len(s.brokers_down), "killed": s.brokers_down, "ISR": s.isr,
+                              "acks=all write": s.write_error or "acknowledged", "records read": s.readable}
+                             for s in self.steps]).set_index("brokers down")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def run_failure_budget(min_insync_replicas: int = 2, timeout_s: float = 60.0) -> FailureBudget:
+    """How many broker failures one partition survives, for writes and for reads. A topic of
+    one partition, replicas ``[1, 2, 3]`` (broker 1 leads), ``min.insync.replicas`` as given.
+    With all brokers up, then after SIGKILLing broker 3, then broker 2 as well: wait until the
+    controller has fenced the dead broker and the leader has shrunk the ISR, write one record
+    with ``acks=all`` (``retries=0``, so the broker's refusal is the answer), and read the
+    partition from its log start. The cluster is restored (``cluster.restore``) before this
+    returns or raises.
+
+    Raises:
+        KafkalabError: bad ``min_insync_replicas``, or a step failed.
+        WaitTimeout: the ISR did not shrink within ``timeout_s`` (fencing takes
+            ``broker.session.timeout.ms``, 6 s here).
+
+    Sources: Kafka documentation 4.3, Design > Replication ("Availability and Durability
+    Guarantees": acks=all writes need ``min.insync.replicas`` in-sync replicas); Topic Configs.
+    """
+    if not 1 <= min_insync_replicas <= 3:
+        raise KafkalabError(f"min_insync_replicas must be 1, 2 or 3, not {min_insync_replicas}")
+    replicas = [1, 2, 3]
+    with runscope.RunScope("failures") as run:
+        topic = run.topic("t")
+        a = workloads.admin()
+        fut = a.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas],
+                                        config={"min.insync.replicas": str(min_insync_replicas)})])[topic]
+        fut.result(timeout=timeout_s)
+
+        def isr() -> list[int]:
+            md = a.list_topics(topic, timeout=5).topics[topic]
+            return sorted(md.partitions[0].isrs) if 0 in md.partitions else []
+
+        steps: list[FailureStep] = []
+        try:
+            down: list[int] = []
+            for victim in (None, 3, 2):
+                if victim is not None:
+                    cluster.kill(victim)
+                    down.append(victim)
+                expected = [b for b in replicas if b not in down]
+                wait_until(lambda: isr() == expected, timeout_s=timeout_s,
+                           what=f"the ISR of {topic}-0 to be {expected}", on_timeout=lambda: f"ISR now {isr()}")
+                p = Producer({"bootstrap.servers": config.bootstrap_servers(), "acks": "all", "retries": 0,
+                              "enable.idempotence": False, "message.timeout.ms": 10000, "log_level": 0})
+                errors: list = []
+                p.produce(topic, value=f"after {len(down)} down".encode(), partition=0,
+                          on_delivery=lambda err, msg: errors.append(err))
+                if p.flush(timeout_s):
+                    raise KafkalabError(f"no delivery report within {timeout_s} s")
+                write_error = errors[0].name() if errors and errors[0] is not None else None
+                readable = len(workloads.read_topic(topic, 1, timeout_s=timeout_s))
+                steps.append(FailureStep(list(down), isr(), write_error, readable))
+        finally:
+            cluster.restore(max(timeout_s, 60.0))
+        return FailureBudget(topic, min_insync_replicas, replicas, steps)
+
+
 def _followers_bootstrap(followers: list[int]) -> str:
     return ",".join(_client_port(b) for b in followers)
 

@@ -13,7 +13,8 @@
  * Commit modes (args MODE): "auto" (enable.auto.commit=true: ConsumerCoordinator commits, inside
  * the next poll(), the positions the previous poll reached), "sync-per-message"
  * (commitSync(Map.of(tp, offset + 1)) after each record), "commit-sync-no-args" (commitSync()
- * after each record: the positions of the whole last poll()). Source: KafkaConsumer javadoc,
+ * after each record: the positions of the whole last poll()), "commit-async-no-args" (commitAsync()
+ * after each record: the same positions, without waiting). Source: KafkaConsumer javadoc,
  * "Offsets and Consumer Position"; ConsumerConfig.
  */
 package kafkalab.clients;
@@ -103,6 +104,8 @@ public class OffsetCommitConsumer {
                     consumer.commitSync(Map.of(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1)));
                 } else if (mode.equals("commit-sync-no-args")) {
                     consumer.commitSync();  // commits the positions of the last poll(), for every partition
+                } else if (mode.equals("commit-async-no-args")) {
+                    consumer.commitAsync();  // the same positions, sent without waiting for the answer
                 }
                 if (crashNow) Runtime.getRuntime().halt(137);
             }

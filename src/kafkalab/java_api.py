@@ -1,0 +1,79 @@
+"""Ask the Java compiler whether a snippet of Kafka client code still compiles.
+
+Articles quote Java client calls that later releases removed (``KafkaConsumer.poll(long)``,
+``KafkaProducer.sendOffsetsToTransaction(Map, String)``, both gone in kafka-clients 4.0, KIP-266
+and KIP-732/KIP-447). ``compile_snippet`` puts the snippet in a method of a class whose
+parameters are a consumer and a producer, compiles it with ``javac`` against the kafka-clients
+jar the brokers run (the pinned 4.3.1, ``cluster.broker_classpath``), and returns what the
+compiler said: the live answer to "does this still work?".
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import JavaMissing
+
+#: Imports every snippet gets.
+IMPORTS = """import java.time.Duration;
+import java.util.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.TopicPartition;
+"""
+
+
+@dataclass
+class CompileResult:
+    """``javac``'s answer for one snippet.
+
+    Attributes:
+        ok: it compiled.
+        errors: each ``error:`` line of javac (file name and line number removed).
+        output: everything javac printed.
+    """
+
+    snippet: str
+    ok: bool
+    errors: list[str] = field(default_factory=list)
+    output: str = ""
+
+
+def compile_snippet(snippet: str, timeout_s: float = 120.0) -> CompileResult:
+    """Compile ``snippet`` (Java statements) as the body of
+    ``void run(KafkaConsumer<String, String> consumer, KafkaProducer<String, String> producer,
+    Map<TopicPartition, OffsetAndMetadata> offsets)`` against the brokers' kafka-clients.
+
+    Raises:
+        JavaMissing: no ``javac`` on PATH or in ``$JAVA_HOME/bin``.
+        JarsMissing: the broker jars are not fetched (``make jars``).
+        subprocess.TimeoutExpired: javac took longer than ``timeout_s`` seconds.
+    """
+    import os
+
+    from . import cluster
+
+    home = os.environ.get("JAVA_HOME")
+    javac = str(Path(home) / "bin" / "javac") if home and (Path(home) / "bin" / "javac").exists() else shutil.which("javac")
+    if not javac:
+        raise JavaMissing("javac is missing: the Java examples are checked with a JDK 17 compiler "
+                          "(Debian: apt install openjdk-17-jdk-headless)")
+    classpath = cluster.broker_classpath()
+    body = "\n".join("        " + line for line in snippet.strip().splitlines())
+    source = (f"{IMPORTS}\npublic class Snippet {{\n"
+              "    void run(KafkaConsumer<String, String> consumer, KafkaProducer<String, String> producer,\n"
+              "             Map<TopicPartition, OffsetAndMetadata> offsets) throws Exception {\n"
+              f"{body}\n    }}\n}}\n")
+    with tempfile.TemporaryDirectory(prefix="kafkalab-javac-") as d:
+        path = Path(d) / "Snippet.java"
+        path.write_text(source)
+        cp = subprocess.run([javac, "-nowarn", "-Xlint:none", "-d", d, "-cp", classpath, str(path)],
+                            capture_output=True, text=True, timeout=timeout_s)
+    out = (cp.stdout + cp.stderr).replace(str(path), "Snippet.java")
+    errors = [re.sub(r"^Snippet\.java:\d+: error: ", "", line) for line in out.splitlines() if ": error: " in line]
+    return CompileResult(snippet.strip(), cp.returncode == 0, errors, out)
