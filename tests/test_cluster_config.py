@@ -128,3 +128,13 @@ def test_a_node_that_dies_while_starting_is_reported_with_its_last_log_lines(mon
     assert time.monotonic() - t0 < 5, "a dead process fails the wait at once, not at its timeout"
     assert "broker-2 exited while starting" in str(e.value)
     assert "Exiting Kafka due to fatal exception" in str(e.value)
+
+
+def test_feature_levels_reads_kafka_features_describe() -> None:
+    text = ("Feature: eligible.leader.replicas.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+            "FinalizedVersionLevel: 1\tEpoch: 5\n"
+            "Feature: share.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: 5\n"
+            "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.3-IV0\t"
+            "FinalizedVersionLevel: 29\tEpoch: 5\n")
+    assert cluster.feature_levels(text) == {"eligible.leader.replicas.version": 1, "share.version": 1,
+                                            "metadata.version": 29}

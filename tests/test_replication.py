@@ -169,3 +169,11 @@ def test_failure_budget_table_has_one_row_per_step() -> None:
     t = b.table()
     assert list(t["acks=all write"]) == ["acknowledged", "acknowledged", "NOT_ENOUGH_REPLICAS"]
     assert list(t.index) == [0, 1, 2] and b.to_json()["steps"][2]["isr"] == [1]
+
+
+def test_run_follower_fetch_needs_a_follower_to_read_from() -> None:
+    from kafkalab.errors import KafkalabError
+    from kafkalab.experiments.replication import run_follower_fetch
+
+    with pytest.raises(KafkalabError, match="rack_broker must be a follower"):
+        run_follower_fetch(rack_broker=1)

@@ -389,6 +389,21 @@ def balance_leaders(bootstrap: str | None = None, timeout_s: float = 30.0) -> li
     return movable
 
 
+def feature_levels(text: str | None = None) -> dict[str, int]:
+    """Finalized feature levels from ``kafka-features describe`` (run now if ``text`` is None):
+    e.g. ``{"metadata.version": 29, "eligible.leader.replicas.version": 1, "share.version": 1}``.
+    KIP-966 ELR is on when ``eligible.leader.replicas.version`` >= 1 (the default for clusters
+    formatted by 4.1+); KIP-932 share groups when ``share.version`` >= 1."""
+    if text is None:
+        text = tool("kafka-features", "describe").stdout
+    out = {}
+    for line in text.splitlines():
+        m = re.search(r"Feature:\s*(\S+).*FinalizedVersionLevel:\s*(\d+)", line)
+        if m:
+            out[m.group(1)] = int(m.group(2))
+    return out
+
+
 def _wait_gone(p: psutil.Process, timeout_s: float, ports: Sequence[int] = ()) -> bool:
     """True once ``p`` has exited and ``ports`` can be bound again, within ``timeout_s``.
 

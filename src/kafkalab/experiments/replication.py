@@ -336,20 +336,6 @@ def broker_settings(broker: int = 1, names: Iterable[str] = BROKER_SETTINGS, tim
     return {n: (entries[n].value, ConfigSource(entries[n].source).name) for n in names if n in entries}
 
 
-def feature_levels(text: str | None = None) -> dict[str, int]:
-    """Finalized feature levels from ``kafka-features describe`` (run now if ``text`` is None):
-    e.g. ``{"metadata.version": 29, "eligible.leader.replicas.version": 1}``. KIP-966 ELR is on
-    when ``eligible.leader.replicas.version`` >= 1 (the default for clusters formatted by 4.1+)."""
-    if text is None:
-        text = cluster.tool("kafka-features", "describe").stdout
-    out = {}
-    for line in text.splitlines():
-        m = re.search(r"Feature:\s*(\S+).*FinalizedVersionLevel:\s*(\d+)", line)
-        if m:
-            out[m.group(1)] = int(m.group(2))
-    return out
-
-
 class AvailabilityMonitor:
     """Samples (leader, ISR) of ``topics`` every ``MONITOR_INTERVAL_S`` from ``brokers`` in a
     background thread; ``samples`` is a list of (seconds since ``t0``, {partition: (leader, isr)})."""
@@ -797,6 +783,99 @@ def run_failure_budget(min_insync_replicas: int = 2, timeout_s: float = 60.0) ->
         finally:
             cluster.restore(max(timeout_s, 60.0))
         return FailureBudget(topic, min_insync_replicas, replicas, steps)
+
+
+# ----------------------------------------------------------------------------- follower fetching
+
+
+@dataclass
+class FollowerFetch:
+    """``run_follower_fetch``: which broker served the fetches of each consumer.
+
+    Attributes:
+        served_by: consumer label -> id of the broker its fetches went to, as librdkafka's
+            statistics report it (``partitions.<p>.broker``, STATISTICS.md).
+        records_read: consumer label -> records it read (all of them: ``records``).
+    """
+
+    topic: str
+    leader: int
+    replicas: list[int]
+    records: int
+    served_by: dict[str, int]
+    records_read: dict[str, int]
+
+    def table(self) -> "object":
+        import pandas as pd
+
+        return pd.DataFrame({"fetched from broker": self.served_by, "records read": self.records_read}
+                            ).rename_axis("consumer")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def run_follower_fetch(records: int = 200, rack_broker: int = 3, timeout_s: float = 30.0) -> FollowerFetch:
+    """Can a consumer read from a follower? A topic of one partition, replicas ``[1, 2, 3]``
+    (broker 1 leads), ``records`` records written with ``acks=all``. Two consumers read it from
+    the start (assign, no group): one without ``client.rack``, one with
+    ``client.rack=rack-<rack_broker>``. The brokers run ``RackAwareReplicaSelector`` and each is
+    its own rack (``broker.rack=rack-<id>``, this lab's ``broker.properties``), so the leader
+    answers the second consumer's first fetch with a *preferred read replica* and the consumer
+    fetches from that follower from then on.
+
+    Raises:
+        KafkalabError: bad ``rack_broker``, or a consumer's statistics never named a broker.
+        WaitTimeout: a consumer did not read every record within ``timeout_s``.
+
+    Sources: KIP-392 (fetch from closest replica); Kafka documentation 4.3, Broker Configs
+    (``broker.rack``, ``replica.selector.class``); librdkafka CONFIGURATION.md (``client.rack``)
+    and STATISTICS.md (``partitions.broker``).
+    """
+    replicas = [1, 2, 3]
+    if rack_broker not in replicas[1:]:
+        raise KafkalabError(f"rack_broker must be a follower, 2 or 3, not {rack_broker}")
+    with runscope.RunScope("follower") as run:
+        topic = run.topic("t")
+        a = workloads.admin()
+        a.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas])])[topic].result(timeout=timeout_s)
+        wait_until(lambda: topic in a.list_topics(timeout=5).topics
+                   and a.list_topics(topic, timeout=5).topics[topic].partitions[0].leader == replicas[0],
+                   timeout_s=timeout_s, what=f"broker {replicas[0]} leading {topic}-0")
+        workloads.produce(topic, [(None, f"r{i}".encode()) for i in range(records)], conf={"acks": "all", "log_level": 3})
+        served_by: dict[str, int] = {}
+        read: dict[str, int] = {}
+        for label, extra in (("no client.rack", {}), (f"client.rack=rack-{rack_broker}", {"client.rack": f"rack-{rack_broker}"})):
+            seen: list[int] = []
+
+            def on_stats(js: str) -> None:
+                part = json.loads(js).get("topics", {}).get(topic, {}).get("partitions", {}).get("0", {})
+                if part.get("broker", -1) >= 0:
+                    seen.append(part["broker"])
+
+            c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": run.name("reader"),
+                          "enable.auto.commit": False, "statistics.interval.ms": 200, "stats_cb": on_stats,
+                          "log_level": 3, **extra})
+            try:
+                c.assign([TopicPartition(topic, 0, 0)])
+                got = 0
+                samples_when_read: list[int] = []  # statistics taken after the last record count
+
+                def done() -> bool:
+                    nonlocal got
+                    for m in c.consume(num_messages=500, timeout=0.2):
+                        if m.error() is None:
+                            got += 1
+                    if got >= records and not samples_when_read:
+                        samples_when_read.append(len(seen))
+                    return bool(samples_when_read) and len(seen) > samples_when_read[0]
+
+                wait_until(done, timeout_s=timeout_s, interval_s=0.0, what=f"{label}: all {records} records read",
+                           on_timeout=lambda: f"read {got}, statistics saw brokers {sorted(set(seen))}")
+            finally:
+                c.close()
+            served_by[label], read[label] = seen[-1], got
+        return FollowerFetch(topic, replicas[0], replicas, records, served_by, read)
 
 
 def _followers_bootstrap(followers: list[int]) -> str:
