@@ -156,5 +156,6 @@ def test_an_abandoned_transaction_is_aborted_by_its_coordinator_after_its_timeou
         coordinators.partition_leaders(ab.output_topic)[0]
     key = "transaction.abort.timed.out.transaction.cleanup.interval.ms"
     interval = int(describe_config("broker", 1, [key])[key].value)
-    assert 3000 <= report.held_ms <= 3000 + interval + 3000, "at least the timeout, at most one check interval more"
+    assert 3000 <= report.held_ms < 2 * (3000 + interval), \
+        "at least the timeout, and at one of the coordinator's next checks, long before a second timeout"
     assert reader.catch_up() == [] and reader.position[0] == 6, "past 5 aborted records and the ABORT marker"
