@@ -530,7 +530,7 @@ def verdicts(r: OffsetCommitResult) -> dict[str, bool]:
     elif r.mode == "sync-per-message":
         out["at_most_one_duplicate"] = r.lost == 0 and r.duplicates == (1 if before_commit else 0)
     elif r.client == "java" and r.mode == "auto" and cfg.group_protocol == "consumer":
-        out["java_kip848_auto_commit_loses_nothing"] = r.lost == 0
+        pass  # measured: nothing lost in some runs, records lost in another (clean-clone run 9): no verdict
     elif r.client == "java" and r.mode == "auto":
         out["java_auto_commit_duplicates_since_last_poll"] = (r.lost == 0
                                                               and r.duplicates == r.processed_from_last_batch)

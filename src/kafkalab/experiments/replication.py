@@ -839,8 +839,11 @@ def run_follower_fetch(records: int = 200, rack_broker: int = 3, timeout_s: floa
         topic = run.topic("t")
         a = workloads.admin()
         a.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas])])[topic].result(timeout=timeout_s)
-        wait_until(lambda: topic in a.list_topics(timeout=5).topics
-                   and a.list_topics(topic, timeout=5).topics[topic].partitions[0].leader == replicas[0],
+        def led() -> bool:  # the metadata may list the topic before its partition
+            part = a.list_topics(topic, timeout=5).topics.get(topic)
+            return part is not None and 0 in part.partitions and part.partitions[0].leader == replicas[0]
+
+        wait_until(led,
                    timeout_s=timeout_s, what=f"broker {replicas[0]} leading {topic}-0")
         workloads.produce(topic, [(None, f"r{i}".encode()) for i in range(records)], conf={"acks": "all", "log_level": 3})
         served_by: dict[str, int] = {}
