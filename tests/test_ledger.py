@@ -24,6 +24,8 @@ def record_one_of_each(book: Ledger) -> list[Event]:
         book.record("committed", topic="flights", partition=2, offset=8, member_id="m-1", generation=3),
         book.record("assigned", topic="flights", partition=0, member_id="m-1"),
         book.record("revoked", topic="flights", partition=0, member_id="m-1"),
+        book.record("acknowledged", topic="flights", partition=2, offset=7, value="flight-1", client_id="s1",
+                    delivery_count=2, ack="RELEASE"),
     ]
 
 

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from kafkalab import config, ledger
 from kafkalab.cli import main as cli_main
+from kafkalab.cluster import parse_group_table
 from kafkalab.errors import JarsMissing, KafkalabError
 from kafkalab.experiments import offset_commit as oc
 from kafkalab.experiments import offset_commit_analysis as oca
@@ -30,12 +31,12 @@ offset-commit-rbc82df-group offset-commit-rbc82df 2          -               100
 
 
 def test_describe_output_is_parsed_into_rows_and_integer_columns() -> None:
-    rows = oc.parse_describe(DESCRIBE)
+    rows = parse_group_table(DESCRIBE)
     assert [r["PARTITION"] for r in rows] == ["0", "1", "2"]
     d = oc.GroupDescribe("offset-commit-rbc82df-group", DESCRIBE, rows)
     assert d.column("CURRENT-OFFSET") == {0: None, 1: 40, 2: None}
     assert d.column("LAG") == {0: None, 1: 60, 2: None}
-    assert oc.parse_describe("\nConsumer group 'g' has no active members.\n") == []
+    assert parse_group_table("\nConsumer group 'g' has no active members.\n") == []
 
 
 # --- configuration ------------------------------------------------------------------------

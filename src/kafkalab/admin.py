@@ -1,5 +1,5 @@
-"""Topic and consumer-group administration: create topics, delete topics, delete groups,
-describe configs.
+"""Topic and group administration: create topics, delete topics, delete groups (consumer and
+share groups), describe and alter configs, describe a share group.
 
 One of each, used by every experiment, notebook and test. They go through the shared
 AdminClient ``kafkalab.workloads.admin()`` (kept alive on purpose: the futures of an
@@ -18,6 +18,7 @@ from typing import Iterable
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic, ResourceType
 
+from . import cluster
 from .errors import KafkalabError, WaitTimeout
 from .waiting import wait_until
 from .workloads import admin, group_request
@@ -140,16 +141,22 @@ class ConfigValue:
     kafka_default: str | None = None
 
 
+#: Resource kinds of ``describe_config``.
+CONFIG_RESOURCES = {"topic": ResourceType.TOPIC, "broker": ResourceType.BROKER, "group": ResourceType.GROUP}
+
+
 def describe_config(kind: str, name: str, keys: Iterable[str], timeout_s: float = 10.0) -> dict[str, ConfigValue]:
-    """DescribeConfigs of a ``kind`` ("topic" or "broker") resource ``name`` (a topic name or
-    a broker id), restricted to ``keys``.
+    """DescribeConfigs of a ``kind`` ("topic", "broker" or "group") resource ``name`` (a topic
+    name, a broker id or a group id), restricted to ``keys``. A group's entries are its
+    group configs (KIP-848, KIP-932: e.g. ``share.record.lock.duration.ms``); one not set on
+    the group shows the broker's value as DEFAULT_CONFIG.
 
     Raises:
         KafkalabError: unknown kind, or a key the resource does not have.
     """
-    types = {"topic": ResourceType.TOPIC, "broker": ResourceType.BROKER}
+    types = CONFIG_RESOURCES
     if kind not in types:
-        raise KafkalabError(f"kind must be topic or broker, not {kind!r}")
+        raise KafkalabError(f"kind must be one of {', '.join(types)}, not {kind!r}")
     res = ConfigResource(types[kind], str(name))
     entries = admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
     out: dict[str, ConfigValue] = {}
@@ -161,3 +168,95 @@ def describe_config(kind: str, name: str, keys: Iterable[str], timeout_s: float 
                         if ConfigSource(syn.source) == ConfigSource.DEFAULT_CONFIG), None)
         out[key] = ConfigValue(key, e.value, ConfigSource(e.source).name, bool(e.is_default), default)
     return out
+
+
+def alter_group_config(group_id: str, configs: dict[str, str | int], timeout_s: float = 10.0) -> None:
+    """Set group configs on ``group_id`` (IncrementalAlterConfigs on a GROUP resource, SET per
+    key), e.g. ``{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": 5000}``.
+    The group need not exist yet: the configs apply when it forms. Deleting the group
+    (``delete_groups``) deletes them too.
+
+    Raises:
+        KafkalabError: the broker refused (an unknown key, or a value outside the broker's
+            bounds such as ``group.share.min.record.lock.duration.ms``), with its message.
+
+    Source: KIP-848 and KIP-932 (group configs); Kafka documentation 4.3, "Group Configs".
+    """
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    res = ConfigResource(ResourceType.GROUP, group_id, incremental_configs=[
+        ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+    try:
+        admin().incremental_alter_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
+    except KafkaException as e:
+        raise KafkalabError(f"group {group_id}: could not set {configs}: {e.args[0].str()}") from None
+
+
+@dataclass
+class ShareMember:
+    """One member of a share group, as ``kafka-share-groups --describe --members`` shows it.
+
+    Attributes:
+        member_id: the member id the coordinator gave it (KIP-932, like KIP-848).
+        client_id: its ``client.id``.
+        member_epoch: its epoch.
+        partitions: ``(topic, partition)`` pairs assigned to it; in a share group one
+            partition can be assigned to several members.
+    """
+
+    member_id: str
+    client_id: str
+    member_epoch: int
+    partitions: list[tuple[str, int]]
+
+
+def _assignment(text: str) -> list[tuple[str, int]]:
+    """``"t:0,1;u:2"`` (the tool's ASSIGNMENT column) as ``[("t", 0), ("t", 1), ("u", 2)]``."""
+    out: list[tuple[str, int]] = []
+    for part in text.split(";"):
+        topic, _, numbers = part.rpartition(":")
+        if topic and numbers:
+            out.extend((topic, int(n)) for n in numbers.split(","))
+    return out
+
+
+def share_group_members(group_id: str, timeout_s: float = 60.0) -> list[ShareMember]:
+    """The members of share group ``group_id`` and their assignments, from Kafka's own tool
+    (``kafka-share-groups --describe --members --verbose``; confluent-kafka 2.16's
+    AdminClient has no share-group calls). A JVM starts each time: about 2-3 s.
+
+    Returns:
+        Members sorted by ``client_id``; empty when the group has none or does not exist.
+
+    Raises:
+        KafkalabError: the tool failed.
+    """
+    cp = cluster.tool("kafka-share-groups", "--describe", "--group", group_id, "--members", "--verbose",
+                      timeout_s=timeout_s, check=False)
+    if cp.returncode != 0 and "does not exist" not in (cp.stderr + cp.stdout):
+        raise KafkalabError(f"kafka-share-groups --describe --members exited {cp.returncode}: {cp.stderr.strip()}")
+    rows = cluster.parse_group_table(cp.stdout)
+    return sorted((ShareMember(r["CONSUMER-ID"], r["CLIENT-ID"], int(r["MEMBER-EPOCH"]), _assignment(r["ASSIGNMENT"]))
+                   for r in rows if "CONSUMER-ID" in r), key=lambda m: m.client_id)
+
+
+def share_group_offsets(group_id: str, timeout_s: float = 60.0) -> dict[tuple[str, int], dict[str, int | None]]:
+    """Per share-partition of ``group_id``: the share-partition start offset (SPSO, KIP-932:
+    below it every record is acknowledged or archived) and the lag, from
+    ``kafka-share-groups --describe --offsets``. The SPSO is the state the share coordinator
+    has persisted, which can trail the broker's in-memory state by a batch.
+
+    Returns:
+        ``{(topic, partition): {"start_offset": int | None, "lag": int | None}}`` ("-" as None).
+
+    Raises:
+        KafkalabError: the tool failed.
+    """
+    cp = cluster.tool("kafka-share-groups", "--describe", "--group", group_id, "--offsets", "--verbose",
+                      timeout_s=timeout_s)
+
+    def num(v: str) -> int | None:
+        return int(v) if v.lstrip("-").isdigit() else None
+
+    return {(r["TOPIC"], int(r["PARTITION"])): {"start_offset": num(r["START-OFFSET"]), "lag": num(r["LAG"])}
+            for r in cluster.parse_group_table(cp.stdout) if "START-OFFSET" in r}

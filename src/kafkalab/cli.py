@@ -223,7 +223,7 @@ def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | 
 #: Experiment modules under kafkalab.experiments that define ``cli_command`` (a click.Command
 #: named like the experiment, e.g. "rebalance"); each becomes ``kafkalab run <name>``.
 EXPERIMENT_MODULES = ("tour", "rebalance", "offset_commit", "idempotence", "transactions", "segments_demo",
-                      "ordering", "replication")
+                      "ordering", "replication", "share_groups")
 
 
 def _register_experiments() -> None:

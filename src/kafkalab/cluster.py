@@ -389,6 +389,24 @@ def balance_leaders(bootstrap: str | None = None, timeout_s: float = 30.0) -> li
     return movable
 
 
+def parse_group_table(text: str) -> list[dict[str, str]]:
+    """The rows of a ``kafka-consumer-groups`` / ``kafka-share-groups --describe`` table:
+    whitespace-separated columns under a header line that starts with ``GROUP``, as dicts
+    keyed by the header's words; blank lines, notes and rows of another width skipped."""
+    rows: list[dict[str, str]] = []
+    header: list[str] | None = None
+    for line in text.splitlines():
+        cells = line.split()
+        if not cells:
+            continue
+        if cells[0] == "GROUP":
+            header = cells
+            continue
+        if header and len(cells) == len(header):
+            rows.append(dict(zip(header, cells)))
+    return rows
+
+
 def feature_levels(text: str | None = None) -> dict[str, int]:
     """Finalized feature levels from ``kafka-features describe`` (run now if ``text`` is None):
     e.g. ``{"metadata.version": 29, "eligible.leader.replicas.version": 1, "share.version": 1}``.

@@ -36,8 +36,10 @@ if TYPE_CHECKING:
 
 #: Event kinds, in the life of one record, then the group membership events a consumer
 #: records per partition from its rebalance callbacks (``assigned``, ``revoked``: with
-#: ``partition`` set, ``offset`` and ``value`` None).
-KINDS: tuple[str, ...] = ("produced", "acked", "consumed", "processed", "committed", "assigned", "revoked")
+#: ``partition`` set, ``offset`` and ``value`` None), then a share consumer's per-record
+#: acknowledgement (``acknowledged``, KIP-932: ``ack`` says ACCEPT, RELEASE or REJECT).
+KINDS: tuple[str, ...] = ("produced", "acked", "consumed", "processed", "committed", "assigned", "revoked",
+                          "acknowledged")
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,12 @@ class Event:
         client_id: ``client.id`` of the producer or consumer, or None.
         error: error text, or None. An ``acked`` event with an error is a failed
             delivery report (not an acknowledgement); a ``committed`` one, a failed commit.
+        delivery_count: share groups (KIP-932): how many times the broker has delivered this
+            record, this delivery included (``Message.delivery_count()``; 1 the first time),
+            on ``consumed``, ``processed`` and ``acknowledged`` events of a share consumer;
+            None elsewhere.
+        ack: share groups: the acknowledgement type of an ``acknowledged`` event (``ACCEPT``,
+            ``RELEASE`` or ``REJECT``); None elsewhere.
 
     Raises:
         ValueError: ``kind`` is not one of ``KINDS``.
@@ -82,6 +90,8 @@ class Event:
     generation: int | None = None
     client_id: str | None = None
     error: str | None = None
+    delivery_count: int | None = None
+    ack: str | None = None
 
     def __post_init__(self) -> None:
         check_kind(self.kind)
@@ -236,7 +246,7 @@ def ledger_schema() -> StructType:
     """The Spark schema of a ledger line, field for field with ``Event``.
 
     Strings for text; ``ts_ms``, ``seq``, ``offset`` LongType; ``partition``,
-    ``generation`` IntegerType. All nullable (Spark's JSON source makes them so anyway).
+    ``generation``, ``delivery_count`` IntegerType. All nullable (Spark's JSON source makes them so anyway).
     """
     from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
@@ -246,6 +256,7 @@ def ledger_schema() -> StructType:
         "offset": LongType(),
         "partition": IntegerType(),
         "generation": IntegerType(),
+        "delivery_count": IntegerType(),
     }
     return StructType([StructField(name, types.get(name, StringType()), True) for name in FIELDS])
 

@@ -12,6 +12,9 @@ starts it and returns a handle (``workloads.Worker``). The spec's ``kind`` picks
                 processor (notebook 05)
 ``exec``        ``ExecSpec``: replaces itself with another program (a JVM client), which
                 inherits the same death with the parent (notebook 03's Java consumer)
+``share``       ``ShareConsumerSpec``: a librdkafka share consumer (KIP-932) that acknowledges
+                each record ACCEPT, RELEASE or REJECT, with an exact crash or freeze point
+                (notebook 09)
 ==============  ===========================================================================
 
 Every worker dies with its parent, one way for all: ``die_with_parent`` asks Linux for
@@ -45,6 +48,20 @@ record: ``after-process`` right after the side effect, before the record's offse
 or committed (the worst case for at-least-once modes); ``after-commit`` right after the
 store or commit call returned. The crash point is exact on every run.
 
+Share consumer: a member of a share group (KIP-932) in explicit acknowledgement mode. It
+records ``consumed`` for every record ``poll`` returns, with the broker's delivery count;
+what it does next is written in the record itself, in the header ``kafkalab-fate``
+(``FATE_HEADER``): ``accept`` (or no header) is processed (``process_ms``, ``processed``) and
+acknowledged ACCEPT; ``release`` is acknowledged RELEASE every time (a record the application
+cannot handle now: the broker delivers it again at once, until
+``share.delivery.count.limit`` deliveries, then archives it); ``reject`` is acknowledged
+REJECT (a poison record: never delivered again). Acknowledgements are sent with
+``commit_sync`` after each poll's records, then recorded as ``acknowledged`` events (with
+the commit's error, if any). ``crash_after=K``: after processing its K-th record, before
+acknowledging the records of that poll, the worker flushes its ledger and stops with
+``crash_signal``: ``SIGKILL`` (a crash: its connections close) or ``SIGSTOP`` (a hang: the
+process and its connections stay, nothing more is sent; the parent kills it later).
+
 Producer: sends ``count`` workload records (``kafkalab.data.workload_record``; or until
 SIGTERM) at ``rate`` records/s, round-robin over ``partitions``; values are flight record
 ids; records ``produced`` and ``acked`` (the delivery report, with partition and offset or
@@ -71,6 +88,11 @@ COMMIT_MODES = ("auto", "store-after-process", "sync-per-message", "async", "non
 #: Where a consumer worker dies (``crash_after``): right after the side effect of its K-th
 #: record, before storing/committing its offset, or right after the store/commit call returned.
 CRASH_POINTS = ("after-process", "after-commit")
+#: Record header that tells a share consumer worker what to do with the record (``SHARE_FATES``).
+FATE_HEADER = "kafkalab-fate"
+SHARE_FATES = ("accept", "release", "reject")
+#: How a share consumer worker stops at its crash point: a crash, or a hang.
+SHARE_CRASH_SIGNALS = ("SIGKILL", "SIGSTOP")
 #: Environment variable through which ``workloads.Worker`` tells the child its parent's pid.
 PARENT_ENV = "KAFKALAB_PARENT_PID"
 
@@ -139,6 +161,33 @@ class ExecSpec:
     argv: list[str]
     stdout: str | None = None
     kind: str = "exec"
+
+
+@dataclass
+class ShareConsumerSpec:
+    """What a share consumer worker does (module docstring). ``conf`` is passed to
+    ``confluent_kafka.ShareConsumer`` after the worker's settings (explicit acknowledgement,
+    ``max_poll_records``). ``crash_after`` None: run until SIGTERM, then acknowledge the records
+    in hand, ``close`` (leaves the group) and exit 0. Times in ms."""
+
+    name: str
+    run_id: str
+    ledger: str
+    group_id: str
+    topics: list[str]
+    conf: dict = field(default_factory=dict)
+    max_poll_records: int = 1
+    process_ms: float = 0.0
+    crash_after: int | None = None
+    crash_signal: str = "SIGKILL"
+    poll_timeout_ms: int = 200
+    kind: str = "share"
+
+    def __post_init__(self) -> None:
+        if self.crash_signal not in SHARE_CRASH_SIGNALS:
+            raise ValueError(f"crash_signal must be one of {', '.join(SHARE_CRASH_SIGNALS)}, not {self.crash_signal!r}")
+        if self.max_poll_records < 1:
+            raise ValueError(f"max_poll_records must be >= 1, not {self.max_poll_records}")
 
 
 def die_with_parent(parent_pid: int | None = None) -> None:
@@ -267,6 +316,81 @@ def run_consumer(spec: ConsumerSpec) -> None:
         ledger.close()
 
 
+def fate_of(headers: list | None) -> str:
+    """The ``FATE_HEADER`` of a record's headers (``Message.headers()``: a list of
+    ``(name, bytes)`` or None): ``accept`` when absent.
+
+    Raises:
+        ValueError: a fate not in ``SHARE_FATES``.
+    """
+    for name, value in headers or []:
+        if name == FATE_HEADER:
+            fate = value.decode() if value is not None else ""
+            if fate not in SHARE_FATES:
+                raise ValueError(f"header {FATE_HEADER}={fate!r}: expected one of {', '.join(SHARE_FATES)}")
+            return fate
+    return "accept"
+
+
+def run_share_consumer(spec: ShareConsumerSpec) -> None:
+    """The share consumer loop (module docstring). Ledger written through.
+
+    Source: KIP-932; confluent-kafka 2.16 ``ShareConsumer`` (Preview in librdkafka 2.16):
+    ``share.acknowledgement.mode=explicit`` makes ``acknowledge`` legal, and every record of
+    a poll must be acknowledged before the next poll."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    from . import config
+    from .ledger import Ledger, crash
+
+    ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    types = {"accept": AcknowledgeType.ACCEPT, "release": AcknowledgeType.RELEASE, "reject": AcknowledgeType.REJECT}
+
+    def note(kind: str, m, **kw: Any) -> None:
+        ledger.record(kind, client_id=spec.name, topic=m.topic(), partition=m.partition(), offset=m.offset(),
+                      key=_text(m.key()), value=_text(m.value()), delivery_count=m.delivery_count(), **kw)
+
+    consumer = ShareConsumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": spec.group_id,
+                              "client.id": spec.name, "share.acknowledgement.mode": "explicit",
+                              "max.poll.records": spec.max_poll_records, "log_level": 3, **spec.conf})
+    consumer.subscribe(spec.topics)
+    processed = 0
+    try:
+        while not stop.is_set():
+            decided = []
+            for m in consumer.poll(spec.poll_timeout_ms / 1000):
+                if m.error() is not None:
+                    ledger.record("consumed", client_id=spec.name, topic=m.topic() or spec.topics[0], error=str(m.error()))
+                    continue
+                note("consumed", m)
+                decided.append((m, fate_of(m.headers())))
+            for m, fate in decided:  # the whole poll is handled, even after SIGTERM
+                if fate != "accept":
+                    continue
+                if spec.process_ms:
+                    time.sleep(spec.process_ms / 1000)  # the work itself (simulated), not a wait on Kafka
+                note("processed", m)
+                processed += 1
+                if spec.crash_after is not None and processed >= spec.crash_after:
+                    if spec.crash_signal == "SIGKILL":
+                        crash(ledger)
+                    ledger.flush()
+                    os.kill(os.getpid(), signal.SIGSTOP)  # a hang: the parent kills it later
+            if not decided:
+                continue
+            for m, fate in decided:
+                consumer.acknowledge(m, types[fate])
+            errors = {(tp.topic, tp.partition): tp.error for tp in consumer.commit_sync() or {}}
+            for m, fate in decided:
+                error = errors.get((m.topic(), m.partition()))
+                note("acknowledged", m, ack=fate.upper(), error=str(error) if error else None)
+    finally:
+        consumer.close()  # acknowledges what is pending and leaves the share group
+        ledger.close()
+
+
 def run_producer(spec: ProducerSpec) -> None:
     """Send the records (module docstring) and flush; SIGTERM stops sending."""
     from . import config
@@ -327,7 +451,7 @@ def run_exec(spec: ExecSpec) -> NoReturn:
 
 def spec_from_json(text: str) -> Any:
     """The spec object of one worker (``ConsumerSpec``, ``ProducerSpec``,
-    ``eos.ProcessorSpec``, ``ExecSpec``) from its JSON (``spec_json``), chosen by ``kind``.
+    ``eos.ProcessorSpec``, ``ExecSpec``, ``ShareConsumerSpec``) from its JSON (``spec_json``), chosen by ``kind``.
 
     Raises:
         ValueError: unknown ``kind`` or invalid fields.
@@ -335,7 +459,8 @@ def spec_from_json(text: str) -> Any:
     from .eos import ProcessorSpec
 
     d = json.loads(text)
-    kinds = {"consumer": ConsumerSpec, "producer": ProducerSpec, "eos": ProcessorSpec, "exec": ExecSpec}
+    kinds = {"consumer": ConsumerSpec, "producer": ProducerSpec, "eos": ProcessorSpec, "exec": ExecSpec,
+             "share": ShareConsumerSpec}
     kind = d.get("kind")
     if kind not in kinds:
         raise ValueError(f"unknown worker kind {kind!r}: one of {', '.join(kinds)}")
@@ -354,6 +479,8 @@ def run(spec: Any) -> int:
         return run_processor(spec)
     elif spec.kind == "exec":
         run_exec(spec)
+    elif spec.kind == "share":
+        run_share_consumer(spec)
     return 0
 
 

@@ -40,11 +40,14 @@ def admin(bootstrap: str | None = None) -> AdminClient:
     return _ADMINS[bootstrap]
 
 
-def produce(topic: str, records: Iterable[tuple[bytes | None, bytes]], conf: dict | None = None,
+def produce(topic: str, records: Iterable[tuple], conf: dict | None = None,
             timeout_s: float = 30.0, warm_up: bool = False) -> list[tuple[int, int]]:
-    """Produce ``(key, value)`` records with confluent-kafka and wait for every delivery report.
+    """Produce records with confluent-kafka and wait for every delivery report.
 
     Args:
+        records: ``(key, value)`` tuples (bytes or None, bytes): the partitioner picks the
+            partition; or ``(key, value, partition, headers)``: partition an int (None: the
+            partitioner), headers a dict of str to bytes or None.
         warm_up: first send one record without a key, value ``warm-up|``, and wait for its
             delivery, so the records follow on a producer that knows the topic's metadata
             and has its connections up (not in the returned list).
@@ -63,7 +66,8 @@ def produce(topic: str, records: Iterable[tuple[bytes | None, bytes]], conf: dic
         if p.flush(timeout_s) or errors:
             raise KafkalabError(f"warm-up record to {topic} undelivered after {timeout_s} s: {errors[:1]}")
 
-    for i, (key, value) in enumerate(records):
+    for i, record in enumerate(records):
+        key, value, partition, headers = (*record, None, None) if len(record) == 2 else record
         results.append(None)
 
         def report(err, msg, i=i):
@@ -72,7 +76,8 @@ def produce(topic: str, records: Iterable[tuple[bytes | None, bytes]], conf: dic
             else:
                 results[i] = (msg.partition(), msg.offset())
 
-        p.produce(topic, value=value, key=key, on_delivery=report)
+        extra = {"partition": partition} if partition is not None else {}
+        p.produce(topic, value=value, key=key, headers=headers, on_delivery=report, **extra)
         p.poll(0)
     remaining = p.flush(timeout_s)
     if remaining or errors:

@@ -383,23 +383,6 @@ class GroupDescribe:
         return {int(r["PARTITION"]): (None if r[name] == "-" else int(r[name])) for r in self.rows}
 
 
-def parse_describe(text: str) -> list[dict[str, str]]:
-    """The rows of ``kafka-consumer-groups --describe`` output: whitespace-separated
-    columns under a header line that starts with ``GROUP``; blank lines and notes skipped."""
-    rows: list[dict[str, str]] = []
-    header: list[str] | None = None
-    for line in text.splitlines():
-        cells = line.split()
-        if not cells:
-            continue
-        if cells[0] == "GROUP":
-            header = cells
-            continue
-        if header and len(cells) == len(header):
-            rows.append(dict(zip(header, cells)))
-    return rows
-
-
 def describe_group_offsets(group_id: str) -> GroupDescribe:
     """Run ``kafka-consumer-groups --describe --group GROUP`` and parse it.
 
@@ -409,7 +392,7 @@ def describe_group_offsets(group_id: str) -> GroupDescribe:
     from .. import cluster
 
     cp = cluster.tool("kafka-consumer-groups", "--describe", "--group", group_id, timeout_s=60)
-    return GroupDescribe(group_id, cp.stdout, parse_describe(cp.stdout))
+    return GroupDescribe(group_id, cp.stdout, cluster.parse_group_table(cp.stdout))
 
 
 # ----------------------------------------------------------------------------- results
