@@ -109,6 +109,7 @@ def test_the_audit_settles_every_record_and_counts_what_is_lost(spark) -> None:
     assert counts["duplicates_processed"] == 1 and counts["per_partition_inversions"] == 1
     assert counts["consumers_with_records"] == 2 and counts["records_per_consumer"] == {"c0": 1, "c1": 8}
     assert counts["returned_after_ms"] == {"c0": 100}
+    assert counts["held_processed"] == 1 == counts["duplicates_processed"]
 
 
 def test_a_delivery_past_the_limit_and_a_failed_accept_are_counted(spark) -> None:
@@ -157,8 +158,30 @@ def test_a_share_group_settles_every_record_and_loses_none(consumers, partitions
     if released:
         assert r["max_delivery_count"] == cfg["delivery_count_limit"]
     if cfg["crash_consumers"]:
-        assert r["duplicates_processed"] >= 1, "the crashed consumer processed a record it never acknowledged"
+        assert r["held_processed"] == 1 == r["duplicates_processed"], "the crashed consumer's held record was processed again"
         assert r["returned_after_ms"]["share-0"] < cfg["lock_ms"]
     if cfg["compare_consumer_group"]:
         assert r["consumer_group_members_with_partitions"] == min(consumers, partitions)
     assert all(v["lag"] in (0, None) for v in r["share_offsets"].values()), r["share_offsets"]
+
+
+def test_the_timeline_draws_each_delivery_and_a_lock_bar_for_each_unacknowledged_one() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from kafkalab.experiments import share_groups_plots as plots
+
+    frame = pd.DataFrame([
+        {"ms": 0, "client_id": "c0", "partition": 0, "offset": 0, "value": "a", "delivery_count": 1, "ack": None},
+        {"ms": 10, "client_id": "c1", "partition": 0, "offset": 1, "value": "b", "delivery_count": 1, "ack": "ACCEPT"},
+        {"ms": 900, "client_id": "c1", "partition": 0, "offset": 0, "value": "a", "delivery_count": 2, "ack": "ACCEPT"},
+    ])
+    fig = plots.deliveries_timeline(frame, lock_ms=1000)
+    ax = fig.axes[0]
+    points = sum(len(c.get_offsets()) for c in ax.collections)
+    assert points == 3, "one marker per delivery"
+    assert [list(line.get_xdata()) for line in ax.get_lines()] == [[0, 1000]], "the held delivery's lock runs to 1000 ms"
+    plt.close(fig)

@@ -145,9 +145,9 @@ class ConfigValue:
 CONFIG_RESOURCES = {"topic": ResourceType.TOPIC, "broker": ResourceType.BROKER, "group": ResourceType.GROUP}
 
 
-def describe_config(kind: str, name: str, keys: Iterable[str], timeout_s: float = 10.0) -> dict[str, ConfigValue]:
+def describe_config(kind: str, name: str, keys: Iterable[str] | None, timeout_s: float = 10.0) -> dict[str, ConfigValue]:
     """DescribeConfigs of a ``kind`` ("topic", "broker" or "group") resource ``name`` (a topic
-    name, a broker id or a group id), restricted to ``keys``. A group's entries are its
+    name, a broker id or a group id), restricted to ``keys`` (None: every entry). A group's entries are its
     group configs (KIP-848, KIP-932: e.g. ``share.record.lock.duration.ms``); one not set on
     the group shows the broker's value as DEFAULT_CONFIG.
 
@@ -160,7 +160,7 @@ def describe_config(kind: str, name: str, keys: Iterable[str], timeout_s: float 
     res = ConfigResource(types[kind], str(name))
     entries = admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
     out: dict[str, ConfigValue] = {}
-    for key in keys:
+    for key in sorted(entries) if keys is None else keys:
         if key not in entries:
             raise KafkalabError(f"{kind} {name} has no config {key!r}")
         e = entries[key]

@@ -165,6 +165,7 @@ class ShareGroupResult:
         returned_after_ms: per crashed or frozen consumer: ms from its taking a record it
             never acknowledged to that record's next delivery to another consumer (the
             earliest such record).
+        held_processed: records a crashed or frozen consumer processed and never acknowledged.
         roles: ``client.id`` -> ``crash``, ``freeze`` or ``run``.
         members_at_start: ``client.id`` -> partitions the coordinator assigned it before the
             records were produced.
@@ -192,6 +193,7 @@ class ShareGroupResult:
     per_partition_inversions: int
     records_per_consumer: dict[str, int]
     returned_after_ms: dict[str, int | None]
+    held_processed: int
     roles: dict[str, str]
     members_at_start: dict[str, list[int]]
     consumer_group_members_with_partitions: int | None

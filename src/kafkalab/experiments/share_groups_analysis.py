@@ -92,7 +92,8 @@ def account_events(events: DataFrame, limit: int, watched: list[str] | None = No
         ``{"produced", "consumers_with_records", "accepted_unique", "rejected", "archived",
         "lost", "deliveries", "redelivered", "max_delivery_count", "deliveries_past_limit",
         "duplicates_processed", "per_partition_inversions"}`` (ints), ``"records_per_consumer"``
-        (client id -> deliveries), ``"returned_after_ms"`` (``returned_after``).
+        (client id -> deliveries), ``"returned_after_ms"`` (``returned_after``),
+        ``"held_processed"`` (``held_processed``).
     """
     from pyspark.sql import functions as F
 
@@ -127,7 +128,22 @@ def account_events(events: DataFrame, limit: int, watched: list[str] | None = No
         "per_partition_inversions": inversions.count(),
         "records_per_consumer": per_consumer,
         "returned_after_ms": returned_after(events, sorted(watched or [])) if watched else {},
+        "held_processed": held_processed(events, watched or []),
     }
+
+
+def held_processed(events: DataFrame, clients: list[str]) -> int:
+    """Records that a consumer in ``clients`` processed and never acknowledged (it crashed or
+    froze first), counted once each: at-least-once processes each of them again, so in a run
+    without other failures ``processed_more_than_once`` equals this number."""
+    from pyspark.sql import functions as F
+
+    if not clients:
+        return 0
+    key = ["client_id", "topic", "partition", "offset", "delivery_count"]
+    acked = audit.of_kind(events, "acknowledged").select(*key)
+    return (audit.of_kind(events, "processed").where(F.col("client_id").isin(clients))
+            .join(acked, key, "left_anti").select("topic", "value").distinct().count())
 
 
 def account(folder: str | Path, limit: int, roles: dict[str, str], spark: SparkSession | None = None) -> dict:
@@ -135,8 +151,31 @@ def account(folder: str | Path, limit: int, roles: dict[str, str], spark: SparkS
     consumers whose role (``share_groups.ShareRun.role``) is ``crash`` or ``freeze``. A torn
     last line of a killed writer cannot occur (workers write through and flush before a
     crash) and fails the read."""
+    events = load_run(folder, spark)
+    return account_events(events, limit, [c for c, r in roles.items() if r != "run"])
+
+
+def deliveries(events: DataFrame) -> DataFrame:
+    """One row per delivery, in time order: ``ms`` (since the run's first delivery),
+    ``client_id``, ``partition``, ``offset``, ``value``, ``delivery_count``, ``ack`` (how that
+    consumer acknowledged that delivery: ACCEPT, RELEASE, REJECT; None: never, its holder
+    crashed or froze)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    consumed = (audit.of_kind(events, "consumed").where(F.col("error").isNull() & F.col("offset").isNotNull())
+                .drop("ack"))
+    acked = (audit.of_kind(events, "acknowledged").where(F.col("error").isNull())
+             .select("client_id", "topic", "partition", "offset", "delivery_count", "ack"))
+    first = F.min("ts_ms").over(Window.partitionBy())
+    return (consumed.join(acked, ["client_id", "topic", "partition", "offset", "delivery_count"], "left")
+            .select((F.col("ts_ms") - first).alias("ms"), "client_id", "partition", "offset", "value",
+                    "delivery_count", "ack")
+            .orderBy("ms", "client_id"))
+
+
+def load_run(folder: str | Path, spark: SparkSession | None = None) -> DataFrame:
+    """A run's ledgers (``ShareGroupResult.ledger_dir``) as a ledger DataFrame."""
     from .. import spark as spark_mod
 
-    spark = spark or spark_mod.session()
-    events = ledger.load(spark, str(Path(folder) / "*.jsonl"))
-    return account_events(events, limit, [c for c, r in roles.items() if r != "run"])
+    return ledger.load(spark or spark_mod.session(), str(Path(folder) / "*.jsonl"))
