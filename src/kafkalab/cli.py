@@ -221,9 +221,10 @@ def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | 
 
 
 #: Experiment modules under kafkalab.experiments that define ``cli_command`` (a click.Command
-#: named like the experiment, e.g. "rebalance"); each becomes ``kafkalab run <name>``.
+#: named like the experiment, e.g. "rebalance"), or ``cli_commands`` (several); each becomes
+#: ``kafkalab run <name>``.
 EXPERIMENT_MODULES = ("tour", "rebalance", "offset_commit", "idempotence", "transactions", "segments_demo",
-                      "ordering", "replication", "share_groups")
+                      "ordering", "replication", "share_groups", "performance")
 
 
 def _register_experiments() -> None:
@@ -236,9 +237,9 @@ def _register_experiments() -> None:
             if e.name == f"kafkalab.experiments.{mod}":
                 continue  # not written yet
             raise
-        command = getattr(module, "cli_command", None)
-        if command is not None:
-            run.add_command(command)
+        for command in getattr(module, "cli_commands", None) or [getattr(module, "cli_command", None)]:
+            if command is not None:
+                run.add_command(command)
 
 
 _register_experiments()

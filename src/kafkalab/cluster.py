@@ -1141,10 +1141,18 @@ class restored:
 # ----------------------------------------------------------------------------- Kafka's CLI tools
 
 
-def tool_command(name: str, args: Sequence[str]) -> list[str]:
+#: JVM options of a tool run: quick start-up (C1 only, serial GC) for the admin tools, which
+#: run for a second; the full JIT and G1 for a measurement (a perf tool run with C1 only would
+#: measure the missing compiler, not Kafka).
+TOOL_JVM_FAST = ["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+TOOL_JVM_MEASURE = ["-Xmx512m"]
+
+
+def tool_command(name: str, args: Sequence[str], measure: bool = False) -> list[str]:
     """The java command line for Kafka tool ``name`` (script name without .sh) with ``args``.
 
     Adds ``--bootstrap-server`` for this cluster if the tool takes one and none is given.
+    ``measure``: the JVM options of ``TOOL_JVM_MEASURE`` instead of ``TOOL_JVM_FAST``.
 
     Raises:
         KafkalabError: unknown tool name (the message lists the known ones).
@@ -1157,14 +1165,16 @@ def tool_command(name: str, args: Sequence[str]) -> list[str]:
         if "-h" not in args and "--help" not in args and "--version" not in args:
             args = ["--bootstrap-server", config.bootstrap_servers(), *args]
     return [
-        java_executable(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+        java_executable(), *(TOOL_JVM_MEASURE if measure else TOOL_JVM_FAST),
         f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'tools-log4j2.properties'}",
         "-cp", broker_classpath(), TOOLS[name], *args,
     ]
 
 
-def tool(name: str, *args: str, timeout_s: float = 120.0, check: bool = True) -> subprocess.CompletedProcess:
+def tool(name: str, *args: str, timeout_s: float = 120.0, check: bool = True,
+         measure: bool = False) -> subprocess.CompletedProcess:
     """Run Kafka's command-line tool ``name`` (e.g. ``"kafka-topics"``, ``"--list"``) and capture it.
+    ``measure``: a JVM set up for measuring (``tool_command``).
 
     Returns:
         CompletedProcess with text ``stdout``/``stderr``.
@@ -1172,7 +1182,7 @@ def tool(name: str, *args: str, timeout_s: float = 120.0, check: bool = True) ->
     Raises:
         KafkalabError: unknown tool, or (``check``) a non-zero exit, with its stderr.
     """
-    cmd = tool_command(name, args)
+    cmd = tool_command(name, args, measure)
     cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     if check and cp.returncode != 0:
         raise KafkalabError(f"{name} {' '.join(args)} exited {cp.returncode}:\n{cp.stderr.strip() or cp.stdout.strip()}")

@@ -34,8 +34,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from .errors import KafkalabError
 from .protocol import read_uvarint
+
+if TYPE_CHECKING:
+    from . import cluster
 
 #: The internal topic that holds committed offsets and group metadata.
 CONSUMER_OFFSETS = "__consumer_offsets"
@@ -101,6 +106,39 @@ def partition_leaders(topic: str, timeout_s: float = 10.0) -> dict[int, int]:
 
     tm = workloads.admin().list_topics(topic, timeout=timeout_s).topics.get(topic)
     return {p: m.leader for p, m in sorted(tm.partitions.items())} if tm is not None else {}
+
+
+def leader_log_files(topic: str, partitions: int, status: "cluster.ClusterStatus | None" = None) -> list[str]:
+    """The ``.log`` segment files of each partition of ``topic`` on its leader broker.
+
+    Raises:
+        KafkalabError: the cluster runs in containers (no data folder on this machine), or a
+            partition folder is missing.
+        WaitTimeout: the metadata named no leader for some partition within 10 s.
+    """
+    from pathlib import Path
+
+    from . import cluster
+
+    from .waiting import wait_until
+
+    status = status or cluster.status()
+
+    def known() -> dict[int, int] | None:
+        leaders = partition_leaders(topic)
+        return leaders if all(leaders.get(p, -1) >= 0 for p in range(partitions)) else None
+
+    leaders = wait_until(known, timeout_s=10, interval_s=0.1, what=f"a leader for each of {partitions} partitions of {topic}")
+    files: list[str] = []
+    for p in range(partitions):
+        leader = leaders[p]
+        data_dir = Path(status.brokers[leader].data_dir)
+        folder = data_dir / f"{topic}-{p}"
+        if not folder.is_dir():
+            raise KafkalabError(f"no folder {folder}: kafka-dump-log needs the brokers' data folders on this "
+                                f"machine (local backend; the compose backend keeps them in volumes)")
+        files.extend(str(f) for f in sorted(folder.glob("*.log")))
+    return files
 
 
 def partition_leader(topic: str, partition: int, timeout_s: float = 5.0) -> int | None:

@@ -113,27 +113,6 @@ def defaults_table(java_config: dict[str, str] | None = None) -> "pd.DataFrame":
 # ----------------------------------------------------------------------------- kafka-dump-log
 
 
-def leader_log_files(topic: str, partitions: int, status: cluster.ClusterStatus | None = None) -> list[str]:
-    """The ``.log`` segment files of each partition of ``topic`` on its leader broker.
-
-    Raises:
-        KafkalabError: the cluster runs in containers (no data folder on this machine), or a
-            partition folder is missing.
-    """
-    status = status or cluster.status()
-    leaders = coordinators.partition_leaders(topic)
-    files: list[str] = []
-    for p in range(partitions):
-        leader = leaders[p]
-        data_dir = Path(status.brokers[leader].data_dir)
-        folder = data_dir / f"{topic}-{p}"
-        if not folder.is_dir():
-            raise KafkalabError(f"no folder {folder}: kafka-dump-log needs the brokers' data folders on this "
-                                f"machine (local backend; the compose backend keeps them in volumes)")
-        files.extend(str(f) for f in sorted(folder.glob("*.log")))
-    return files
-
-
 # ----------------------------------------------------------------------------- producing
 
 
@@ -350,7 +329,7 @@ def run_lost_ack(idempotence: bool, messages: int, drop_acks: int, restart_produ
             deliveries, resent, client_ids = _run_with_restart(proxy, topic, recs, idempotence, drop_acks, retries,
                                                                run.run_id, rdir, capture, timeout_s)
         log = read_topic(topic, partitions, timeout_s=timeout_s)
-        batches = dumplog.run(leader_log_files(topic, partitions), print_data=True).batches if dump else []
+        batches = dumplog.run(coordinators.leader_log_files(topic, partitions), print_data=True).batches if dump else []
         counts = Counter(c.value for c in log)
         produce_events = [e for e in proxy.events(api="Produce") if e.client_id in set(client_ids)]
         dropped = [e for e in produce_events if e.kind == "response" and e.action in ("dropped", "cut")]
@@ -680,7 +659,7 @@ def run_client_defaults(records: int = 5) -> DefaultsCheck:
         if cp.returncode != 0:
             raise KafkalabError(f"kafka-producer-perf-test exited {cp.returncode}:\n{cp.stderr[-2000:]}")
         java_config, logged_pid = parse_producer_config_log(cp.stderr)
-        files = leader_log_files(t_c, 1) + leader_log_files(t_java, 1)
+        files = coordinators.leader_log_files(t_c, 1) + coordinators.leader_log_files(t_java, 1)
         batches = dumplog.run(files).batches
         c_batches = [b for b in batches if Path(b.file).parent.name.startswith(t_c)]
         j_batches = [b for b in batches if Path(b.file).parent.name.startswith(t_java)]

@@ -729,13 +729,22 @@ class FailureBudget:
         return asdict(self)
 
 
+#: The leader's two answers to an acks=all write while the ISR is below min.insync.replicas:
+#: refused before the append, or appended and refused when the ISR shrank (Kafka protocol
+#: error codes 19 and 20).
+REFUSALS = ("NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND")
+
+
 def run_failure_budget(min_insync_replicas: int = 2, timeout_s: float = 60.0) -> FailureBudget:
     """How many broker failures one partition survives, for writes and for reads. A topic of
     one partition, replicas ``[1, 2, 3]`` (broker 1 leads), ``min.insync.replicas`` as given.
     With all brokers up, then after SIGKILLing broker 3, then broker 2 as well: wait until the
     controller has fenced the dead broker and the leader has shrunk the ISR, write one record
     with ``acks=all`` (``retries=0``, so the broker's refusal is the answer), and read the
-    partition from its log start. The cluster is restored (``cluster.restore``) before this
+    partition from its log start. Below ``min.insync.replicas`` the leader refuses with
+    NOT_ENOUGH_REPLICAS; a write that reached it a moment before it applied the ISR shrink that
+    the metadata already shows is appended, waits for the dead follower, and is refused with
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND when the shrink lands (never acknowledged either way). The cluster is restored (``cluster.restore``) before this
     returns or raises.
 
     Raises:
@@ -771,7 +780,7 @@ def run_failure_budget(min_insync_replicas: int = 2, timeout_s: float = 60.0) ->
                 wait_until(lambda: isr() == expected, timeout_s=timeout_s,
                            what=f"the ISR of {topic}-0 to be {expected}", on_timeout=lambda: f"ISR now {isr()}")
                 p = Producer({"bootstrap.servers": config.bootstrap_servers(), "acks": "all", "retries": 0,
-                              "enable.idempotence": False, "message.timeout.ms": 10000, "log_level": 0})
+                              "enable.idempotence": False, "message.timeout.ms": 60000, "log_level": 0})
                 errors: list = []
                 p.produce(topic, value=f"after {len(down)} down".encode(), partition=0,
                           on_delivery=lambda err, msg: errors.append(err))

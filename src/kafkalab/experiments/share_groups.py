@@ -44,7 +44,7 @@ from pathlib import Path
 
 import click
 
-from .. import admin, ledger, workloads
+from .. import admin, ledger, runscope, workloads
 from ..errors import KafkalabError
 from ..runscope import RunScope
 from ..waiting import wait_until
@@ -379,6 +379,7 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
 @click.option("--compare-consumer-group", is_flag=True, help="Also run C members of a consumer group on the topic.")
 @click.option("--timeout", "timeout_s", type=float, default=90.0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@runscope.checks_cluster_itself
 def cli_command(consumers: int, partitions: int, messages: int, crash_consumers: int, freeze_consumers: int,
                 crash_after: int, release_every: int, reject_every: int, delivery_count_limit: int, lock_ms: int,
                 process_ms: float, compare_consumer_group: bool, timeout_s: float, as_json: bool) -> None:
@@ -389,6 +390,7 @@ def cli_command(consumers: int, partitions: int, messages: int, crash_consumers:
                        compare_consumer_group=compare_consumer_group)
     except KafkalabError as e:
         raise click.UsageError(str(e)) from None
+    runscope.require_for_cli()  # after the settings are checked: bad input fails before the cluster is touched
     r = run_share_group(cfg, timeout_s=timeout_s)
     if as_json:
         click.echo(json.dumps({k: v for k, v in r.to_json().items() if k != "ledger_dir"}, indent=2))

@@ -1,0 +1,91 @@
+"""What each knob costs on this machine: notebook 10's measurements with larger sizes, as JSON.
+
+    .venv/bin/python benchmarks/performance.py [--messages 500000] [--rounds 2] [--out FILE]
+
+Runs against the running cluster (`kafkalab up`), alternating the settings `--rounds` times so
+that each sees the same machine, and prints (or writes to --out) one JSON object: the machine
+(cores, memory, load average before and after), then per setting the records/s of
+confluent-kafka and of kafka-producer-perf-test (median over rounds), their ratio, bytes on
+disk per record, records per batch; per codec the bytes per flight record; end-to-end latency
+percentiles; transaction commit times. `--markdown` prints the README's table instead.
+Absolute numbers move with the load: compare rows of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+
+import psutil
+
+from kafkalab.experiments import performance as pf
+from kafkalab.perf import ProducerSettings
+
+SETTINGS = {
+    "acks=1": ProducerSettings(acks="1"),
+    "acks=all": ProducerSettings(acks="all"),
+    "acks=all, idempotence": ProducerSettings(acks="all", idempotence=True),
+    "acks=all, lz4": ProducerSettings(acks="all", compression="lz4"),
+    "acks=1, batch.size=16384": ProducerSettings(acks="1", batch_size=16384),
+    "acks=1, linger.ms=0": ProducerSettings(acks="1", linger_ms=0),
+}
+
+
+def machine() -> dict:
+    return {"platform": platform.platform(), "cores": os.cpu_count(),
+            "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+            "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def measure(messages: int, rounds: int) -> dict:
+    out: dict = {"machine_before": machine(), "messages": messages, "record_size": 100, "throughput": {}}
+    runs: dict[str, list] = {k: [] for k in SETTINGS}
+    for _ in range(rounds):
+        for label, s in SETTINGS.items():
+            runs[label].append(pf.run_throughput(messages, 100, s))
+    for label, rs in runs.items():
+        py = statistics.median(r.python_records_per_s for r in rs)
+        jv = statistics.median(r.java_records_per_s for r in rs)
+        out["throughput"][label] = {"python_records_per_s": round(py), "java_records_per_s": round(jv),
+                                    "ratio": round(py / jv, 2), "bytes_on_disk_per_record": rs[-1].bytes_on_disk_per_record,
+                                    "python_records_per_batch": rs[-1].records_per_batch,
+                                    "java_records_per_batch": rs[-1].java_records_per_batch}
+    out["compression"] = [vars(r) for r in pf.run_compression(records=50_000)]
+    out["transactions"] = [vars(r) for r in pf.run_transactions(sizes=(10, 100, 1000), commits=20)]
+    out["latency"] = pf.run_latency(rate=200, seconds=5.0, java_records=1000).to_json()
+    out["machine_after"] = machine()
+    return out
+
+
+def markdown(result: dict) -> str:
+    m = result["machine_before"]
+    lines = [f"{result['messages']:,} records of {result['record_size']} bytes, RF 3, on {m['cores']} cores and "
+             f"{m['memory_gib']} GiB (load average {m['load_average'][0]} at the start):", "",
+             "| settings | confluent-kafka records/s | kafka-producer-perf-test records/s | ratio | bytes on disk / record |",
+             "|---|---:|---:|---:|---:|"]
+    for label, r in result["throughput"].items():
+        lines.append(f"| {label} | {r['python_records_per_s']:,} | {r['java_records_per_s']:,} | {r['ratio']} | "
+                     f"{r['bytes_on_disk_per_record']} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=500_000)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", help="write the JSON here instead of printing it")
+    ap.add_argument("--markdown", action="store_true", help="print the README's table")
+    args = ap.parse_args()
+    result = measure(args.messages, args.rounds)
+    text = markdown(result) if args.markdown else json.dumps(result, indent=2)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(json.dumps(result, indent=2))
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,474 @@
+"""Notebook 10: how fast, and what each guarantee costs, measured on the cluster.
+
+Each function runs one comparison on fresh topics, in one run, so the numbers it returns can be
+compared with each other (never with a figure from another machine or another minute). The
+measurements themselves live in the shared layer (``kafkalab.perf``); this family picks the
+settings, the topics and the data, and returns tables.
+
+Sources: Kafka documentation 4.3, "Design: Efficiency" (batching, compression, the page cache,
+``sendfile``) and Producer/Consumer Configs; librdkafka CONFIGURATION.md; KIP-98 (transactions);
+KIP-1030 (Java ``linger.ms`` 5 since 4.0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Iterable
+
+import click
+
+from .. import admin, coordinators, perf, runscope, segments
+from ..errors import KafkalabError
+from ..perf import Burst, Latency, ProducerSettings
+from ..runscope import RunScope
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+# ----------------------------------------------------------------------------- the two clients
+
+
+@dataclass
+class ThroughputResult:
+    """One setting, both clients, one run.
+
+    Attributes:
+        python, java: the bursts (``java`` None with transactions: the Java tool commits by time).
+        python_records_per_s, java_records_per_s, ratio: records/s and python / java.
+        bytes_on_disk_per_record: the Python topic's segment bytes on its leaders / records.
+        records_per_batch, java_records_per_batch: mean records per batch in each client's
+            topic's segments (the clients' ``batch.size`` defaults differ: librdkafka 1000000
+            bytes, Java 16384).
+    """
+
+    settings: dict
+    messages: int
+    record_size: int
+    partitions: int
+    python: Burst
+    java: Burst | None
+    python_records_per_s: float
+    java_records_per_s: float | None
+    ratio: float | None
+    bytes_on_disk_per_record: float
+    records_per_batch: float
+    java_records_per_batch: float | None = None
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["python"], d["java"] = self.python.to_json(), self.java.to_json() if self.java else None
+        return d
+
+
+def run_throughput(messages: int, record_size: int, settings: ProducerSettings, partitions: int = 1,
+                   java: bool = True) -> ThroughputResult:
+    """``messages`` values of ``record_size`` bytes with confluent-kafka, then with
+    ``kafka-producer-perf-test`` (same settings, its own fresh topic), as fast as each goes; the
+    Python topic's bytes on disk and records per batch are read from its segments.
+
+    Raises:
+        KafkalabError: a burst failed, or a bad setting.
+    """
+    run = RunScope("perf")
+    try:
+        t_py, t_java = run.topic("python"), run.topic("java")
+        admin.create_topics({t_py: partitions, t_java: partitions})
+        py = perf.python_burst(t_py, messages, record_size, settings, partitions)
+        jv = perf.java_burst(t_java, messages, record_size, settings) if java and not settings.transactional_batch else None
+        batches = perf.records_per_batch(t_py, partitions)
+        java_batches = perf.records_per_batch(t_java, partitions) if jv else []
+        return ThroughputResult(
+            asdict(settings), messages, record_size, partitions, py, jv, round(py.records_per_s, 1),
+            round(jv.records_per_s, 1) if jv else None, round(py.records_per_s / jv.records_per_s, 2) if jv else None,
+            round(perf.log_bytes(t_py, partitions) / messages, 1), round(statistics.mean(batches), 1) if batches else 0.0,
+            round(statistics.mean(java_batches), 1) if java_batches else None)
+    finally:
+        run.cleanup()
+
+
+def throughput_table(results: Iterable[ThroughputResult]) -> "pd.DataFrame":
+    """One row per setting: records/s and MB/s of each client, their ratio, bytes on disk per
+    record, records per batch."""
+    import pandas as pd
+
+    return pd.DataFrame([{"settings": ProducerSettings(**r.settings).label(),
+                          "python records/s": round(r.python_records_per_s),
+                          "java records/s": round(r.java_records_per_s) if r.java_records_per_s else None,
+                          "python / java": r.ratio, "python MB/s": round(r.python.mb_per_s, 1),
+                          "bytes on disk / record": r.bytes_on_disk_per_record,
+                          "python records / batch": r.records_per_batch,
+                          "java records / batch": r.java_records_per_batch} for r in results]).set_index("settings")
+
+
+# ----------------------------------------------------------------------------- batching
+
+
+@dataclass
+class BatchingRow:
+    """One paced run: ``linger_ms`` or ``batch_size`` set, ``rate`` records/s, what the
+    segments hold afterwards."""
+
+    label: str
+    linger_ms: int | None
+    batch_size: int | None
+    rate: float
+    records: int
+    batches: int
+    mean_records_per_batch: float
+    max_records_per_batch: int
+    ack_p50_ms: float
+
+
+def run_batching(lingers: Iterable[int] = (0, 5, 50), rate: float = 2000, seconds: float = 1.0,
+                 record_size: int = 100, batch_sizes: Iterable[int] = ()) -> list[BatchingRow]:
+    """For each ``linger.ms`` (then each ``batch.size``, with ``linger.ms`` 100), send
+    ``rate * seconds`` records at ``rate`` records/s to a fresh one-partition topic and read
+    the batches back from the leader's segment: a record waits up to ``linger.ms`` for
+    company, and a batch closes at ``batch.size`` bytes."""
+    run = RunScope("batching")
+    rows: list[BatchingRow] = []
+    values = [b"x" * record_size] * int(rate * seconds)
+    try:
+        cases = [(f"linger.ms={lg}", ProducerSettings(acks="1", linger_ms=lg)) for lg in lingers]
+        cases += [(f"batch.size={bs}", ProducerSettings(acks="1", linger_ms=100, batch_size=bs)) for bs in batch_sizes]
+        for label, s in cases:
+            topic = run.topic(f"b{len(rows)}")
+            admin.create_topics({topic: 1})
+            acks = perf.paced_send(topic, values, rate, s)
+            counts = perf.records_per_batch(topic, 1)
+            counts = counts[1:]  # the warm-up record's own batch
+            rows.append(BatchingRow(label, s.linger_ms, s.batch_size, rate, sum(counts), len(counts),
+                                    round(statistics.mean(counts), 1), max(counts),
+                                    round(statistics.median(a for _, a in acks), 1)))
+        return rows
+    finally:
+        run.cleanup()
+
+
+# ----------------------------------------------------------------------------- compression
+
+
+@dataclass
+class CompressionRow:
+    codec: str
+    records: int
+    bytes_on_disk_per_record: float
+    ratio_to_none: float
+    records_per_s: float
+
+
+def run_compression(records: int = 20000, codecs: Iterable[str] = perf.CODECS) -> list[CompressionRow]:
+    """The same ``records`` flight records (JSON, ``kafkalab.data.record_json``, about 400
+    bytes each) with each codec, ``linger.ms`` 50 and ``batch.size`` 1 MB so batches are
+    alike; bytes on disk per record from the leader's segment, records/s of the burst."""
+    from ..data import flights, record_json
+    from ..producers import make_producer, produce_when_room
+    from .. import config
+
+    rows: list[CompressionRow] = []
+    fl = flights()
+    values = [record_json(fl[i % len(fl)], f"r{i}") for i in range(records)]
+    run = RunScope("codec")
+    try:
+        for codec in codecs:
+            topic = run.topic(codec)
+            admin.create_topics({topic: 1})
+            s = ProducerSettings(acks="1", linger_ms=50, batch_size=1_000_000, compression=codec)
+            p = make_producer({"bootstrap.servers": config.bootstrap_servers(), "log_level": 3, **s.librdkafka_conf()})
+            p.produce(topic, value=b"w", partition=0)
+            p.flush(30)
+            t0 = time.perf_counter()
+            for v in values:
+                produce_when_room(p, topic, v, 0)
+            if p.flush(120):
+                raise KafkalabError(f"{codec}: burst not delivered in 120 s")
+            seconds = time.perf_counter() - t0
+            p.close()
+            per = perf.log_bytes(topic, 1) / records
+            rows.append(CompressionRow(codec, records, round(per, 1), 0.0, round(records / seconds)))
+        none = next((r.bytes_on_disk_per_record for r in rows if r.codec == "none"), None)
+        for r in rows:
+            r.ratio_to_none = round(none / r.bytes_on_disk_per_record, 2) if none else 0.0
+        return rows
+    finally:
+        run.cleanup()
+
+
+# ----------------------------------------------------------------------------- acks, idempotence, transactions
+
+
+@dataclass
+class AcksRow:
+    acks: str
+    records: int
+    offsets_known: int
+    ack_p50_ms: float
+    ack_p99_ms: float
+
+
+def run_acks(rate: float = 200, seconds: float = 1.5, rounds: int = 2) -> list[AcksRow]:
+    """Paced sends (no queueing) with acks 0, 1 and all, alternating ``rounds`` times on one
+    topic: how many records the producer learned an offset for, and the send-to-ack time."""
+    run = RunScope("acks")
+    got: dict[str, list[tuple[int, float]]] = {"0": [], "1": [], "all": []}
+    try:
+        topic = run.topic("a")
+        admin.create_topics({topic: 1})
+        values = [b"x" * 100] * int(rate * seconds)
+        for _ in range(rounds):
+            for a in got:
+                got[a] += perf.paced_send(topic, values, rate, ProducerSettings(acks=a, linger_ms=0))
+        rows = []
+        for a, acks in got.items():
+            ms = [m for _, m in acks]
+            p50, p99, _ = perf.percentiles(ms)
+            rows.append(AcksRow(a, len(acks), sum(1 for off, _ in acks if off is not None and off >= 0), round(p50, 2), round(p99, 2)))
+        return rows
+    finally:
+        run.cleanup()
+
+
+@dataclass
+class TransactionRow:
+    records_per_transaction: int
+    records: int
+    records_per_s: float
+    commits: int
+    commit_p50_ms: float
+    commit_max_ms: float
+
+
+def run_transactions(sizes: Iterable[int] = (10, 1000), commits: int = 10) -> list[TransactionRow]:
+    """``commits`` transactions of each size (one fresh transactional producer per size, so
+    ``size * commits`` records): throughput, and each ``commit_transaction()`` call timed (it
+    flushes the transaction's records, then the coordinator writes markers to each partition)."""
+    run = RunScope("txcost")
+    rows: list[TransactionRow] = []
+    try:
+        for k in sizes:
+            topic = run.topic(f"k{k}")
+            admin.create_topics({topic: 1})
+            b = perf.python_burst(topic, k * commits, 100, ProducerSettings(transactional_batch=k))
+            rows.append(TransactionRow(k, k * commits, round(b.records_per_s), len(b.commit_ms),
+                                       round(statistics.median(b.commit_ms), 2), round(max(b.commit_ms), 2)))
+        return rows
+    finally:
+        run.cleanup()
+
+
+# ----------------------------------------------------------------------------- consumer side
+
+
+@dataclass
+class LatencyResult:
+    """End-to-end latency with each consumer setting, and Kafka's own tool beside them."""
+
+    runs: list[Latency]
+    java: dict | None
+
+    def to_json(self) -> dict:
+        return {"runs": [r.to_json() for r in self.runs], "java": self.java}
+
+
+#: Consumer settings compared by ``run_latency``: librdkafka's defaults, and a consumer that
+#: asks the broker to wait for 100 kB or 500 ms (librdkafka CONFIGURATION.md).
+FETCH_SETTINGS: dict[str, dict] = {
+    "defaults (fetch.min.bytes=1)": {},
+    "fetch.min.bytes=100000, fetch.wait.max.ms=500": {"fetch.min.bytes": 100000, "fetch.wait.max.ms": 500},
+}
+
+
+def run_latency(rate: float = 100, seconds: float = 2.0, record_size: int = 100,
+                consumers: dict[str, dict] | None = None, java_records: int = 200) -> LatencyResult:
+    """For each consumer setting, produce at ``rate`` records/s for ``seconds`` while it
+    reads (``perf.e2e_latency``); then ``kafka-e2e-latency`` with ``java_records`` records
+    (0: skip). One untimed second at the same rate comes first: brokers whose JIT compiler has
+    not seen this path yet (a cluster just started) would slow whichever setting ran first."""
+    run = RunScope("latency")
+    try:
+        warm = run.topic("warm")
+        admin.create_topics({warm: 1})
+        perf.e2e_latency(warm, rate, 1.0, record_size, label="warm-up")
+        out = []
+        for label, conf in (consumers or FETCH_SETTINGS).items():
+            topic = run.topic(f"l{len(out)}")
+            admin.create_topics({topic: 1})
+            out.append(perf.e2e_latency(topic, rate, seconds, record_size, consumer_conf=conf, label=label))
+        java = None
+        if java_records:
+            topic = run.topic("java")
+            admin.create_topics({topic: 1})
+            java = perf.java_e2e_latency(topic, java_records, record_size)
+        return LatencyResult(out, java)
+    finally:
+        run.cleanup()
+
+
+# ----------------------------------------------------------------------------- why it is fast
+
+
+@dataclass
+class ServingResult:
+    """A consumer reading back what was just written, and what the leader did meanwhile.
+
+    Attributes:
+        bytes_written: the topic's segment bytes on the leader.
+        bytes_consumed: bytes of values the consumer received.
+        leader: the leader's broker id.
+        read_bytes: the leader JVM's ``/proc/<pid>/io`` ``read_bytes`` growth while it served
+            (bytes fetched from the disk itself, page cache hits excluded).
+        syscalls: system calls the leader made while it served (``strace -c``), e.g.
+            ``{"sendfile": n, "read": n}``; empty when not traced.
+        segment_is_batches_end_to_end: the leader's ``.log`` file is exactly its batches,
+            one after the other (the segment reader found no gap and no trailing bytes).
+    """
+
+    records: int
+    record_size: int
+    bytes_written: int
+    bytes_consumed: int
+    leader: int
+    read_bytes: int
+    syscalls: dict[str, int] = field(default_factory=dict)
+    segment_is_batches_end_to_end: bool = False
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def run_serving(records: int = 100_000, record_size: int = 200, trace: bool = True) -> ServingResult:
+    """Write ``records`` records to a fresh one-partition topic, then read them all back with
+    one consumer while the leader's ``/proc/<pid>/io`` is sampled and (``trace``) its
+    ``sendfile``/``read``/``write`` calls are counted with strace.
+
+    Raises:
+        KafkalabError: strace missing or not allowed (with ``trace``), or records missing.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    from .. import config
+
+    run = RunScope("serving")
+    try:
+        topic = run.topic("s")
+        admin.create_topics({topic: 1})
+        perf.python_burst(topic, records, record_size, ProducerSettings(acks="all", linger_ms=5))
+        leader = coordinators.partition_leaders(topic)[0]
+        files = coordinators.leader_log_files(topic, 1)
+        written = sum(os.path.getsize(f) for f in files)
+        logs = [segments.read_log(f, records=False, check_crc=False) for f in files]
+        end_to_end = all(lf.trailing_bytes == 0 and sum(b.batch_length + 12 for b in lf.batches) ==
+                         os.path.getsize(lf.path) for lf in logs)
+        pid = broker_pid(leader)
+        before = perf.broker_io(leader)
+        counter = perf.SyscallCounter(pid, ("sendfile", "read", "write", "pread64")) if trace else None
+        c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-reader",
+                      "enable.auto.commit": False, "log_level": 3, "fetch.max.bytes": 52428800})
+        got = 0
+        try:
+            if counter:
+                counter.__enter__()
+            c.assign([TopicPartition(topic, 0, 0)])
+            n = 0
+            deadline = time.monotonic() + 120
+            while n < records + 1 and time.monotonic() < deadline:  # + the warm-up record
+                for m in c.consume(10000, 0.5):
+                    if m.error() is None:
+                        n += 1
+                        got += len(m.value())
+            syscalls = counter.stop() if counter else {}
+        finally:
+            c.close()
+            if counter:
+                counter.stop()
+        if n < records + 1:
+            raise KafkalabError(f"read {n} of {records + 1} records back from {topic}")
+        after = perf.broker_io(leader)
+        return ServingResult(records, record_size, written, got, leader, after["read_bytes"] - before["read_bytes"],
+                             syscalls, end_to_end)
+    finally:
+        run.cleanup()
+
+
+def broker_pid(node_id: int) -> int:
+    """The JVM pid of broker ``node_id`` (``kafkalab status``)."""
+    from .. import cluster
+
+    node = cluster.status().brokers[node_id]
+    if not node.pid:
+        raise KafkalabError(f"broker {node_id} has no pid on this machine")
+    return node.pid
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _settings(acks: str, linger_ms: int | None, batch_size: int | None, compression: str, idempotence: str | None,
+              transactional_batch: int) -> ProducerSettings:
+    try:
+        return ProducerSettings(acks, linger_ms, batch_size, compression,
+                                None if idempotence is None else idempotence == "on", transactional_batch)
+    except KafkalabError as e:
+        raise click.UsageError(str(e)) from None
+
+
+@click.command("throughput")
+@click.option("--messages", type=click.IntRange(1, 10_000_000), default=100_000, show_default=True)
+@click.option("--record-size", type=click.IntRange(1, 1_000_000), default=100, show_default=True, help="Bytes per value.")
+@click.option("--acks", type=click.Choice(perf.ACKS), default="all", show_default=True)
+@click.option("--linger-ms", type=click.IntRange(0), default=None, help="Default: each client's own (5 in both).")
+@click.option("--batch-size", type=click.IntRange(1), default=None, help="Bytes. Default: each client's own.")
+@click.option("--compression", type=click.Choice(perf.CODECS), default="none", show_default=True)
+@click.option("--idempotence", type=click.Choice(["on", "off"]), default=None, help="Default: each client's own.")
+@click.option("--transactional-batch", type=click.IntRange(0), default=0, show_default=True,
+              help="K > 0: transactions of K records (Python client only).")
+@click.option("--partitions", type=click.IntRange(1, 100), default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@runscope.checks_cluster_itself
+def cli_command(messages: int, record_size: int, acks: str, linger_ms: int | None, batch_size: int | None,
+                compression: str, idempotence: str | None, transactional_batch: int, partitions: int,
+                as_json: bool) -> None:
+    """Producer throughput: confluent-kafka beside kafka-producer-perf-test, same settings, same run."""
+    s = _settings(acks, linger_ms, batch_size, compression, idempotence, transactional_batch)
+    runscope.require_for_cli()  # after the settings are checked: bad input fails before the cluster is touched
+    r = run_throughput(messages, record_size, s, partitions)
+    if as_json:
+        click.echo(json.dumps(r.to_json(), indent=2))
+        return
+    click.echo(throughput_table([r]).T.to_string())
+
+
+@click.command("latency")
+@click.option("--rate", type=click.FloatRange(1, 100_000), default=100, show_default=True, help="Records/s.")
+@click.option("--seconds", type=click.FloatRange(0.1, 600), default=2.0, show_default=True)
+@click.option("--record-size", type=click.IntRange(1, 1_000_000), default=100, show_default=True)
+@click.option("--fetch-min-bytes", type=click.IntRange(1), default=None,
+              help="Also measure a consumer with this fetch.min.bytes (and --fetch-wait-max-ms).")
+@click.option("--fetch-wait-max-ms", type=click.IntRange(0), default=500, show_default=True)
+@click.option("--java-records", type=click.IntRange(0), default=200, show_default=True,
+              help="Records for kafka-e2e-latency (0: skip).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def latency_command(rate: float, seconds: float, record_size: int, fetch_min_bytes: int | None,
+                    fetch_wait_max_ms: int, java_records: int, as_json: bool) -> None:
+    """End-to-end latency percentiles (p50, p99, max in ms), beside kafka-e2e-latency."""
+    consumers = {"defaults": {}}
+    if fetch_min_bytes:
+        consumers[f"fetch.min.bytes={fetch_min_bytes}"] = {"fetch.min.bytes": fetch_min_bytes,
+                                                           "fetch.wait.max.ms": fetch_wait_max_ms}
+    r = run_latency(rate, seconds, record_size, consumers, java_records)
+    if as_json:
+        click.echo(json.dumps(r.to_json(), indent=2))
+        return
+    for x in r.runs:
+        click.echo(f"{x.label}: p50 {x.p50_ms} ms, p99 {x.p99_ms} ms, max {x.max_ms} ms ({x.records} records)")
+    if r.java:
+        click.echo(f"kafka-e2e-latency: p50 {r.java['p50_ms']} ms, p99 {r.java['p99_ms']} ms")
+
+
+#: ``kafkalab run throughput`` and ``kafkalab run latency``.
+cli_commands = [cli_command, latency_command]

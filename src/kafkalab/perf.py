@@ -1,0 +1,520 @@
+"""Performance measurements: one home for timed producer bursts, Kafka's own perf tools,
+end-to-end latency, and the broker-side counters that explain them.
+
+- ``ProducerSettings``: the knobs (acks, linger.ms, batch.size, compression, idempotence,
+  transactions) as librdkafka settings and as Java producer properties, so both clients run
+  the same configuration.
+- ``python_burst`` (confluent-kafka) and ``java_burst`` (``kafka-producer-perf-test``, from the
+  brokers' own jars): records/s and MB/s of one burst; ``parse_perf_summary`` reads the Java
+  tool's last line.
+- ``e2e_latency``: produce at a fixed rate and consume at the same time; latency is the time
+  from a record's CreateTime (set by the producer) to its arrival in ``poll``;
+  ``java_e2e_latency`` runs ``kafka-e2e-latency`` (one record at a time, acknowledged and
+  consumed before the next).
+- ``log_bytes`` and ``records_per_batch``: what a burst left on the leaders' disks (the
+  project's segment reader, ``kafkalab.segments``).
+- ``broker_io`` and ``count_syscalls``: a broker JVM's ``/proc/<pid>/io`` counters and the
+  system calls it makes while it serves (``strace``).
+
+Numbers move with the machine's load; compare measurements taken in the same run, never an
+absolute figure. Sources: librdkafka CONFIGURATION.md (``linger.ms`` 5, ``batch.size``
+1000000, ``compression.codec``, ``acks``); Kafka documentation 4.3, Producer Configs
+(``linger.ms`` 5 since 4.0, KIP-1030; ``batch.size`` 16384), and "Design: Efficiency"
+(batching, the page cache, zero-copy ``sendfile``).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import cluster, config, coordinators, segments
+from .errors import KafkalabError
+
+#: Codecs both clients accept (librdkafka ``compression.codec``, Java ``compression.type``).
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+ACKS = ("0", "1", "all")
+
+
+@dataclass(frozen=True)
+class ProducerSettings:
+    """One producer configuration, for either client. None: the client's own default.
+
+    Attributes:
+        acks: "0", "1" or "all".
+        linger_ms: how long a batch waits for more records, ms.
+        batch_size: the most bytes in one batch.
+        compression: one of ``CODECS``.
+        idempotence: ``enable.idempotence``.
+        transactional_batch: K > 0: records are sent in transactions of K records (the Python
+            client only; ``kafka-producer-perf-test`` commits by time).
+    """
+
+    acks: str = "all"
+    linger_ms: int | None = None
+    batch_size: int | None = None
+    compression: str = "none"
+    idempotence: bool | None = None
+    transactional_batch: int = 0
+
+    def __post_init__(self) -> None:
+        if self.acks not in ACKS:
+            raise KafkalabError(f"acks must be one of {', '.join(ACKS)}, not {self.acks!r}")
+        if self.compression not in CODECS:
+            raise KafkalabError(f"compression must be one of {', '.join(CODECS)}, not {self.compression!r}")
+        if self.transactional_batch < 0:
+            raise KafkalabError(f"transactional_batch must be >= 0, not {self.transactional_batch}")
+        if self.transactional_batch and (self.acks != "all" or self.idempotence is False):
+            raise KafkalabError("transactions need acks=all and idempotence (KIP-98)")
+
+    def props(self) -> dict[str, str]:
+        """The settings both clients name alike (``acks``, ``linger.ms``, ``batch.size``,
+        ``enable.idempotence``), as strings; the codec is in ``librdkafka_conf`` and ``java_props``."""
+        out = {"acks": self.acks}
+        if self.linger_ms is not None:
+            out["linger.ms"] = str(self.linger_ms)
+        if self.batch_size is not None:
+            out["batch.size"] = str(self.batch_size)
+        if self.idempotence is not None or self.transactional_batch:
+            out["enable.idempotence"] = "true" if (self.idempotence or self.transactional_batch) else "false"
+        return out
+
+    def librdkafka_conf(self) -> dict:
+        """confluent-kafka settings (``compression.codec``)."""
+        return {**self.props(), "compression.codec": self.compression}
+
+    def java_props(self) -> list[str]:
+        """``key=value`` items for ``kafka-producer-perf-test --producer-props``
+        (``compression.type``). Java's ``acks=all`` with idempotence unset is idempotent
+        (Kafka 3.0+, KIP-679); an explicit ``acks`` other than all turns idempotence off,
+        so it is set to false then."""
+        props = self.props()
+        if self.acks != "all" and "enable.idempotence" not in props:
+            props["enable.idempotence"] = "false"
+        return [f"{k}={v}" for k, v in {**props, "compression.type": self.compression}.items()]
+
+    def label(self) -> str:
+        """A short name: the settings that differ from ``ProducerSettings()``."""
+        base = ProducerSettings()
+        parts = [f"{k}={v}" for k, v in asdict(self).items() if v != getattr(base, k)]
+        return ", ".join(parts) or "acks=all (defaults)"
+
+
+@dataclass
+class Burst:
+    """One timed burst of one client.
+
+    Attributes:
+        client: ``confluent-kafka`` or ``kafka-producer-perf-test``.
+        settings: the ``ProducerSettings`` used (as a dict).
+        records, record_size: what was sent (bytes per value).
+        seconds: from the first send to the last acknowledgement.
+        avg_latency_ms, p99_latency_ms: the Java tool's per-record send-to-ack latency; None
+            for confluent-kafka.
+        commit_ms: with transactions, each ``commit_transaction()`` call's duration, ms.
+    """
+
+    client: str
+    settings: dict
+    records: int
+    record_size: int
+    seconds: float
+    avg_latency_ms: float | None = None
+    p99_latency_ms: float | None = None
+    commit_ms: list[float] = field(default_factory=list)
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        """Payload megabytes (10^6 bytes of values) per second."""
+        return self.records * self.record_size / self.seconds / 1e6
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "records_per_s": round(self.records_per_s, 1), "mb_per_s": round(self.mb_per_s, 3)}
+
+
+def python_burst(topic: str, records: int, record_size: int, settings: ProducerSettings, partitions: int = 1,
+                 timeout_s: float = 300.0) -> Burst:
+    """Send ``records`` values of ``record_size`` bytes with one new confluent-kafka producer,
+    round-robin over ``partitions``; with ``settings.transactional_batch`` K, in transactions of
+    K records, each commit timed. One warm-up record (not timed) opens the connections.
+
+    Raises:
+        KafkalabError: librdkafka refused a setting, or the burst was not delivered in ``timeout_s``.
+    """
+    from .producers import make_producer, produce_when_room, timed_burst
+
+    conf = {"bootstrap.servers": config.bootstrap_servers(), "log_level": 3, **settings.librdkafka_conf()}
+    value = b"x" * record_size
+    if not settings.transactional_batch:
+        seconds = timed_burst(conf, topic, records, value, partitions, poll_every=1000, timeout_s=timeout_s)
+        return Burst("confluent-kafka", asdict(settings), records, record_size, seconds)
+    p = make_producer({**conf, "transactional.id": f"{topic}-perf-{time.time_ns()}"})
+    commits: list[float] = []
+    try:
+        p.init_transactions(30)
+        t0 = time.perf_counter()
+        sent = 0
+        while sent < records:
+            p.begin_transaction()
+            for i in range(min(settings.transactional_batch, records - sent)):
+                produce_when_room(p, topic, value, (sent + i) % partitions)
+            sent += min(settings.transactional_batch, records - sent)
+            c0 = time.perf_counter()
+            p.commit_transaction(timeout_s)  # flushes, then commits
+            commits.append((time.perf_counter() - c0) * 1000)
+        seconds = time.perf_counter() - t0
+    finally:
+        p.close()
+    return Burst("confluent-kafka", asdict(settings), records, record_size, seconds, commit_ms=commits)
+
+
+def paced_send(topic: str, values: list[bytes], rate: float, settings: ProducerSettings,
+               timeout_s: float = 120.0) -> list[tuple[int, float]]:
+    """Send ``values`` to partition 0 of ``topic`` at ``rate`` records/s with one new
+    confluent-kafka producer (a warm-up record first, not counted) and wait for every delivery
+    report.
+
+    Returns:
+        Per record, in send order: ``(offset, ack_ms)``: the offset the broker gave it (-1
+        with ``acks=0``: the producer is never told) and ms from ``produce`` to its delivery
+        report.
+
+    Raises:
+        KafkalabError: a delivery failed, or reports were missing after ``timeout_s``.
+    """
+    from .producers import make_producer
+
+    p = make_producer({"bootstrap.servers": config.bootstrap_servers(), "log_level": 3, **settings.librdkafka_conf()})
+    out: list[tuple[int, float] | None] = [None] * len(values)
+    errors: list[str] = []
+    try:
+        p.produce(topic, value=b"w", partition=0)
+        p.flush(30)
+        t0 = time.monotonic()
+        for i, v in enumerate(values):
+            wait = t0 + i / rate - time.monotonic()
+            if wait > 0:
+                p.poll(wait)
+            sent = time.perf_counter()
+
+            def report(err, msg, i=i, sent=sent) -> None:
+                if err is not None:
+                    errors.append(str(err))
+                else:
+                    out[i] = (msg.offset(), (time.perf_counter() - sent) * 1000)
+
+            p.produce(topic, value=v, partition=0, on_delivery=report)
+        if p.flush(timeout_s) or errors:
+            raise KafkalabError(f"paced send to {topic}: undelivered or failed: {errors[:3]}")
+    finally:
+        p.close()
+    return [r for r in out if r is not None]
+
+
+_SUMMARY = re.compile(
+    r"(?P<records>\d+) records sent, (?P<rps>[\d.]+) records/sec \((?P<mbps>[\d.]+) MB/sec\), "
+    r"(?P<avg>[\d.]+) ms avg latency, (?P<max>[\d.]+) ms max latency, (?P<p50>\d+) ms 50th, "
+    r"(?P<p95>\d+) ms 95th, (?P<p99>\d+) ms 99th, (?P<p999>\d+) ms 99.9th")
+
+
+def parse_perf_summary(text: str) -> dict[str, float]:
+    """The last summary line of ``kafka-producer-perf-test``'s output
+    (``N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max latency, ...``).
+
+    Returns:
+        ``{"records", "records_per_s", "mb_per_s", "avg_latency_ms", "max_latency_ms",
+        "p50_ms", "p95_ms", "p99_ms", "p999_ms"}``.
+
+    Raises:
+        KafkalabError: no summary line (the tool's output is quoted).
+    """
+    found = list(_SUMMARY.finditer(text))
+    if not found:
+        raise KafkalabError(f"no summary line in kafka-producer-perf-test's output:\n{text[-1500:]}")
+    m = found[-1]
+    return {"records": int(m["records"]), "records_per_s": float(m["rps"]), "mb_per_s": float(m["mbps"]),
+            "avg_latency_ms": float(m["avg"]), "max_latency_ms": float(m["max"]), "p50_ms": float(m["p50"]),
+            "p95_ms": float(m["p95"]), "p99_ms": float(m["p99"]), "p999_ms": float(m["p999"])}
+
+
+def java_burst(topic: str, records: int, record_size: int, settings: ProducerSettings,
+               timeout_s: float = 300.0) -> Burst:
+    """The same burst with Kafka's Java producer: ``kafka-producer-perf-test --throughput -1``
+    (as fast as it can), in a JVM with its full JIT compiler (``cluster.TOOL_JVM_MEASURE``).
+    Its records/s counts from its first send to its last callback, as ``python_burst`` does;
+    its JVM start is not counted, its JIT warm-up is.
+
+    Raises:
+        KafkalabError: ``transactional_batch`` set (the tool commits by time, not by count), or
+            the tool failed (its output is quoted).
+    """
+    if settings.transactional_batch:
+        raise KafkalabError("kafka-producer-perf-test commits transactions by time (--transaction-duration-ms), "
+                            "not every K records: compare transactions with the Python client only")
+    cp = cluster.tool("kafka-producer-perf-test", "--topic", topic, "--num-records", str(records),
+                      "--record-size", str(record_size), "--throughput", "-1",
+                      "--producer-props", *settings.java_props(), timeout_s=timeout_s, measure=True)
+    s = parse_perf_summary(cp.stdout)
+    return Burst("kafka-producer-perf-test", asdict(settings), int(s["records"]), record_size,
+                 s["records"] / s["records_per_s"], s["avg_latency_ms"], s["p99_ms"])
+
+
+# ----------------------------------------------------------------------------- on disk
+
+
+def log_bytes(topic: str, partitions: int) -> int:
+    """Bytes of ``topic``'s ``.log`` segment files on each partition's leader (one replica),
+    batch headers and record framing included: what the records cost on disk."""
+    return sum(Path(f).stat().st_size for f in coordinators.leader_log_files(topic, partitions))
+
+
+def records_per_batch(topic: str, partitions: int) -> list[int]:
+    """Records in each data batch of ``topic`` on the leaders' disks, in file order (control
+    batches left out), read with the project's segment reader (headers only)."""
+    counts: list[int] = []
+    for f in coordinators.leader_log_files(topic, partitions):
+        for b in segments.read_log(f, records=False, check_crc=False).batches:
+            if not b.is_control:
+                counts.append(b.records_count)
+    return counts
+
+
+# ----------------------------------------------------------------------------- latency
+
+
+@dataclass
+class Latency:
+    """End-to-end latency of one run: record CreateTime to its arrival in ``poll``, ms.
+
+    Attributes:
+        label: what was measured.
+        records: records received.
+        p50_ms, p99_ms, max_ms: percentiles of the latencies (ms, 1 ms resolution).
+        rate: the producer's target rate, records/s.
+        consumer_conf: consumer settings beyond the defaults.
+    """
+
+    label: str
+    records: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    rate: float
+    consumer_conf: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def percentiles(values: list[float]) -> tuple[float, float, float]:
+    """(p50, p99, max) of ``values`` (nearest-rank percentiles).
+
+    Raises:
+        KafkalabError: no values.
+    """
+    if not values:
+        raise KafkalabError("no latencies to summarise: nothing was received")
+    s = sorted(values)
+
+    def rank(q: float) -> float:
+        return s[min(len(s) - 1, max(0, int(-(-q * len(s) // 1)) - 1))]
+
+    return rank(0.50), rank(0.99), s[-1]
+
+
+def e2e_latency(topic: str, rate: float, seconds: float, record_size: int = 100,
+                producer: ProducerSettings | None = None, consumer_conf: dict | None = None,
+                label: str = "", timeout_s: float = 60.0) -> Latency:
+    """Produce to partition 0 of ``topic`` at ``rate`` records/s for ``seconds`` while one
+    consumer (assigned partition 0 from the end, so it reads only these records) polls; each
+    latency is the arrival time minus the record's CreateTime (the producer's clock, the same
+    machine), ms. A warm-up record, produced and received first, is not counted.
+
+    Args:
+        consumer_conf: consumer settings, e.g. ``{"fetch.min.bytes": 100000,
+            "fetch.wait.max.ms": 500}`` (librdkafka CONFIGURATION.md).
+
+    Raises:
+        KafkalabError: records missing after ``timeout_s`` more.
+    """
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    count = max(1, int(rate * seconds))
+    settings = producer or ProducerSettings(acks="1", linger_ms=0)
+    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-latency",
+                  "enable.auto.commit": False, "log_level": 3, **(consumer_conf or {})})
+    start = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    c.assign([TopicPartition(topic, 0, start)])  # from the end as it is now: the warm-up record first
+    lat: list[float] = []
+    done = threading.Event()
+    errors: list[str] = []
+
+    def consume() -> None:
+        deadline = time.monotonic() + seconds + timeout_s
+        while len(lat) < count and time.monotonic() < deadline and not done.is_set():
+            m = c.poll(0.05)
+            if m is None:
+                continue
+            if m.error() is not None:
+                errors.append(str(m.error()))
+                continue
+            lat.append(time.time() * 1000 - m.timestamp()[1])
+
+    reader = threading.Thread(target=consume, daemon=True)
+    p = Producer({"bootstrap.servers": config.bootstrap_servers(), "log_level": 3, **settings.librdkafka_conf()})
+    try:
+        # one warm-up record, received before the first timed one: connections up, fetching
+        p.produce(topic, value=b"w", partition=0)
+        p.flush(30)
+        warm_until = time.monotonic() + timeout_s
+        while True:
+            m = c.poll(0.05)
+            if m is not None and m.error() is None:
+                break
+            if time.monotonic() > warm_until:
+                raise KafkalabError(f"{label or topic}: the warm-up record did not arrive within {timeout_s} s")
+        reader.start()
+        value = b"x" * record_size
+        t0 = time.monotonic()
+        for i in range(count):
+            wait = t0 + i / rate - time.monotonic()
+            if wait > 0:
+                p.poll(wait)  # pacing; serves delivery reports meanwhile
+            p.produce(topic, value=value, partition=0)
+        p.flush(30)
+        reader.join(seconds + timeout_s)
+    finally:
+        done.set()
+        reader.join(5)
+        c.close()
+    if len(lat) < count:
+        raise KafkalabError(f"{label or topic}: received {len(lat)} of {count} records; errors: {errors[:3]}")
+    p50, p99, mx = percentiles(lat)
+    return Latency(label or settings.label(), len(lat), round(p50, 1), round(p99, 1), round(mx, 1), rate,
+                   dict(consumer_conf or {}))
+
+
+_E2E = re.compile(r"Avg latency: (?P<avg>[\d.]+) ms")
+_E2E_P = re.compile(r"Percentiles: 50th = (?P<p50>[\d.]+), 99th = (?P<p99>[\d.]+), 99.9th = (?P<p999>[\d.]+)")
+
+
+def java_e2e_latency(topic: str, records: int, record_size: int = 100, acks: str = "1",
+                     timeout_s: float = 300.0) -> dict[str, float]:
+    """``kafka-e2e-latency``: the Java clients send one record at a time, each acknowledged
+    and consumed before the next; the tool prints the average and percentiles (ms).
+
+    Returns:
+        ``{"avg_ms", "p50_ms", "p99_ms", "p999_ms"}``.
+
+    Raises:
+        KafkalabError: the tool failed, or printed no latency line.
+    """
+    cp = cluster.tool("kafka-e2e-latency", "--bootstrap-server", config.bootstrap_servers(), "--topic", topic,
+                      "--num-records", str(records), "--producer-acks", acks, "--record-size", str(record_size),
+                      timeout_s=timeout_s, measure=True)
+    avg, pct = _E2E.search(cp.stdout), _E2E_P.search(cp.stdout)
+    if not avg or not pct:
+        raise KafkalabError(f"no latency in kafka-e2e-latency's output:\n{cp.stdout[-1500:]}{cp.stderr[-1500:]}")
+    return {"avg_ms": float(avg["avg"]), "p50_ms": float(pct["p50"]), "p99_ms": float(pct["p99"]),
+            "p999_ms": float(pct["p999"])}
+
+
+# ----------------------------------------------------------------------------- broker counters
+
+
+def broker_io(node_id: int) -> dict[str, int]:
+    """``/proc/<pid>/io`` of broker ``node_id``'s JVM: ``rchar``/``wchar`` (bytes through
+    read/write calls, page cache hits included), ``read_bytes``/``write_bytes`` (bytes the
+    storage layer actually fetched from or sent to the disk).
+
+    Raises:
+        KafkalabError: the broker is not running here, or the file cannot be read (another
+            user's process without root).
+    """
+    node = cluster.status().brokers.get(node_id)
+    if node is None or not node.alive or not node.pid:
+        raise KafkalabError(f"broker {node_id} is not running on this machine (kafkalab status)")
+    try:
+        text = Path(f"/proc/{node.pid}/io").read_text()
+    except OSError as e:
+        raise KafkalabError(f"cannot read /proc/{node.pid}/io: {e}") from None
+    return {k: int(v) for k, v in (line.split(": ") for line in text.splitlines())}
+
+
+class SyscallCounter:
+    """``strace -f -c -e trace=CALLS -p PID`` attached to a running process until ``stop()``:
+    how many times each system call ran meanwhile (strace's summary table). A context
+    manager. Attaching needs root or ``ptrace`` rights over the process.
+
+    Raises (on enter):
+        KafkalabError: no ``strace`` on PATH (Debian: ``apt install strace``), or it could not
+            attach (its message is quoted).
+    """
+
+    def __init__(self, pid: int, calls: tuple[str, ...]):
+        self.pid, self.calls = pid, calls
+        self.counts: dict[str, int] = {}
+        self._proc: subprocess.Popen | None = None
+        self._out = config.state_dir() / "tools" / f"strace-{pid}-{time.time_ns()}.txt"
+
+    def __enter__(self) -> "SyscallCounter":
+        import shutil
+
+        if not shutil.which("strace"):
+            raise KafkalabError("strace is missing: the zero-copy check traces the broker's system calls "
+                                "(Debian: apt install strace)")
+        self._out.parent.mkdir(parents=True, exist_ok=True)
+        self._proc = subprocess.Popen(["strace", "-f", "-c", "-e", f"trace={','.join(self.calls)}", "-o",
+                                       str(self._out), "-p", str(self.pid)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # strace reports each attached thread on stderr
+            if self._proc.poll() is not None:
+                raise KafkalabError(f"strace could not attach to {self.pid}: {self._proc.stderr.read()[-800:]}")
+            if self._attached():
+                return self
+            time.sleep(0.05)
+        return self
+
+    def _attached(self) -> bool:
+        try:
+            return bool(Path(f"/proc/{self.pid}/status").read_text().split("TracerPid:")[1].split()[0] != "0")
+        except (OSError, IndexError):
+            return False
+
+    def stop(self) -> dict[str, int]:
+        """Detach (SIGINT) and return ``{call: count}`` for the calls seen."""
+        import signal
+
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGINT)
+            try:
+                self._proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+        self.counts = parse_strace_summary(self._out.read_text() if self._out.exists() else "")
+        return self.counts
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def parse_strace_summary(text: str) -> dict[str, int]:
+    """``{syscall: calls}`` from ``strace -c``'s table (columns ``% time seconds usecs/call
+    calls errors syscall``; the ``total`` row left out)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        cells = line.split()
+        if len(cells) >= 5 and cells[-1] != "total" and cells[0].replace(".", "", 1).isdigit():
+            calls = [c for c in cells[3:-1] if c.isdigit()]
+            if calls:
+                out[cells[-1]] = int(calls[0])
+    return out

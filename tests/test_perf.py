@@ -1,0 +1,111 @@
+"""kafkalab.perf and notebook 10's family: settings for both clients, the parsers of the perf
+tools' and strace's output, percentiles; `kafkalab run throughput` and `latency` live with other
+sizes and settings than the notebook uses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from kafkalab import perf
+from kafkalab.cli import main
+from kafkalab.errors import KafkalabError
+from kafkalab.perf import ProducerSettings
+
+PERF_OUTPUT = """\
+25001 records sent, 4997.2 records/sec (0.48 MB/sec), 1102.3 ms avg latency, 2063.0 ms max latency.
+50000 records sent, 10923.1 records/sec (1.04 MB/sec), 1268.03 ms avg latency, 2412.00 ms max latency, 1210 ms 50th, 2301 ms 95th, 2380 ms 99th, 2405 ms 99.9th.
+"""
+
+STRACE_C = """\
+% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+ 61.22    0.001234          64        19           sendfile
+ 30.00    0.000600          25        24         2 write
+  8.78    0.000177           1        89           read
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.002011                   132         2 total
+"""
+
+
+def test_settings_name_the_same_knobs_for_both_clients() -> None:
+    s = ProducerSettings(acks="1", linger_ms=20, batch_size=16384, compression="zstd")
+    assert s.librdkafka_conf() == {"acks": "1", "linger.ms": "20", "batch.size": "16384", "compression.codec": "zstd"}
+    assert s.java_props() == ["acks=1", "linger.ms=20", "batch.size=16384", "enable.idempotence=false",
+                              "compression.type=zstd"], "Java would refuse acks=1 with its default idempotence"
+    assert ProducerSettings(transactional_batch=10).props()["enable.idempotence"] == "true"
+    assert ProducerSettings().label() == "acks=all (defaults)"
+    assert ProducerSettings(acks="0", compression="lz4").label() == "acks=0, compression=lz4"
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"acks": "2"}, "acks must be one of 0, 1, all"),
+    ({"compression": "brotli"}, "compression must be one of"),
+    ({"transactional_batch": 5, "acks": "1"}, "transactions need acks=all"),
+])
+def test_bad_settings_are_refused_with_the_choices(kwargs, message) -> None:
+    with pytest.raises(KafkalabError, match=message):
+        ProducerSettings(**kwargs)
+
+
+def test_the_perf_tools_last_summary_line_is_read() -> None:
+    s = perf.parse_perf_summary(PERF_OUTPUT)
+    assert (s["records"], s["records_per_s"], s["mb_per_s"], s["avg_latency_ms"], s["p99_ms"]) == \
+        (50000, 10923.1, 1.04, 1268.03, 2380.0)
+    with pytest.raises(KafkalabError, match="no summary line"):
+        perf.parse_perf_summary(PERF_OUTPUT.splitlines()[0])
+
+
+def test_strace_counts_are_read_from_its_summary_table() -> None:
+    assert perf.parse_strace_summary(STRACE_C) == {"sendfile": 19, "write": 24, "read": 89}
+    assert perf.parse_strace_summary("") == {}
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    assert perf.percentiles(list(range(1, 101))) == (50, 99, 100)
+    assert perf.percentiles([7.0]) == (7.0, 7.0, 7.0)
+    with pytest.raises(KafkalabError, match="nothing was received"):
+        perf.percentiles([])
+
+
+def test_the_cli_refuses_bad_settings_at_once() -> None:
+    r = CliRunner().invoke(main, ["run", "throughput", "--acks", "1", "--transactional-batch", "10"])
+    assert r.exit_code == 2 and "transactions need acks=all" in r.output
+    r = CliRunner().invoke(main, ["run", "throughput", "--compression", "brotli"])
+    assert r.exit_code == 2 and "--compression" in r.output
+
+
+def run_json(*args: str) -> dict:
+    r = CliRunner().invoke(main, ["run", *args, "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output[r.output.index("{"):])
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("args,java", [
+    (["--messages", "20000", "--record-size", "300", "--acks", "all", "--compression", "lz4", "--partitions", "2"], True),
+    (["--messages", "2000", "--record-size", "50", "--transactional-batch", "200"], False),
+])
+def test_throughput_runs_both_clients_with_the_same_settings(args, java) -> None:
+    r = run_json("throughput", *args)
+    assert r["python"]["records"] == r["messages"] and r["python_records_per_s"] > 0
+    if java:
+        assert r["java"]["records"] == r["messages"] and r["ratio"] == pytest.approx(
+            r["python_records_per_s"] / r["java_records_per_s"], rel=0.01)
+        assert "compression.type=lz4" in ProducerSettings(**r["settings"]).java_props()
+        assert r["bytes_on_disk_per_record"] < r["record_size"], "300 bytes of 'x' compress with lz4"
+    else:
+        assert r["java"] is None and len(r["python"]["commit_ms"]) == 10, "10 transactions of 200 records"
+
+
+@pytest.mark.cluster
+def test_latency_reports_percentiles_and_a_waiting_consumer_is_later() -> None:
+    r = run_json("latency", "--rate", "200", "--seconds", "1", "--fetch-min-bytes", "1000000",
+                 "--fetch-wait-max-ms", "300", "--java-records", "50")
+    default, held = r["runs"]
+    assert default["records"] == held["records"] == 200
+    assert default["p50_ms"] <= default["p99_ms"] <= default["max_ms"]
+    assert held["p50_ms"] > default["p50_ms"] and held["max_ms"] >= 0.9 * 300
+    assert r["java"]["p50_ms"] <= r["java"]["p99_ms"]
