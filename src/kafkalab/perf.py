@@ -518,3 +518,4 @@ def parse_strace_summary(text: str) -> dict[str, int]:
             if calls:
                 out[cells[-1]] = int(calls[0])
     return out
+

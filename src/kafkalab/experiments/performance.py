@@ -349,10 +349,6 @@ def run_serving(records: int = 100_000, record_size: int = 200, trace: bool = Tr
     Raises:
         KafkalabError: strace missing or not allowed (with ``trace``), or records missing.
     """
-    from confluent_kafka import Consumer, TopicPartition
-
-    from .. import config
-
     run = RunScope("serving")
     try:
         topic = run.topic("s")
@@ -364,35 +360,47 @@ def run_serving(records: int = 100_000, record_size: int = 200, trace: bool = Tr
         logs = [segments.read_log(f, records=False, check_crc=False) for f in files]
         end_to_end = all(lf.trailing_bytes == 0 and sum(b.batch_length + 12 for b in lf.batches) ==
                          os.path.getsize(lf.path) for lf in logs)
-        pid = broker_pid(leader)
         before = perf.broker_io(leader)
-        counter = perf.SyscallCounter(pid, ("sendfile", "read", "write", "pread64")) if trace else None
-        c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-reader",
-                      "enable.auto.commit": False, "log_level": 3, "fetch.max.bytes": 52428800})
-        got = 0
-        try:
-            if counter:
-                counter.__enter__()
-            c.assign([TopicPartition(topic, 0, 0)])
-            n = 0
-            deadline = time.monotonic() + 120
-            while n < records + 1 and time.monotonic() < deadline:  # + the warm-up record
-                for m in c.consume(10000, 0.5):
-                    if m.error() is None:
-                        n += 1
-                        got += len(m.value())
-            syscalls = counter.stop() if counter else {}
-        finally:
-            c.close()
-            if counter:
-                counter.stop()
-        if n < records + 1:
-            raise KafkalabError(f"read {n} of {records + 1} records back from {topic}")
+        got, syscalls = _read_all(topic, records + 1, broker_pid(leader) if trace else None, {})  # + the warm-up record
         after = perf.broker_io(leader)
         return ServingResult(records, record_size, written, got, leader, after["read_bytes"] - before["read_bytes"],
                              syscalls, end_to_end)
     finally:
         run.cleanup()
+
+
+def _read_all(topic: str, records: int, pid: int | None, conf: dict, timeout_s: float = 120.0
+              ) -> tuple[int, dict[str, int]]:
+    """Read partition 0 of ``topic`` from offset 0 until ``records`` records arrived (with
+    ``conf`` on top of the defaults), counting the system calls of ``pid`` meanwhile.
+    Returns (value bytes received, syscall counts)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from .. import config
+
+    counter = perf.SyscallCounter(pid, ("sendfile", "read", "write", "pread64")) if pid else None
+    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-reader",
+                  "enable.auto.commit": False, "log_level": 3, "fetch.max.bytes": 52428800, **conf})
+    got = n = 0
+    syscalls: dict[str, int] = {}
+    try:
+        if counter:
+            counter.__enter__()
+        c.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + timeout_s
+        while n < records and time.monotonic() < deadline:
+            for m in c.consume(10000, 0.5):
+                if m.error() is None:
+                    n += 1
+                    got += len(m.value())
+        syscalls = counter.stop() if counter else {}
+    finally:
+        c.close()
+        if counter:
+            counter.stop()
+    if n < records:
+        raise KafkalabError(f"read {n} of {records} records back from {topic}")
+    return got, syscalls
 
 
 def broker_pid(node_id: int) -> int:
