@@ -12,8 +12,9 @@ MVN := mvn -q -B -s kafka/maven-settings.xml
 
 .PHONY: lab test setup venv jars up down status benchmark clean check-tools
 
+# JupyterLab refuses to run as root (containers, CI images) unless told --allow-root.
 lab: setup up
-	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Starts the cluster if none is running and stops it afterwards if it started it.
 # --capture=sys: Python output is captured per test, but what C code writes to the process's

@@ -28,14 +28,17 @@ def test_every_tool_script_name_maps_to_a_class_in_the_broker_jars() -> None:
     assert "kafka.Kafka" in classes, "the broker main class is in kafka_2.13"
 
 
-def test_broker_config_has_the_teaching_defaults_and_three_listeners(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_broker_config_has_the_teaching_defaults_and_four_listeners(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KAFKALAB_PORT_BASE", raising=False)
     topo = Topology()
     props = parse_properties(topo.render(topo.node(2)))
     assert props["process.roles"] == "broker"
     assert props["node.id"] == "2"
-    assert props["listeners"] == "CLIENT://127.0.0.1:9192,INTERNAL://127.0.0.1:9194,FAULT://127.0.0.1:9195"
-    assert props["advertised.listeners"].endswith("FAULT://127.0.0.1:9196"), "FAULT is advertised at the proxy port"
+    assert props["listeners"] == \
+        "CLIENT://127.0.0.1:9192,INTERNAL://127.0.0.1:9194,FAULT://127.0.0.1:9195,TLS://127.0.0.1:9197"
+    assert "FAULT://127.0.0.1:9196" in props["advertised.listeners"], "FAULT is advertised at the proxy port"
+    assert "TLS:SSL" in props["listener.security.protocol.map"], "the TLS listener speaks TLS"
+    assert props["listener.name.tls.ssl.keystore.location"].endswith("tls/broker.p12")
     assert props["inter.broker.listener.name"] == "INTERNAL"
     assert props["min.insync.replicas"] == "2"
     assert props["group.initial.rebalance.delay.ms"] == "0"

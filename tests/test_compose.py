@@ -101,16 +101,16 @@ def test_every_node_shares_the_cluster_id(controllers):
 
 
 @TOPOLOGIES
-def test_published_ports_are_client_and_fault_ports_on_localhost_only(controllers):
+def test_published_ports_are_client_fault_and_tls_ports_on_localhost_only(controllers):
     for node, service in nodes_with_services(controllers):
         ports = published(service)
         for host_ip, host_port, _ in ports:
             assert host_ip == "127.0.0.1", f"{node.name} publishes {host_port} beyond 127.0.0.1"
         if node.role == "broker":
-            wanted = {node.client_port, node.ports["FAULT"]}
+            wanted = {node.client_port, node.ports["FAULT"], node.ports["TLS"]}
             assert {(h, c) for _, h, c in ports} == {(p, p) for p in wanted}, (
-                f"{node.name} should publish CLIENT {node.client_port} and FAULT {node.ports['FAULT']} "
-                f"on the same host ports, not {ports}"
+                f"{node.name} should publish CLIENT {node.client_port}, FAULT {node.ports['FAULT']} and TLS "
+                f"{node.ports['TLS']} on the same host ports, not {ports}"
             )
         else:
             assert ports == [], f"{node.name} should publish nothing: only brokers talk to controllers"
@@ -124,10 +124,14 @@ def test_each_node_bind_mounts_its_local_data_folder_at_the_image_data_dir(contr
             f"{node.name} should keep its log in the image's volume {cluster.CONTAINER_DATA_DIR}"
         )
         relative = node.data_dir.relative_to(config.state_dir())
-        expected = f"${{KAFKALAB_STATE:-./.kafkalab}}/{relative.as_posix()}"
-        assert bind_mounts(service) == {cluster.CONTAINER_DATA_DIR: expected}, (
-            f"{node.name} should bind-mount {expected} (Node.data_dir) at {cluster.CONTAINER_DATA_DIR}, "
-            f"not {bind_mounts(service)}"
+        expected = {cluster.CONTAINER_DATA_DIR: f"${{KAFKALAB_STATE:-./.kafkalab}}/{relative.as_posix()}"}
+        if node.role == "broker":  # and the TLS listener's keystore, made by `kafkalab up` (config.tls_dir)
+            tls = config.tls_dir().relative_to(config.state_dir())
+            expected[cluster.CONTAINER_TLS_DIR] = f"${{KAFKALAB_STATE:-./.kafkalab}}/{tls.as_posix()}"
+            location = service["environment"]["KAFKA_LISTENER_NAME_TLS_SSL_KEYSTORE_LOCATION"]
+            assert location == f"{cluster.CONTAINER_TLS_DIR}/{config.TLS_KEYSTORE}", location
+        assert bind_mounts(service) == expected, (
+            f"{node.name} should bind-mount {expected}, not {bind_mounts(service)}"
         )
 
 

@@ -56,7 +56,13 @@ DIFFERENCES = {
                                 "(local: 127.0.0.1), same ids and ports",
     "log.dirs": "the image's data volume /var/lib/kafka/data, bind-mounted from the node's local data "
                 "folder .kafkalab/cluster/node-N/data (here a test folder stands in for the mount)",
+    "listener.name.tls.ssl.keystore.location": "the keystore in /etc/kafka/kafkalab-tls, bind-mounted from "
+                                               ".kafkalab/tls (here a test folder stands in for the mount)",
 }
+#: Differences of brokers only (controllers have no TLS listener).
+BROKER_ONLY = {"advertised.listeners", "listener.name.tls.ssl.keystore.location"}
+#: Differences that are folders standing in for a mount, not derived values.
+MOUNTED = {"log.dirs", "listener.name.tls.ssl.keystore.location"}
 
 
 def container_value(key: str, local_value: str, node: Node) -> str:
@@ -111,6 +117,10 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rendered]:
                 env = image_environment(service["environment"])
                 assert env["KAFKA_LOG_DIRS"] == cluster.CONTAINER_DATA_DIR
                 env["KAFKA_LOG_DIRS"] = str(data)  # the folder that stands in for the container's volume
+                if node.role == "broker":  # and the keystore's folder, as `kafkalab up` makes it
+                    store = f"{cluster.CONTAINER_TLS_DIR}/{config.TLS_KEYSTORE}"
+                    assert env["KAFKA_LISTENER_NAME_TLS_SSL_KEYSTORE_LOCATION"] == store
+                    env["KAFKA_LISTENER_NAME_TLS_SSL_KEYSTORE_LOCATION"] = str(cluster.ensure_tls_files()[0])
                 jobs.append((env, final))
                 out.dirs[controllers, node.node_id] = final
     t0 = time.monotonic()
@@ -125,13 +135,13 @@ def test_the_image_renders_the_local_properties_but_for_the_named_differences(re
         image = rendered.props(controllers, node.node_id)
         local = parse_properties(Topology(controllers).render(node))
         differing = {k for k in image.keys() | local.keys() if image.get(k) != local.get(k)}
-        expected = set(DIFFERENCES) - ({"advertised.listeners"} if node.role == "controller" else set())
+        expected = set(DIFFERENCES) - (BROKER_ONLY if node.role == "controller" else set())
         assert differing == expected, (
             f"{node.name}: the image's server.properties and the local one differ in {sorted(differing)}, "
             f"not exactly in the named differences {sorted(expected)}: "
             f"{ {k: (image.get(k), local.get(k)) for k in differing ^ expected} }"
         )
-        for key in expected - {"log.dirs"}:
+        for key in expected - MOUNTED:
             assert image[key] == container_value(key, local[key], node), (
                 f"{node.name} {key}: the image renders {image[key]!r}, expected the local {local[key]!r} "
                 f"with only {DIFFERENCES[key]}"

@@ -109,3 +109,12 @@ def test_latency_reports_percentiles_and_a_waiting_consumer_is_later() -> None:
     assert default["p50_ms"] <= default["p99_ms"] <= default["max_ms"]
     assert held["p50_ms"] > default["p50_ms"] and held["max_ms"] >= 0.9 * 300
     assert r["java"]["p50_ms"] <= r["java"]["p99_ms"]
+
+
+@pytest.mark.cluster
+def test_a_tls_read_of_the_same_records_makes_no_sendfile_call() -> None:
+    from kafkalab.experiments import performance as pf
+
+    r = pf.run_serving(records=5000, record_size=500, trace=True, tls=True)
+    assert r.tls_bytes_consumed == r.bytes_consumed == (5000 + 1) * 500  # the timed records and the warm-up one
+    assert r.syscalls.get("sendfile", 0) > 0 and r.tls_syscalls.get("sendfile", 0) == 0

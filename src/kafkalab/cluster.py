@@ -557,6 +557,8 @@ class LocalCluster:
     def _prepare(self, node: Node) -> None:
         node.log_dir.mkdir(parents=True, exist_ok=True)
         node.data_dir.mkdir(parents=True, exist_ok=True)
+        if node.role == "broker":
+            ensure_tls_files()
         text = self.topology.render(node)
         if not node.config_path.exists() or node.config_path.read_text() != text:
             node.config_path.write_text(text)
@@ -773,6 +775,8 @@ class LocalCluster:
 #: Where the apache/kafka image keeps a node's data: its declared volume, ``KAFKA_LOG_DIRS`` in
 #: docker-compose.yml. Each service bind-mounts its node's host folder ``Node.data_dir`` there.
 CONTAINER_DATA_DIR = "/var/lib/kafka/data"
+#: Where docker-compose.yml mounts ``config.tls_dir()`` (read-only) in every broker container.
+CONTAINER_TLS_DIR = "/etc/kafka/kafkalab-tls"
 #: The image runs Kafka as ``appuser``, uid 1000 (apache/kafka docker/jvm/Dockerfile: ``USER appuser``).
 CONTAINER_UID = 1000
 
@@ -863,7 +867,10 @@ class ComposeCluster(LocalCluster):
         return [n for n in self.topology.controller_nodes if states.get(self._service(n), {}).get("State") == "running"]
 
     def _prepare_data_dirs(self) -> None:
-        """Create each node's data folder and let the container's uid 1000 write in it."""
+        """Create each node's data folder and let the container's uid 1000 write in it; make
+        the TLS listener's keystore (mounted into every broker container)."""
+        for d in ensure_tls_files():
+            d.chmod(0o644)
         for n in self.topology.nodes:
             n.data_dir.mkdir(parents=True, exist_ok=True)
             if n.data_dir.stat().st_uid == os.getuid():
@@ -1136,6 +1143,43 @@ class restored:
 
     def __exit__(self, *exc) -> None:
         restore(self.timeout_s)
+
+
+# ----------------------------------------------------------------------------- the TLS listener
+
+
+def ensure_tls_files() -> tuple[Path, Path]:
+    """The TLS listener's self-signed certificate for 127.0.0.1, made once with the JDK's
+    ``keytool`` in ``config.tls_dir()``: ``(keystore, certificate)``, a PKCS12 keystore for
+    the brokers (``listener.name.tls.ssl.keystore.location``) and the certificate in PEM for
+    librdkafka's ``ssl.ca.location`` (``config.tls_client_conf()``). Valid for 10 years.
+
+    Raises:
+        JavaMissing: no keytool beside the java executable or on PATH.
+        KafkalabError: keytool failed (its message is quoted).
+    """
+    folder = config.tls_dir()
+    store, pem = folder / config.TLS_KEYSTORE, folder / config.TLS_CERTIFICATE
+    if store.exists() and pem.exists():
+        return store, pem
+    keytool = Path(java_executable()).with_name("keytool")
+    if not keytool.exists():
+        found = shutil.which("keytool")
+        if not found:
+            raise JavaMissing("keytool is missing: it comes with the JDK (Debian: apt install openjdk-17-jdk-headless)")
+        keytool = Path(found)
+    folder.mkdir(parents=True, exist_ok=True)
+    store.unlink(missing_ok=True)
+    pw = config.TLS_PASSWORD
+    for args in (["-genkeypair", "-alias", "broker", "-keyalg", "RSA", "-keysize", "2048", "-validity", "3650",
+                  "-dname", "CN=127.0.0.1, O=kafkalab", "-ext", "SAN=IP:127.0.0.1,DNS:localhost",
+                  "-keystore", str(store), "-storetype", "PKCS12", "-storepass", pw, "-keypass", pw],
+                 ["-exportcert", "-rfc", "-alias", "broker", "-keystore", str(store), "-storepass", pw,
+                  "-file", str(pem)]):
+        cp = subprocess.run([str(keytool), *args], capture_output=True, text=True, timeout=120)
+        if cp.returncode != 0:
+            raise KafkalabError(f"keytool {args[0]} failed: {cp.stderr.strip() or cp.stdout.strip()}")
+    return store, pem
 
 
 # ----------------------------------------------------------------------------- Kafka's CLI tools

@@ -13,6 +13,8 @@ b         CLIENT      applications (bootstrap ``127.0.0.1:9092,...:9192,...:9292
 b + 2     INTERNAL    replication between brokers
 b + 3     FAULT       bound by the broker, advertised as b + 4
 b + 4     (proxy)     where the fault proxy listens and forwards to b + 3
+b + 5     TLS         applications over TLS (a self-signed certificate for 127.0.0.1,
+                      ``tls_dir()``): what changes when the broker cannot use sendfile
 ========  ==========  ============================================================
 
 Controllers have node ids 101, 102, 103 and listen (CONTROLLER) on 9093, 9193, 9293.
@@ -140,6 +142,7 @@ class Node:
             "CLIENT": self.base_port,
             "INTERNAL": self.base_port + 2,
             "FAULT": self.base_port + 3,
+            "TLS": self.base_port + 5,
         }
 
     @property
@@ -187,6 +190,7 @@ class Node:
             "CLIENT": f"127.0.0.1:{self.client_port}",
             "INTERNAL": f"127.0.0.1:{self.base_port + 2}",
             "FAULT": f"127.0.0.1:{self.fault_proxy_port}",
+            "TLS": f"127.0.0.1:{self.base_port + 5}",
         }
 
 
@@ -230,6 +234,11 @@ class Topology:
         return ",".join(f"127.0.0.1:{b.client_port}" for b in self.brokers)
 
     @property
+    def tls_bootstrap_servers(self) -> str:
+        """The TLS listeners (``127.0.0.1:9097,...``): clients with ``tls_client_conf()``."""
+        return ",".join(f"127.0.0.1:{b.ports['TLS']}" for b in self.brokers)
+
+    @property
     def fault_bootstrap_servers(self) -> str:
         """The FAULT listeners as advertised (proxy ports): clients here go through the proxy."""
         return ",".join(f"127.0.0.1:{b.fault_proxy_port}" for b in self.brokers)
@@ -249,11 +258,32 @@ class Topology:
                 internal_port=node.ports["INTERNAL"],
                 fault_bind_port=node.ports["FAULT"],
                 fault_proxy_port=node.fault_proxy_port,
+                tls_port=node.ports["TLS"],
+                tls_keystore=tls_dir() / TLS_KEYSTORE,
+                tls_password=TLS_PASSWORD,
             )
         return string.Template(template).substitute(values)
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+#: The TLS listener's keystore (PKCS12) and certificate (PEM) in ``tls_dir()``, made by
+#: ``cluster.ensure_tls_files`` with the JDK's keytool; the password is a teaching value.
+TLS_KEYSTORE = "broker.p12"
+TLS_CERTIFICATE = "ca.pem"
+TLS_PASSWORD = "kafkalab"
+
+
+def tls_dir() -> Path:
+    """Folder of the lab's self-signed certificate, shared by every broker: ``<state>/tls``."""
+    return state_dir() / "tls"
+
+
+def tls_client_conf() -> dict[str, str]:
+    """librdkafka settings for a client of the TLS listeners (the lab's certificate trusted)."""
+    return {"bootstrap.servers": Topology().tls_bootstrap_servers, "security.protocol": "SSL",
+            "ssl.ca.location": str(tls_dir() / TLS_CERTIFICATE)}
 
 
 def bootstrap_servers() -> str:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import click
 
-from .. import admin, coordinators, perf, runscope, segments
+from .. import admin, config, coordinators, perf, runscope, segments
 from ..errors import KafkalabError
 from ..perf import Burst, Latency, ProducerSettings
 from ..runscope import RunScope
@@ -326,6 +326,8 @@ class ServingResult:
             ``{"sendfile": n, "read": n}``; empty when not traced.
         segment_is_batches_end_to_end: the leader's ``.log`` file is exactly its batches,
             one after the other (the segment reader found no gap and no trailing bytes).
+        tls_bytes_consumed, tls_syscalls: the same read again through the TLS listeners
+            (``config.tls_client_conf()``), with ``tls``.
     """
 
     records: int
@@ -336,15 +338,18 @@ class ServingResult:
     read_bytes: int
     syscalls: dict[str, int] = field(default_factory=dict)
     segment_is_batches_end_to_end: bool = False
+    tls_bytes_consumed: int = 0
+    tls_syscalls: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
-def run_serving(records: int = 100_000, record_size: int = 200, trace: bool = True) -> ServingResult:
+def run_serving(records: int = 100_000, record_size: int = 200, trace: bool = True, tls: bool = True) -> ServingResult:
     """Write ``records`` records to a fresh one-partition topic, then read them all back with
     one consumer while the leader's ``/proc/<pid>/io`` is sampled and (``trace``) its
-    ``sendfile``/``read``/``write`` calls are counted with strace.
+    ``sendfile``/``read``/``write`` calls are counted with strace. With ``tls``, read them a
+    second time, from the same leader, through its TLS listener.
 
     Raises:
         KafkalabError: strace missing or not allowed (with ``trace``), or records missing.
@@ -363,8 +368,10 @@ def run_serving(records: int = 100_000, record_size: int = 200, trace: bool = Tr
         before = perf.broker_io(leader)
         got, syscalls = _read_all(topic, records + 1, broker_pid(leader) if trace else None, {})  # + the warm-up record
         after = perf.broker_io(leader)
+        tls_got, tls_syscalls = (_read_all(topic, records + 1, broker_pid(leader) if trace else None,
+                                           config.tls_client_conf()) if tls else (0, {}))
         return ServingResult(records, record_size, written, got, leader, after["read_bytes"] - before["read_bytes"],
-                             syscalls, end_to_end)
+                             syscalls, end_to_end, tls_got, tls_syscalls)
     finally:
         run.cleanup()
 
@@ -376,11 +383,11 @@ def _read_all(topic: str, records: int, pid: int | None, conf: dict, timeout_s: 
     Returns (value bytes received, syscall counts)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from .. import config
-
     counter = perf.SyscallCounter(pid, ("sendfile", "read", "write", "pread64")) if pid else None
     c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-reader",
                   "enable.auto.commit": False, "log_level": 3, "fetch.max.bytes": 52428800, **conf})
+    if conf:
+        c.list_topics(topic, timeout=30)  # the TLS handshake before the count starts
     got = n = 0
     syscalls: dict[str, int] = {}
     try:
