@@ -211,23 +211,38 @@ class AcksRow:
     ack_p99_ms: float
 
 
-def run_acks(rate: float = 200, seconds: float = 1.5, rounds: int = 2) -> list[AcksRow]:
-    """Paced sends (no queueing) with acks 0, 1 and all, alternating ``rounds`` times on one
-    topic: how many records the producer learned an offset for, and the send-to-ack time."""
+#: ``run_acks``'s cases: label -> (producer settings, the topic's ``min.insync.replicas``).
+ACKS_CASES: dict[str, tuple[ProducerSettings, int]] = {
+    "0": (ProducerSettings(acks="0", linger_ms=0), 2),
+    "1": (ProducerSettings(acks="1", linger_ms=0), 2),
+    "all": (ProducerSettings(acks="all", linger_ms=0, idempotence=False), 2),
+    "all, idempotent": (ProducerSettings(acks="all", linger_ms=0, idempotence=True), 2),
+    "all, min.insync.replicas=1": (ProducerSettings(acks="all", linger_ms=0, idempotence=False), 1),
+}
+
+
+def run_acks(rate: float = 200, seconds: float = 1.5, rounds: int = 2,
+             cases: dict[str, tuple[ProducerSettings, int]] | None = None) -> list[AcksRow]:
+    """Paced sends (no queueing) for each case of ``ACKS_CASES`` (acks 0, 1, all; all with
+    idempotence; all on a topic with ``min.insync.replicas=1``), alternating ``rounds`` times,
+    one topic per ``min.insync.replicas``: how many records the producer learned an offset
+    for, and the send-to-ack time."""
+    cases = cases or ACKS_CASES
     run = RunScope("acks")
-    got: dict[str, list[tuple[int, float]]] = {"0": [], "1": [], "all": []}
+    got: dict[str, list[tuple[int, float]]] = {label: [] for label in cases}
     try:
-        topic = run.topic("a")
-        admin.create_topics({topic: 1})
+        topics = {m: run.topic(f"minisr{m}") for m in sorted({m for _, m in cases.values()})}
+        for m, t in topics.items():
+            admin.create_topics({t: 1}, topic_config={"min.insync.replicas": str(m)})
         values = [b"x" * 100] * int(rate * seconds)
         for _ in range(rounds):
-            for a in got:
-                got[a] += perf.paced_send(topic, values, rate, ProducerSettings(acks=a, linger_ms=0))
+            for label, (settings, m) in cases.items():
+                got[label] += perf.paced_send(topics[m], values, rate, settings)
         rows = []
-        for a, acks in got.items():
-            ms = [m for _, m in acks]
-            p50, p99, _ = perf.percentiles(ms)
-            rows.append(AcksRow(a, len(acks), sum(1 for off, _ in acks if off is not None and off >= 0), round(p50, 2), round(p99, 2)))
+        for label, acks in got.items():
+            p50, p99, _ = perf.percentiles([m for _, m in acks])
+            rows.append(AcksRow(label, len(acks), sum(1 for off, _ in acks if off is not None and off >= 0),
+                                round(p50, 2), round(p99, 2)))
         return rows
     finally:
         run.cleanup()
