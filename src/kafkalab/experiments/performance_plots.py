@@ -9,13 +9,14 @@ if TYPE_CHECKING:
 
 
 def knobs(throughput: Mapping[str, float], latency: Mapping[str, float]) -> "Figure":
-    """Two panels: records/s per producer setting (left, log scale) and p99 latency in ms per
-    setting (right, log scale). Each mapping: label -> value, drawn in its order."""
+    """Two panels: records/s per producer setting (left, log scale) and a latency in ms per
+    setting (right, log scale; each label names its percentile). Each mapping: label ->
+    value, drawn in its order."""
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.45 * max(len(throughput), len(latency)) + 1.6))
     for ax, data, xlabel, colour in ((left, throughput, "records/s (log scale)", "tab:blue"),
-                                     (right, latency, "p99 latency, ms (log scale)", "tab:orange")):
+                                     (right, latency, "latency, ms (log scale)", "tab:orange")):
         labels = list(data)[::-1]
         ax.barh(labels, [max(data[k], 1e-3) for k in labels], color=colour)
         ax.set_xscale("log")
