@@ -1,0 +1,149 @@
+"""Predictions a learner records before a run, graded against what the cluster measured.
+
+A notebook's *Predict* cell calls ``predict(key, question, ...)``: it shows the question with
+an input (a number box, or one button per choice) and a "Record" button, and keeps the answer
+under ``key``. The *Check* cell, after the run, calls ``check(key, measured)``: it compares the
+recorded answer with the measured value and says so ("you predicted 0 duplicates; the cluster
+wrote 3"). Without an answer (a learner who skipped it, or ``make test`` running the notebook
+under nbval) it shows the measured value and grades nothing, so the notebook still runs from
+top to bottom. The notebook's own ``assert`` stays the claim; the quiz is the learner's.
+
+Only the answers of this kernel are kept (in memory): nothing is written anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+#: Answers recorded in this kernel, by key.
+_ANSWERS: dict[str, "Prediction"] = {}
+
+
+@dataclass
+class Prediction:
+    """One question and the learner's answer.
+
+    Attributes:
+        key: the name ``check`` finds it by (unique per notebook, e.g. ``"09-consumers"``).
+        question: the text shown.
+        choices: the allowed answers for a choice question; None for a number.
+        unit: what the number counts ("duplicates", "ms"), used in the verdict.
+        answer: the recorded answer (a number, or one of ``choices``), None until recorded.
+    """
+
+    key: str
+    question: str
+    choices: tuple[str, ...] | None = None
+    unit: str = ""
+    answer: Any = None
+    widget: Any = field(default=None, repr=False, compare=False)
+
+    def record(self, answer: Any) -> None:
+        """Record ``answer`` (what the "Record" button does).
+
+        Raises:
+            ValueError: not one of ``choices``, or not a number for a number question.
+        """
+        if self.choices is not None:
+            if answer not in self.choices:
+                raise ValueError(f"{answer!r} is not one of {', '.join(self.choices)}")
+        elif not isinstance(answer, (int, float)) or isinstance(answer, bool):
+            raise ValueError(f"a number is expected, not {answer!r}")
+        self.answer = answer
+
+
+def predict(key: str, question: str, choices: Sequence[str] | None = None, unit: str = "",
+            show: bool = True) -> Prediction:
+    """Ask ``question`` and keep the answer under ``key`` (a fresh, unanswered one each call).
+
+    Args:
+        choices: the possible answers (one button each); None asks for a number.
+        unit: what a number counts, e.g. "duplicates" (used in the verdict).
+        show: display the ipywidgets (False: only the ``Prediction``, e.g. in tests).
+
+    Returns:
+        The ``Prediction``; its ``answer`` is set when the learner presses "Record".
+    """
+    p = Prediction(key, question, tuple(choices) if choices is not None else None, unit)
+    _ANSWERS[key] = p
+    if show:
+        p.widget = _widget(p)
+        from IPython.display import display
+
+        display(p.widget)
+    return p
+
+
+def _widget(p: Prediction):
+    import ipywidgets as widgets
+
+    status = widgets.Label("")
+    if p.choices is not None:
+        box = widgets.ToggleButtons(options=list(p.choices), value=None)
+    else:
+        box = widgets.FloatText(value=None, description=p.unit or "answer")
+    button = widgets.Button(description="Record", button_style="info")
+
+    def on_click(_):
+        value = box.value
+        if p.choices is None and value is not None and float(value).is_integer():
+            value = int(value)
+        try:
+            p.record(value)
+            status.value = f"recorded: {value} {p.unit}".strip()
+        except ValueError as e:
+            status.value = str(e)
+
+    button.on_click(on_click)
+    return widgets.VBox([widgets.HTML(f"<b>Predict.</b> {p.question}"), widgets.HBox([box, button]), status])
+
+
+@dataclass
+class Verdict:
+    """``check``'s answer: ``right`` is None when nothing was predicted."""
+
+    key: str
+    measured: Any
+    answer: Any
+    right: bool | None
+    message: str
+
+    def _repr_markdown_(self) -> str:
+        return f"**Check.** {self.message}"
+
+
+def check(key: str, measured: Any, tolerance: float = 0.0, show: bool = True) -> Verdict:
+    """Compare the answer recorded under ``key`` with ``measured``.
+
+    Args:
+        measured: what the cluster showed (a number, or one of the choices).
+        tolerance: for a number, how far from ``measured`` still counts as right (absolute).
+        show: display the verdict as Markdown.
+
+    Returns:
+        A ``Verdict``. ``right`` is None (and the message gives the measured value) when no
+        answer was recorded, e.g. when ``make test`` runs the notebook.
+
+    Raises:
+        KeyError: no ``predict`` call made ``key`` in this kernel.
+    """
+    if key not in _ANSWERS:
+        raise KeyError(f"no prediction {key!r}: run its Predict cell first")
+    p = _ANSWERS[key]
+    shown = f"{measured} {p.unit}".strip()
+    if p.answer is None:
+        v = Verdict(key, measured, None, None, f"The cluster measured {shown}. (No prediction recorded.)")
+    else:
+        if p.choices is not None:
+            right = p.answer == measured
+        else:
+            right = abs(float(p.answer) - float(measured)) <= tolerance
+        said = f"{p.answer} {p.unit}".strip()
+        v = Verdict(key, measured, p.answer, right,
+                    f"You predicted {said}; the cluster measured {shown}. " + ("Right." if right else "Not this time."))
+    if show:
+        from IPython.display import display
+
+        display(v)
+    return v
