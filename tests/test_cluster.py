@@ -126,6 +126,24 @@ def test_kafka_topics_tool_sees_a_topic_created_with_confluent_kafka(local: clus
     assert out.count("Isr:") == 3
 
 
+def test_watermarks_of_a_topic_created_a_moment_ago_and_of_a_partition_that_does_not_exist(
+        local: cluster.LocalCluster, topic: str) -> None:
+    from confluent_kafka import Consumer
+
+    from kafkalab import config, workloads
+    from kafkalab.errors import WaitTimeout
+
+    workloads.produce(topic, [(None, b"a", 1, None), (None, b"b", 1, None)])
+    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-wm", "log_level": 0})
+    try:
+        assert workloads.watermarks(c, topic, 0) == (0, 0)
+        assert workloads.watermarks(c, topic, 1) == (0, 2)
+        with pytest.raises(WaitTimeout, match="_UNKNOWN_PARTITION"):
+            workloads.watermarks(c, topic, 7, timeout_s=1.0)
+    finally:
+        c.close()
+
+
 def test_balance_leaders_moves_leadership_back_to_the_preferred_replica(local: cluster.LocalCluster) -> None:
     import json
     import tempfile

@@ -184,6 +184,10 @@ def test_records_in_flight_at_send_counts_records_awaiting_a_response() -> None:
                                            _event("request", 2, 2, conn=1)]) == [(3, 0), (2, 3)]
 
 
-def test_run_in_flight_by_batch_refuses_a_batch_below_one() -> None:
-    with pytest.raises(KafkalabError, match="batches must be >= 1"):
+def test_run_in_flight_by_batch_refuses_a_batch_below_one_or_a_part_filled_last_batch() -> None:
+    with pytest.raises(KafkalabError, match=r"not of \[0\]"):
         idem.run_in_flight_by_batch(batches=(1, 0))
+    with pytest.raises(KafkalabError, match=r"records \(200\) must be a positive multiple of every batch, not of \[3\]"):
+        idem.run_in_flight_by_batch(batches=(1, 3), records=200)
+    with pytest.raises(KafkalabError, match="batches is empty"):
+        idem.run_in_flight_by_batch(batches=())

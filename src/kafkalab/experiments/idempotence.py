@@ -684,6 +684,8 @@ class InFlight:
         records_per_request: most records one of its Produce requests carried.
         max_records_in_flight_at_send: most records already awaiting a response (on that
             connection) at the moment one of its Produce requests was sent.
+        min_records_per_request: fewest records one of its Produce requests carried (equal to
+            ``records_per_request`` when every request was a full batch).
     """
 
     idempotence: bool
@@ -694,6 +696,7 @@ class InFlight:
     batch: int = 0
     records_per_request: int = 0
     max_records_in_flight_at_send: int = 0
+    min_records_per_request: int = 0
 
 
 def records_in_flight_at_send(events: Iterable[ProxyEvent]) -> list[tuple[int, int]]:
@@ -712,12 +715,18 @@ def records_in_flight_at_send(events: Iterable[ProxyEvent]) -> list[tuple[int, i
     return out
 
 
+# A request leaves only when its batch is full (batch.num.messages reached) or at flush():
+# with linger.ms=0 a loaded machine can let the sender thread take a part-filled first batch
+# while the produce loop is descheduled, and a part-filled request leaves room for another.
+FULL_BATCH_LINGER_MS = 10_000
+
+
 def _in_flight_once(proxy: FaultProxy, topic: str, cid: str, idempotence: bool, records: int, batch: int,
                     hold_ms: int) -> InFlight:
     rule = proxy.add_rule(Rule("delay_response", "Produce", client_id=cid, times=1, delay_ms=hold_ms))
     try:
         p = make_producer(producer_conf(cid, proxy.bootstrap_servers, idempotence,
-                                        extra={"batch.num.messages": batch}))
+                                        extra={"batch.num.messages": batch, "linger.ms": FULL_BATCH_LINGER_MS}))
         p.list_topics(topic, timeout=10)
         for key, value, part in records_for(records, 1):
             p.produce(topic, key=key.encode(), value=value.encode(), partition=part)
@@ -731,7 +740,8 @@ def _in_flight_once(proxy: FaultProxy, topic: str, cid: str, idempotence: bool, 
     sends = records_in_flight_at_send(proxy.events(api="Produce", client_id=cid))
     return InFlight(idempotence, records, len(reqs), max((e.in_flight for e in reqs), default=0),
                     sorted({e.acks for e in reqs if e.acks is not None}), batch,
-                    max((n for n, _ in sends), default=0), max((w for _, w in sends), default=0))
+                    max((n for n, _ in sends), default=0), max((w for _, w in sends), default=0),
+                    min((n for n, _ in sends), default=0))
 
 
 def run_in_flight(records: int = 200, batch: int = 10, hold_ms: int = 300, proxy: FaultProxy | None = None
@@ -751,8 +761,11 @@ def run_in_flight(records: int = 200, batch: int = 10, hold_ms: int = 300, proxy
     Returns:
         ``{False: plain, True: idempotent}``.
 
+    Each request is a full batch: ``linger.ms`` is long (``FULL_BATCH_LINGER_MS``), so a batch
+    leaves when it holds ``batch`` records, whatever the machine's load.
+
     Raises:
-        KafkalabError: records undelivered after 30 s.
+        KafkalabError: records undelivered after 30 s, or ``records`` not a multiple of ``batch``.
     """
     plain, idempotent = _in_flight_runs([(False, batch), (True, batch)], records, hold_ms, proxy)
     return {False: plain, True: idempotent}
@@ -768,17 +781,22 @@ def run_in_flight_by_batch(batches: Iterable[int] = (1, 2, 5, 10), records: int 
         ``{batch: InFlight}``.
 
     Raises:
-        KafkalabError: records undelivered after 30 s, or a batch below 1.
+        KafkalabError: records undelivered after 30 s, a batch below 1, or ``records`` not a
+            multiple of every batch.
     """
     batches = list(batches)
-    if not batches or min(batches) < 1:
-        raise KafkalabError(f"batches must be >= 1, not {batches}")
+    if not batches:
+        raise KafkalabError("batches is empty: give at least one batch.num.messages")
     return dict(zip(batches, _in_flight_runs([(True, b) for b in batches], records, hold_ms, proxy)))
 
 
 def _in_flight_runs(settings: list[tuple[bool, int]], records: int, hold_ms: int, proxy: FaultProxy | None
                     ) -> list[InFlight]:
     """One ``_in_flight_once`` per ``(idempotence, batch)``, in order, on one fresh topic."""
+    bad = sorted({b for _, b in settings if b < 1 or records % b})
+    if bad:
+        raise KafkalabError(f"records ({records}) must be a positive multiple of every batch, not of {bad}: "
+                            "each request is then a full batch")
     own = proxy is None
     if own:
         proxy = FaultProxy().start()

@@ -454,7 +454,7 @@ def read_partitions(partitions: list[tuple[str, int]], timeout_s: float = 30.0) 
     c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": "kafkalab-replication-read",
                   "enable.auto.commit": False, "log_level": 0, "enable.partition.eof": True})
     try:
-        hws = {tp: c.get_watermark_offsets(TopicPartition(*tp), timeout=10)[1] for tp in partitions}
+        hws = {tp: workloads.watermarks(c, *tp)[1] for tp in partitions}
         out: dict[tuple[str, int], list[tuple[int, str]]] = {tp: [] for tp in partitions}
         todo = {tp for tp, hw in hws.items() if hw > 0}
         c.assign([TopicPartition(t, p, 0) for t, p in todo])
@@ -732,7 +732,17 @@ class FailureBudget:
 #: The leader's two answers to an acks=all write while the ISR is below min.insync.replicas:
 #: refused before the append, or appended and refused when the ISR shrank (Kafka protocol
 #: error codes 19 and 20).
-REFUSALS = ("NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND")
+# What the leader answers an acks=all write below min.insync.replicas: NOT_ENOUGH_REPLICAS at
+# once, or, for a write appended a moment before the leader applied the ISR shrink,
+# REQUEST_TIMED_OUT when the request's timeout (librdkafka request.timeout.ms) runs out: under
+# min.insync.replicas the high watermark does not advance (Kafka 4.3 Partition.maybeIncrementLeaderHW,
+# KIP-966), so the write is never acknowledged. Measured: a write sent while the ISR still named
+# two just-killed followers got REQUEST_TIMED_OUT after request.timeout.ms=3000 (3.01 s).
+REFUSALS = ("NOT_ENOUGH_REPLICAS", "REQUEST_TIMED_OUT")
+
+# The probe's request.timeout.ms (librdkafka default 30000): bounds the wait of a write that the
+# leader appended before it applied the shrink.
+PROBE_REQUEST_TIMEOUT_MS = 5000
 
 
 def run_failure_budget(min_insync_replicas: int = 2, timeout_s: float = 60.0) -> FailureBudget:
@@ -743,9 +753,11 @@ def run_failure_budget(min_insync_replicas: int = 2, timeout_s: float = 60.0) ->
     with ``acks=all`` (``retries=0``, so the broker's refusal is the answer), and read the
     partition from its log start. Below ``min.insync.replicas`` the leader refuses with
     NOT_ENOUGH_REPLICAS; a write that reached it a moment before it applied the ISR shrink that
-    the metadata already shows is appended, waits for the dead follower, and is refused with
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND when the shrink lands (never acknowledged either way). The cluster is restored (``cluster.restore``) before this
-    returns or raises.
+    the metadata already shows (a broker publishes a new metadata image to its metadata cache
+    before its partitions apply it) is appended, and the high watermark, held below
+    ``min.insync.replicas`` (KIP-966), never reaches it: the answer is REQUEST_TIMED_OUT after
+    ``PROBE_REQUEST_TIMEOUT_MS``. Never acknowledged either way (``REFUSALS``). The cluster is
+    restored (``cluster.restore``) before this returns or raises.
 
     Raises:
         KafkalabError: bad ``min_insync_replicas``, or a step failed.
@@ -780,7 +792,8 @@ def run_failure_budget(min_insync_replicas: int = 2, timeout_s: float = 60.0) ->
                 wait_until(lambda: isr() == expected, timeout_s=timeout_s,
                            what=f"the ISR of {topic}-0 to be {expected}", on_timeout=lambda: f"ISR now {isr()}")
                 p = Producer({"bootstrap.servers": config.bootstrap_servers(), "acks": "all", "retries": 0,
-                              "enable.idempotence": False, "message.timeout.ms": 60000, "log_level": 0})
+                              "enable.idempotence": False, "message.timeout.ms": 60000,
+                              "request.timeout.ms": PROBE_REQUEST_TIMEOUT_MS, "log_level": 0})
                 errors: list = []
                 p.produce(topic, value=f"after {len(down)} down".encode(), partition=0,
                           on_delivery=lambda err, msg: errors.append(err))
