@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalab import admin, cluster, config, runscope
+from kafkalab import admin, cluster, config, protocol, runscope
 from kafkalab.cluster import registered_brokers
 from kafkalab.waiting import wait_until
 
@@ -142,6 +142,23 @@ def test_watermarks_of_a_topic_created_a_moment_ago_and_of_a_partition_that_does
             workloads.watermarks(c, topic, 7, timeout_s=1.0)
     finally:
         c.close()
+
+
+def test_every_broker_knows_a_topic_once_create_topics_returns_and_none_once_delete_topics_does(
+        local: cluster.LocalCluster) -> None:
+    name = f"test-{runscope.run_id()}-md"
+    admin.create_topics({name: 2})
+    try:
+        md = admin.admin().list_topics(timeout=5)
+        answers = {b.id: admin.broker_topics(b.host, b.port, [name, f"{name}-never"]) for b in md.brokers.values()}
+        assert sorted(answers) == [1, 2, 3]
+        for seen in answers.values():
+            assert seen[name].error_code == 0 and len(seen[name].leaders) == 2 and min(seen[name].leaders.values()) >= 1
+            assert seen[f"{name}-never"].error_code == protocol.UNKNOWN_TOPIC_OR_PARTITION
+    finally:
+        admin.delete_topics([name])
+    for b in admin.admin().list_topics(timeout=5).brokers.values():
+        assert admin.broker_topics(b.host, b.port, [name])[name].error_code == protocol.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_balance_leaders_moves_leadership_back_to_the_preferred_replica(local: cluster.LocalCluster) -> None:

@@ -256,3 +256,32 @@ def test_record_batches_of_an_older_magic_are_reported_not_parsed() -> None:
     [b] = parse_record_batches("t", 0, old)
     assert (b.magic, b.record_count, b.size) == (1, -1, len(old))
     assert parse_record_batches("t", 0, None) == []
+
+
+def test_metadata_v4_request_is_header_v1_topics_and_no_auto_creation() -> None:
+    frame = protocol.encode_metadata_request(["a", "bc"], 42, client_id="me")
+    assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
+    header, pos = protocol.parse_request_header(frame[4:])
+    assert (header.api, header.api_version, header.correlation_id, header.client_id) == ("Metadata", 4, 42, "me")
+    assert frame[4 + pos:] == struct.pack(">i", 2) + b"\x00\x01a" + b"\x00\x02bc" + b"\x00"
+
+
+def _s(text: str | None) -> bytes:
+    return struct.pack(">h", -1) if text is None else struct.pack(">h", len(text)) + text.encode()
+
+
+def test_metadata_v4_response_gives_each_topics_error_and_partition_leaders() -> None:
+    payload = (struct.pack(">ii", 42, 0)  # correlation id, throttle
+               + struct.pack(">i", 1) + struct.pack(">i", 1) + _s("127.0.0.1") + struct.pack(">i", 9092) + _s(None)
+               + _s("cluster") + struct.pack(">i", 101)
+               + struct.pack(">i", 2)
+               + struct.pack(">h", 0) + _s("t") + b"\x00" + struct.pack(">i", 2)
+               + struct.pack(">hii", 0, 0, 1) + struct.pack(">iii", 2, 1, 2) + struct.pack(">ii", 1, 1)
+               + struct.pack(">hii", 5, 1, -1) + struct.pack(">i", 0) + struct.pack(">i", 0)
+               + struct.pack(">h", 3) + _s("gone") + b"\x00" + struct.pack(">i", 0))
+    corr, topics = protocol.parse_metadata_response(payload)
+    assert corr == 42
+    assert topics["t"] == protocol.TopicMetadata("t", 0, {0: 1, 1: -1})
+    assert topics["gone"].error_code == protocol.UNKNOWN_TOPIC_OR_PARTITION and topics["gone"].leaders == {}
+    with pytest.raises(protocol.ProtocolError):
+        protocol.parse_metadata_response(payload[:-3])

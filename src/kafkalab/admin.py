@@ -12,16 +12,79 @@ Sources: Kafka protocol CreateTopics, DeleteTopics and DeleteGroups (Kafka docum
 
 from __future__ import annotations
 
+import itertools
+import socket
 from dataclasses import dataclass
 from typing import Iterable
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic, ResourceType
 
-from . import cluster
+from . import cluster, protocol
 from .errors import KafkalabError, WaitTimeout
 from .waiting import wait_until
 from .workloads import admin, group_request
+
+
+_correlation_ids = itertools.count(1)
+
+
+def broker_topics(host: str, port: int, topics: list[str], timeout_s: float = 5.0) -> dict[str, protocol.TopicMetadata]:
+    """What one broker's own metadata cache says about ``topics``: a Metadata v4 request
+    sent to that broker alone (``host:port``, a CLIENT listener), never auto-creating.
+
+    Why not the AdminClient: librdkafka sends a metadata request to whichever broker it
+    likes, and KRaft brokers apply a new topic (or a deletion) from the metadata log each at
+    its own pace, so one broker's answer says nothing about the others'. A consumer whose
+    first metadata came from a broker that had not yet applied its topic sat in "wait-metadata"
+    (or was assigned nothing by a group leader in the same state) for over 45 s on this
+    machine under load, until librdkafka's next periodic refresh
+    (``topic.metadata.refresh.interval.ms``, 300000 in librdkafka 2.16).
+
+    Returns:
+        topic -> ``protocol.TopicMetadata`` (error_code 3: the broker does not know it).
+
+    Raises:
+        OSError: the broker is unreachable or did not answer within ``timeout_s`` seconds.
+        ProtocolError: a malformed answer.
+    """
+    corr = next(_correlation_ids) & 0x7FFFFFFF
+    with socket.create_connection((host, port), timeout=timeout_s) as s:
+        s.settimeout(timeout_s)
+        s.sendall(protocol.encode_metadata_request(list(topics), corr))
+        reader = protocol.FrameReader()
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise ConnectionError(f"{host}:{port} closed the connection before answering Metadata")
+            frames = reader.feed(chunk)
+            if frames:
+                got, answer = protocol.parse_metadata_response(frames[0])
+                if got != corr:
+                    raise protocol.ProtocolError(f"{host}:{port} answered correlation id {got}, not {corr}")
+                return answer
+
+
+#: How long ``_every_broker`` waits for one broker's Metadata answer, seconds.
+BROKER_METADATA_TIMEOUT_S = 2.0
+
+
+def _every_broker(check) -> bool:
+    """``check(host, port)`` holds on every broker the cluster lists (a killed broker drops
+    out of the list once fenced) that answers within ``BROKER_METADATA_TIMEOUT_S``: a broker
+    that cannot answer (paused, or dying) cannot hand a client stale metadata either. False
+    when no broker answered."""
+    md = admin().list_topics(timeout=5)
+    answered = 0
+    for b in md.brokers.values():
+        try:
+            ok = check(b.host, b.port)
+        except OSError:
+            continue
+        if not ok:
+            return False
+        answered += 1
+    return answered > 0
 
 
 def create_topics(
@@ -31,7 +94,8 @@ def create_topics(
     timeout_s: float = 30.0,
 ) -> None:
     """Create ``topics`` (name -> partition count) and wait until every partition has a leader
-    in the metadata of every broker the client sees.
+    in the metadata of every live broker, each asked on its own (``broker_topics``): a client
+    created next learns the topic from whichever broker it asks.
 
     Args:
         replication_factor: replicas per partition; -1 lets the controller apply the cluster's
@@ -57,22 +121,19 @@ def create_topics(
         except KafkaException as e:
             raise KafkalabError(f"could not create topic {name!r}: {e.args[0].str()}") from None
 
-    def ready() -> bool:
-        md = a.list_topics(timeout=5)
-        for t, n in topics.items():
-            tm = md.topics.get(t)
-            if tm is None or tm.error is not None or len(tm.partitions) != n:
-                return False
-            if any(p.leader < 0 for p in tm.partitions.values()):
-                return False
-        return True
+    def known(host: str, port: int) -> bool:
+        seen = broker_topics(host, port, list(topics), timeout_s=BROKER_METADATA_TIMEOUT_S)
+        return all(t in seen and seen[t].error_code == 0 and len(seen[t].leaders) == n
+                   and min(seen[t].leaders.values()) >= 0 for t, n in topics.items())
 
-    wait_until(ready, timeout_s=timeout_s, what=f"leaders for every partition of {sorted(topics)}")
+    wait_until(lambda: _every_broker(known), timeout_s=timeout_s,
+               what=f"leaders for every partition of {sorted(topics)} on every broker")
 
 
 def delete_topics(names: Iterable[str], timeout_s: float = 30.0, wait_gone: bool = True) -> None:
-    """Delete topics, ignoring ones that do not exist, and (``wait_gone``) wait until the
-    metadata no longer lists them, so a check right after sees them gone.
+    """Delete topics, ignoring ones that do not exist, and (``wait_gone``) wait until no live
+    broker's metadata lists them (each asked on its own, ``broker_topics``), so a check right
+    after sees them gone whichever broker it asks.
 
     Raises:
         WaitTimeout: a topic is still listed after ``timeout_s``.
@@ -87,9 +148,12 @@ def delete_topics(names: Iterable[str], timeout_s: float = 30.0, wait_gone: bool
         except KafkaException:
             pass  # UNKNOWN_TOPIC_OR_PART: never created, or already gone
     if wait_gone:
-        left = set(names)
-        wait_until(lambda: not left & set(a.list_topics(timeout=5).topics), timeout_s=timeout_s,
-                   what=f"topics {names} gone from the metadata")
+        def gone(host: str, port: int) -> bool:
+            seen = broker_topics(host, port, names, timeout_s=BROKER_METADATA_TIMEOUT_S)
+            return all(m.error_code == protocol.UNKNOWN_TOPIC_OR_PARTITION for m in seen.values())
+
+        wait_until(lambda: _every_broker(gone), timeout_s=timeout_s,
+                   what=f"topics {names} gone from the metadata of every broker")
 
 
 def delete_groups(group_ids: Iterable[str], timeout_s: float = 15.0) -> list[str]:

@@ -11,6 +11,7 @@ Produce request and response, and the record batch v2 header.
 ``response_correlation_id``  the correlation id a response starts with
 ``parse_produce_request``, ``parse_produce_response``  Produce v3-v13, down to the batch headers
 ``read_batch_header``  the 61-byte record batch v2 header (``BatchHeader``)
+``encode_metadata_request``, ``parse_metadata_response``  Metadata v4: what one broker knows
 =====================  ==========================================================================
 
 A request is ``int32 size`` + header (``int16 api_key``, ``int16 api_version``, ``int32
@@ -70,6 +71,9 @@ ERROR_NAMES: dict[int, str] = {
     46: "DUPLICATE_SEQUENCE_NUMBER", 47: "INVALID_PRODUCER_EPOCH", 53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
     59: "UNKNOWN_PRODUCER_ID", 87: "INVALID_RECORD", 90: "PRODUCER_FENCED", 100: "UNKNOWN_TOPIC_ID",
 }
+
+#: The error a broker answers for a topic it does not know (yet, or any more).
+UNKNOWN_TOPIC_OR_PARTITION = 3
 
 #: Largest frame the proxy accepts, bytes (a safety limit like ``socket.request.max.bytes``,
 #: whose broker default is 104857600).
@@ -538,3 +542,64 @@ def parse_produce_response(payload: bytes, version: int) -> list[PartitionResult
     return out
 
 
+
+
+# ----------------------------------------------------------------------------- Metadata v4
+
+#: The Metadata version ``encode_metadata_request`` sends: v4, the oldest one Kafka 4 still
+#: serves (KIP-896 removed v0-v3) and the newest before flexible versions (v9+), so plain
+#: int16 strings and int32 arrays. Source: ``MetadataRequest.json``/``MetadataResponse.json``.
+METADATA_VERSION = 4
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    """One topic of a Metadata response, as the answering broker knows it.
+
+    Attributes:
+        error_code: the topic's error (0 none, 3 UNKNOWN_TOPIC_OR_PARTITION, 5 LEADER_NOT_AVAILABLE).
+        leaders: partition -> leader broker id (-1: none).
+    """
+
+    name: str
+    error_code: int
+    leaders: dict[int, int]
+
+
+def encode_metadata_request(topics: list[str], correlation_id: int, client_id: str = "kafkalab") -> bytes:
+    """A whole Metadata v4 request frame asking for ``topics`` (never auto-creating them):
+    request header v1, ``topics: [name]``, ``allow_auto_topic_creation=false``."""
+    def string(s: str) -> bytes:
+        b = s.encode()
+        return struct.pack(">h", len(b)) + b
+
+    body = struct.pack(">i", len(topics)) + b"".join(string(t) for t in topics) + b"\x00"
+    header = struct.pack(">hhi", API_KEYS["Metadata"], METADATA_VERSION, correlation_id) + string(client_id)
+    return encode_frame(header + body)
+
+
+def parse_metadata_response(payload: bytes) -> tuple[int, dict[str, TopicMetadata]]:
+    """A Metadata v4 response frame's payload -> ``(correlation_id, {topic: TopicMetadata})``.
+
+    Raises:
+        ProtocolError: a truncated response.
+    """
+    r = Reader(payload)
+    corr = r.int32()
+    r.int32()  # throttle_time_ms
+    for _ in range(r.array_length(False)):  # brokers: node_id, host, port, rack
+        r.int32(), r.nullable_string(), r.int32(), r.nullable_string()
+    r.nullable_string()  # cluster_id
+    r.int32()  # controller_id
+    topics: dict[str, TopicMetadata] = {}
+    for _ in range(r.array_length(False)):
+        error, name, _internal = r.int16(), r.nullable_string() or "", r.int8()
+        leaders: dict[int, int] = {}
+        for _ in range(r.array_length(False)):
+            _perr, index, leader = r.int16(), r.int32(), r.int32()
+            for _ in range(2):  # replica_nodes, isr_nodes
+                for _ in range(r.array_length(False)):
+                    r.int32()
+            leaders[index] = leader
+        topics[name] = TopicMetadata(name, error, leaders)
+    return corr, topics
