@@ -130,16 +130,16 @@ def test_watermarks_of_a_topic_created_a_moment_ago_and_of_a_partition_that_does
         local: cluster.LocalCluster, topic: str) -> None:
     from confluent_kafka import Consumer
 
-    from kafkalab import config, workloads
+    from kafkalab import config, consumers, workloads
     from kafkalab.errors import WaitTimeout
 
     workloads.produce(topic, [(None, b"a", 1, None), (None, b"b", 1, None)])
     c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-wm", "log_level": 0})
     try:
-        assert workloads.watermarks(c, topic, 0) == (0, 0)
-        assert workloads.watermarks(c, topic, 1) == (0, 2)
+        assert consumers.watermarks(c, topic, 0) == (0, 0)
+        assert consumers.watermarks(c, topic, 1) == (0, 2)
         with pytest.raises(WaitTimeout, match="_UNKNOWN_PARTITION"):
-            workloads.watermarks(c, topic, 7, timeout_s=1.0)
+            consumers.watermarks(c, topic, 7, timeout_s=1.0)
     finally:
         c.close()
 

@@ -65,7 +65,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import workloads
+from . import consumers
 from .data import record_id_of
 from .errors import KafkalabError
 
@@ -228,7 +228,7 @@ def run_processor(spec: ProcessorSpec) -> int:
     ends: dict[int, int] = {}
     position: dict[int, int] = {}
     for tp in committed:
-        low, high = workloads.watermarks(consumer, tp.topic, tp.partition)
+        low, high = consumers.watermarks(consumer, tp.topic, tp.partition)
         ends[tp.partition] = high
         position[tp.partition] = tp.offset if tp.offset >= 0 else low
         note("assigned", topic=tp.topic, partition=tp.partition, offset=position[tp.partition])

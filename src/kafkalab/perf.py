@@ -32,7 +32,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import cluster, config, coordinators, segments, workloads
+from . import cluster, config, consumers, coordinators, segments
 from .errors import KafkalabError
 
 #: Codecs both clients accept (librdkafka ``compression.codec``, Java ``compression.type``).
@@ -351,7 +351,7 @@ def e2e_latency(topic: str, rate: float, seconds: float, record_size: int = 100,
     settings = producer or ProducerSettings(acks="1", linger_ms=0)
     c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-latency",
                   "enable.auto.commit": False, "log_level": 3, **(consumer_conf or {})})
-    start = workloads.watermarks(c, topic, 0)[1]
+    start = consumers.watermarks(c, topic, 0)[1]
     c.assign([TopicPartition(topic, 0, start)])  # from the end as it is now: the warm-up record first
     lat: list[float] = []
     done = threading.Event()

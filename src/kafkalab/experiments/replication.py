@@ -59,7 +59,7 @@ import click
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from .. import admin, cluster, config, runscope, segments, workloads
+from .. import admin, cluster, config, consumers, runscope, segments, workloads
 from ..errors import KafkalabError
 from ..ledger import Ledger, read_events
 from ..waiting import wait_until
@@ -454,7 +454,7 @@ def read_partitions(partitions: list[tuple[str, int]], timeout_s: float = 30.0) 
     c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": "kafkalab-replication-read",
                   "enable.auto.commit": False, "log_level": 0, "enable.partition.eof": True})
     try:
-        hws = {tp: workloads.watermarks(c, *tp)[1] for tp in partitions}
+        hws = {tp: consumers.watermarks(c, *tp)[1] for tp in partitions}
         out: dict[tuple[str, int], list[tuple[int, str]]] = {tp: [] for tp in partitions}
         todo = {tp for tp, hw in hws.items() if hw > 0}
         c.assign([TopicPartition(t, p, 0) for t, p in todo])
