@@ -16,14 +16,15 @@ MVN := mvn -q -B -s kafka/maven-settings.xml
 lab: setup up
 	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# Starts the cluster if none is running and stops it afterwards if it started it.
+# Starts the cluster if none is running and stops it afterwards if it started it (also when
+# `kafkalab up` fails part-way: no broker of a failed start outlives the command).
 # --capture=sys: Python output is captured per test, but what C code writes to the process's
 # stderr (librdkafka's logs and assertion messages) is not, so an abort is never silent:
 # the assertion line is printed beside faulthandler's traceback.
 test: setup
 	@started=0; \
 	if ! $(BIN)/kafkalab status --check >/dev/null 2>&1; then \
-	  $(BIN)/kafkalab up || exit 1; started=1; \
+	  $(BIN)/kafkalab up || { $(BIN)/kafkalab down; exit 1; }; started=1; \
 	fi; \
 	trap 'if [ $$started = 1 ]; then $(BIN)/kafkalab down; fi' EXIT; \
 	$(BIN)/pytest tests notebooks --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider --capture=sys
