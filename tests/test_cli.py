@@ -185,3 +185,23 @@ def test_a_run_after_a_broker_was_killed_restores_it_and_passes() -> None:
         assert st.all_alive and not cluster.under_replicated(), "the cluster is whole again"
     finally:
         cluster.restore()
+
+
+@pytest.mark.cluster
+def test_restore_resumes_a_paused_broker_and_starts_a_killed_one() -> None:
+    from kafkalab import cluster
+
+    if cluster.cluster().backend != "local":
+        pytest.skip("kill and pause drive the local backend")
+    cluster.kill(2)
+    cluster.pause(3)
+    try:
+        r = invoke("restore")
+    finally:
+        cluster.restore()  # whatever the command did, the next test gets a whole cluster
+    assert r.exit_code == 0, r.output
+    assert "resumed [3], started [2]; whole in" in r.output
+    st = cluster.status()
+    assert st.all_alive and not any(b.paused for b in st.brokers.values())
+    again = invoke("restore")
+    assert "resumed none, started none" in again.output

@@ -75,6 +75,21 @@ def status(as_json: bool, check: bool) -> None:
         _print_status(st)
 
 
+@main.command()
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              help="Seconds to wait for each step.")
+def restore(timeout_s: float) -> None:
+    """Make a broken cluster whole again: resume paused nodes, start killed or stopped ones,
+    wait until every ISR is full, move leadership back to the preferred replicas."""
+    before = cluster_mod.status()
+    paused = [n.node_id for n in [*before.controllers.values(), *before.brokers.values()] if n.paused]
+    down = [n.node_id for n in [*before.controllers.values(), *before.brokers.values()] if not n.alive]
+    t0 = time.monotonic()
+    cluster_mod.restore(timeout_s=timeout_s)
+    click.echo(f"resumed {paused or 'none'}, started {down or 'none'}; whole in {time.monotonic() - t0:.1f} s")
+    _print_status(cluster_mod.status())
+
+
 def _print_status(st: cluster_mod.ClusterStatus) -> None:
     click.echo(f"Kafka {st.kafka_version}, backend: {st.backend}; quorum leader: {st.quorum_leader}")
     for n in [*st.controllers.values(), *st.brokers.values()]:
