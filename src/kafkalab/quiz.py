@@ -52,6 +52,15 @@ class Prediction:
             raise ValueError(f"a number is expected, not {answer!r}")
         self.answer = answer
 
+    def _ipython_display_(self) -> None:
+        """Show nothing more when a Predict cell ends with ``predict(...)``: its widget is on
+        screen already, and the dataclass repr below it would only repeat the question. Without
+        a widget (``show=False``) the question and the answer are shown as Markdown."""
+        if self.widget is None:
+            from IPython.display import Markdown, display
+
+            display(Markdown(f"**Predict.** {self.question} (answer: {self.answer})"))
+
 
 def predict(key: str, question: str, choices: Sequence[str] | None = None, unit: str = "",
             show: bool = True) -> Prediction:
@@ -118,7 +127,8 @@ def check(key: str, measured: Any, tolerance: float = 0.0, show: bool = True) ->
 
     Args:
         measured: what the cluster showed (a number, or one of the choices).
-        tolerance: for a number, how far from ``measured`` still counts as right (absolute).
+        tolerance: for a number, how far from ``measured`` still counts as right (absolute, in
+            the question's unit); the verdict says so when it is not 0.
         show: display the verdict as Markdown.
 
     Returns:
@@ -140,8 +150,10 @@ def check(key: str, measured: Any, tolerance: float = 0.0, show: bool = True) ->
         else:
             right = abs(float(p.answer) - float(measured)) <= tolerance
         said = f"{p.answer} {p.unit}".strip()
+        within = f" (Within {tolerance:g} counts as right.)" if p.choices is None and tolerance else ""
         v = Verdict(key, measured, p.answer, right,
-                    f"You predicted {said}; the cluster measured {shown}. " + ("Right." if right else "Not this time."))
+                    f"You predicted {said}; the cluster measured {shown}. "
+                    + ("Right." if right else "Not this time.") + within)
     if show:
         from IPython.display import display
 
