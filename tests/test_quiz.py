@@ -24,6 +24,8 @@ def test_a_choice_prediction_is_right_only_on_the_same_choice() -> None:
     p = quiz.predict("t-who", "Which broker serves the fetch?", choices=["leader", "follower"], show=False)
     p.record("follower")
     assert quiz.check("t-who", "follower", show=False).right is True
+    assert quiz.check("t-who", "leader", show=False).message == \
+        'You predicted "follower"; the cluster measured "leader". Not this time.'
     assert quiz.check("t-who", "leader", show=False).right is False
     with pytest.raises(ValueError, match="not one of leader, follower"):
         p.record("controller")

@@ -122,6 +122,11 @@ class Verdict:
         return f"**Check.** {self.message}"
 
 
+def _said(p: Prediction, value: Any) -> str:
+    """A number with its unit (``3 duplicates``), a choice in quotes (``"it goes"``)."""
+    return f'"{value}"' if p.choices is not None else f"{value} {p.unit}".strip()
+
+
 def check(key: str, measured: Any, tolerance: float = 0.0, show: bool = True) -> Verdict:
     """Compare the answer recorded under ``key`` with ``measured``.
 
@@ -141,7 +146,7 @@ def check(key: str, measured: Any, tolerance: float = 0.0, show: bool = True) ->
     if key not in _ANSWERS:
         raise KeyError(f"no prediction {key!r}: run its Predict cell first")
     p = _ANSWERS[key]
-    shown = f"{measured} {p.unit}".strip()
+    shown = _said(p, measured)
     if p.answer is None:
         v = Verdict(key, measured, None, None, f"The cluster measured {shown}. (No prediction recorded.)")
     else:
@@ -149,7 +154,7 @@ def check(key: str, measured: Any, tolerance: float = 0.0, show: bool = True) ->
             right = p.answer == measured
         else:
             right = abs(float(p.answer) - float(measured)) <= tolerance
-        said = f"{p.answer} {p.unit}".strip()
+        said = _said(p, p.answer)
         within = f" (Within {tolerance:g} counts as right.)" if p.choices is None and tolerance else ""
         v = Verdict(key, measured, p.answer, right,
                     f"You predicted {said}; the cluster measured {shown}. "
