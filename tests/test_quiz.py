@@ -14,13 +14,18 @@ def test_a_number_prediction_is_graded_with_its_tolerance() -> None:
     assert (v.right, v.answer, v.measured) == (False, 0, 3)
     assert v.message == "You predicted 0 duplicates; the cluster measured 3 duplicates. Not this time."
     p.record(2)
-    assert quiz.check("t-dup", 3, tolerance=1, show=False).right is True
+    near = quiz.check("t-dup", 3, tolerance=1, show=False)
+    assert near.right is True
+    assert near.message == ("You predicted 2 duplicates; the cluster measured 3 duplicates. Right. "
+                            "(Within 1 counts as right.)")
 
 
 def test_a_choice_prediction_is_right_only_on_the_same_choice() -> None:
     p = quiz.predict("t-who", "Which broker serves the fetch?", choices=["leader", "follower"], show=False)
     p.record("follower")
     assert quiz.check("t-who", "follower", show=False).right is True
+    assert quiz.check("t-who", "leader", show=False).message == \
+        'You predicted "follower"; the cluster measured "leader". Not this time.'
     assert quiz.check("t-who", "leader", show=False).right is False
     with pytest.raises(ValueError, match="not one of leader, follower"):
         p.record("controller")
@@ -51,3 +56,18 @@ def test_the_widget_records_what_the_learner_typed() -> None:
     box.value = 4.0
     button.click()
     assert p.answer == 4 and status.value == "recorded: 4 records"
+
+
+def test_a_predict_cell_shows_its_widget_and_no_repr_after_it(monkeypatch) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    published: list[dict] = []
+    monkeypatch.setattr(shell.display_pub, "publish", lambda data, *a, **k: published.append(data))
+    p = quiz.predict("t-cell", "How many?", unit="records", show=False)
+    shell.display_formatter.format(p)  # no widget (show=False): the question and answer as Markdown
+    assert len(published) == 1 and "How many? (answer: None)" in published[0]["text/markdown"], published
+    published.clear()
+    p.widget = quiz._widget(p)  # what predict(show=True) displays
+    data, _ = shell.display_formatter.format(p)  # the Out[] of a cell that ends with predict(...)
+    assert data == {} and published == [], f"the widget is on screen; nothing repeats it: {data} {published}"

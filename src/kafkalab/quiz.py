@@ -52,6 +52,15 @@ class Prediction:
             raise ValueError(f"a number is expected, not {answer!r}")
         self.answer = answer
 
+    def _ipython_display_(self) -> None:
+        """Show nothing more when a Predict cell ends with ``predict(...)``: its widget is on
+        screen already, and the dataclass repr below it would only repeat the question. Without
+        a widget (``show=False``) the question and the answer are shown as Markdown."""
+        if self.widget is None:
+            from IPython.display import Markdown, display
+
+            display(Markdown(f"**Predict.** {self.question} (answer: {self.answer})"))
+
 
 def predict(key: str, question: str, choices: Sequence[str] | None = None, unit: str = "",
             show: bool = True) -> Prediction:
@@ -113,12 +122,18 @@ class Verdict:
         return f"**Check.** {self.message}"
 
 
+def _said(p: Prediction, value: Any) -> str:
+    """A number with its unit (``3 duplicates``), a choice in quotes (``"it goes"``)."""
+    return f'"{value}"' if p.choices is not None else f"{value} {p.unit}".strip()
+
+
 def check(key: str, measured: Any, tolerance: float = 0.0, show: bool = True) -> Verdict:
     """Compare the answer recorded under ``key`` with ``measured``.
 
     Args:
         measured: what the cluster showed (a number, or one of the choices).
-        tolerance: for a number, how far from ``measured`` still counts as right (absolute).
+        tolerance: for a number, how far from ``measured`` still counts as right (absolute, in
+            the question's unit); the verdict says so when it is not 0.
         show: display the verdict as Markdown.
 
     Returns:
@@ -131,7 +146,7 @@ def check(key: str, measured: Any, tolerance: float = 0.0, show: bool = True) ->
     if key not in _ANSWERS:
         raise KeyError(f"no prediction {key!r}: run its Predict cell first")
     p = _ANSWERS[key]
-    shown = f"{measured} {p.unit}".strip()
+    shown = _said(p, measured)
     if p.answer is None:
         v = Verdict(key, measured, None, None, f"The cluster measured {shown}. (No prediction recorded.)")
     else:
@@ -139,9 +154,11 @@ def check(key: str, measured: Any, tolerance: float = 0.0, show: bool = True) ->
             right = p.answer == measured
         else:
             right = abs(float(p.answer) - float(measured)) <= tolerance
-        said = f"{p.answer} {p.unit}".strip()
+        said = _said(p, p.answer)
+        within = f" (Within {tolerance:g} counts as right.)" if p.choices is None and tolerance else ""
         v = Verdict(key, measured, p.answer, right,
-                    f"You predicted {said}; the cluster measured {shown}. " + ("Right." if right else "Not this time."))
+                    f"You predicted {said}; the cluster measured {shown}. "
+                    + ("Right." if right else "Not this time.") + within)
     if show:
         from IPython.display import display
 
