@@ -69,3 +69,6 @@ html_theme_options = {
 html_show_sourcelink = False
 html_copy_source = False
 html_static_path = ["static"]  # widget_snapshot.css
+# pydata-sphinx-theme logs a console error when no colour mode is set ("Got invalid theme mode").
+html_context = {"default_mode": "light"}
+html_favicon = "favicon.svg"  # without one, the browser's request for /favicon.ico fails
