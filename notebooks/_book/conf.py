@@ -72,3 +72,20 @@ html_static_path = ["static"]  # widget_snapshot.css
 # pydata-sphinx-theme logs a console error when no colour mode is set ("Got invalid theme mode").
 html_context = {"default_mode": "light"}
 html_favicon = "favicon.svg"  # without one, the browser's request for /favicon.ico fails
+
+
+def _unlink_outside_targets(app, doctree, docname) -> None:
+    """A Markdown link MyST could not resolve to a page of the book (a file outside it, e.g. the
+    articles in ``../shared/seeds/``) would be rendered as a dead ``#../path`` anchor: show its
+    text instead (``doctree-resolved``). Sphinx ids never hold ``/`` or ``.``, so such a
+    ``refid`` is never a real anchor."""
+    from docutils import nodes
+
+    for ref in list(doctree.findall(nodes.reference)):
+        refid = ref.get("refid", "")
+        if refid and ("/" in refid or "." in refid):
+            ref.replace_self(nodes.inline("", "", *ref.children, classes=["outside-book"]))
+
+
+def setup(app):
+    app.connect("doctree-resolved", _unlink_outside_targets)
