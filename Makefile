@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STATE := .kafkalab
 MVN := mvn -q -B -s kafka/maven-settings.xml
 
-.PHONY: lab test setup venv jars up down status benchmark clean check-tools
+.PHONY: lab test book setup venv jars up down status benchmark clean check-tools
 
 # JupyterLab refuses to run as root (containers, CI images) unless told --allow-root.
 lab: setup up
@@ -22,12 +22,27 @@ lab: setup up
 # stderr (librdkafka's logs and assertion messages) is not, so an abort is never silent:
 # the assertion line is printed beside faulthandler's traceback.
 test: setup
+	@[ -x /usr/bin/chromium ] || echo "note: /usr/bin/chromium is missing: the browser tests (tests/test_browser.py) will be skipped (Debian: apt-get install chromium)"
 	@started=0; \
 	if ! $(BIN)/kafkalab status --check >/dev/null 2>&1; then \
 	  $(BIN)/kafkalab up || { $(BIN)/kafkalab down; exit 1; }; started=1; \
 	fi; \
 	trap 'if [ $$started = 1 ]; then $(BIN)/kafkalab down; fi' EXIT; \
 	$(BIN)/pytest tests notebooks --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider --capture=sys
+
+# The rendered book: every notebook (and every solution) executed against the live cluster by
+# Sphinx + MyST-NB (config in notebooks/_book), a static HTML site in build/book/ (open
+# build/book/index.html). Executed copies go under build/, never back into notebooks/.
+# Starts the cluster if none is running and stops it afterwards if it started it.
+book: setup
+	@started=0; \
+	if ! $(BIN)/kafkalab status --check >/dev/null 2>&1; then \
+	  $(BIN)/kafkalab up || exit 1; started=1; \
+	fi; \
+	trap 'if [ $$started = 1 ]; then $(BIN)/kafkalab down; fi' EXIT; \
+	rm -rf build/book build/book-doctrees; \
+	$(BIN)/sphinx-build -b html -E -d build/book-doctrees -c notebooks/_book notebooks build/book && \
+	echo "the book: build/book/index.html"
 
 setup: venv jars
 
@@ -39,7 +54,7 @@ check-tools:
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml requirements.lock | check-tools
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -c requirements.lock -e '.[test]'
+	$(BIN)/pip install -q --disable-pip-version-check -c requirements.lock -e '.[test,book]'
 	touch $@
 
 # kafka/pom.xml fetches the broker jars and compiles kafkalab's Java programs (kafka/src) into

@@ -1,0 +1,91 @@
+"""Sphinx + MyST-NB configuration of the rendered book (``make book``).
+
+The source folder is ``notebooks/`` itself; this folder holds only the configuration, the book's
+front page (``index.md``) and a small extension (``widget_snapshot.py``). Every notebook is
+executed against the live cluster while the book is built, in memory: the executed copies are
+written under the build folder (``build/jupyter_execute``), never back into ``notebooks/``.
+
+Environment:
+    KAFKALAB_BOOK_NOTEBOOKS: comma-separated notebook names without ``.ipynb`` (e.g.
+        ``00_cluster_tour,07_ordering``); when set, only these notebooks are read and executed
+        (the browser test builds such a small book). Markdown pages are always included.
+    KAFKALAB_PORT_BASE: the cluster the notebooks reach (the kernels inherit this process's
+        environment).
+
+Sources: MyST-NB configuration, https://myst-nb.readthedocs.io/en/latest/configuration.html
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE.parent
+sys.path.insert(0, str(HERE))
+
+project = "kafkalab"
+author = "kafkalab"
+copyright = "kafkalab authors, Apache-2.0"
+
+extensions = ["myst_nb", "widget_snapshot"]
+root_doc = "_book/index"
+exclude_patterns = ["**.ipynb_checkpoints", "_book/root"]
+
+only = os.environ.get("KAFKALAB_BOOK_NOTEBOOKS", "").strip()
+if only:
+    wanted = {name.strip().removesuffix(".ipynb") for name in only.split(",") if name.strip()}
+    found = {p.relative_to(SOURCE).with_suffix("").as_posix() for p in SOURCE.rglob("*.ipynb")
+             if ".ipynb_checkpoints" not in p.parts}
+    missing = wanted - found
+    if missing:
+        raise ValueError(f"KAFKALAB_BOOK_NOTEBOOKS names notebooks that do not exist: {sorted(missing)}")
+    exclude_patterns += [f"{name}.ipynb" for name in sorted(found - wanted)]
+
+# Execution: every notebook, every build, against the live cluster; a failing cell fails the build.
+nb_execution_mode = "force"
+nb_execution_timeout = 300  # seconds per cell, as nbval's --nbval-cell-timeout in make test
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_execution_in_temp = False  # cwd = notebooks/, as under nbval and JupyterLab
+# Widgets are drawn as static snapshots (widget_snapshot.py): no widget JavaScript from a CDN.
+nb_ipywidgets_js = {}
+nb_merge_streams = True
+
+myst_enable_extensions = ["dollarmath", "colon_fence"]
+myst_heading_anchors = 4  # Markdown links to "#section-title" anchors resolve
+
+html_theme = "sphinx_book_theme"
+html_title = "kafkalab: Kafka delivery semantics, measured"
+html_extra_path = ["root"]  # build/book/index.html: a redirect to the front page
+html_theme_options = {
+    "home_page_in_toc": True,
+    "show_toc_level": 2,
+    "use_download_button": False,
+    "use_fullscreen_button": False,
+    "use_repository_button": False,
+}
+html_show_sourcelink = False
+html_copy_source = False
+html_static_path = ["static"]  # widget_snapshot.css
+# pydata-sphinx-theme logs a console error when no colour mode is set ("Got invalid theme mode").
+html_context = {"default_mode": "light"}
+html_favicon = "favicon.svg"  # without one, the browser's request for /favicon.ico fails
+
+
+def _unlink_outside_targets(app, doctree, docname) -> None:
+    """A Markdown link MyST could not resolve to a page of the book (a file outside it, e.g. the
+    articles in ``../shared/seeds/``) would be rendered as a dead ``#../path`` anchor: show its
+    text instead (``doctree-resolved``). Sphinx ids never hold ``/`` or ``.``, so such a
+    ``refid`` is never a real anchor."""
+    from docutils import nodes
+
+    for ref in list(doctree.findall(nodes.reference)):
+        refid = ref.get("refid", "")
+        if refid and ("/" in refid or "." in refid):
+            ref.replace_self(nodes.inline("", "", *ref.children, classes=["outside-book"]))
+
+
+def setup(app):
+    app.connect("doctree-resolved", _unlink_outside_targets)
