@@ -156,6 +156,15 @@ def test_leave_result_separates_the_leavers_partitions_from_collateral_moves() -
     assert leave.to_json()["survivors_held_before"] == 2
 
 
+def test_leaver_index_names_the_first_or_last_member_in_the_assignors_order() -> None:
+    # member ids sort c2 < c0 < c1, as random KIP-848 ids may
+    r = result({"c0": ["A-1"], "c1": [], "c2": ["A-0"]}, {"A": 2}, member_ids={"c0": "M", "c1": "x", "c2": "B"})
+    assert (A.leaver_index(r, "first"), A.leaver_index(r, "last"), A.leaver_index(r, 1)) == (2, 1, 1)
+    for bad in ("middle", 3, True):
+        with pytest.raises(KafkalabError, match="leaver"):
+            A.leaver_index(r, bad)
+
+
 def test_grid_and_sweep_rows() -> None:
     cases = A.grid([3], [1, 2], [2, 4], ["range", "roundrobin"])
     assert len(cases) == 8 and cases[0] == A.SweepCase(3, 1, 2, "range")

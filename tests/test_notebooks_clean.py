@@ -134,3 +134,29 @@ def test_the_planted_skeleton_passes() -> None:
 def test_a_planted_bad_notebook_fails_the_skeleton_check(replace: dict, problem: str) -> None:
     problems = skeleton_problems(skeleton(**replace))
     assert any(problem in p for p in problems), problems
+
+
+# ----------------------------------------------------------------------------- worked solutions
+
+#: ``notebooks/solutions/NN_name_solutions.ipynb``: the worked solutions of lesson ``NN_name``
+#: (issue 16). nbval runs them with the lessons; they are not lessons, so the skeleton above
+#: does not apply to them.
+SOLUTIONS = sorted((Path(__file__).resolve().parents[1] / "notebooks" / "solutions").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_solution_is_stripped_links_its_lesson_and_starts_from_a_whole_cluster(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    dirty = [i for i, c in enumerate(nb.cells)
+             if c.cell_type == "code" and (c.get("outputs") or c.get("execution_count") is not None)]
+    assert not dirty, f"{path.name}: cells {dirty} have outputs or execution counts; strip them"
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+    lesson = path.name.removesuffix("_solutions.ipynb") + ".ipynb"
+    assert path.name.endswith("_solutions.ipynb") and (path.parents[1] / lesson).exists(), \
+        f"{path.name} is named after a lesson notebook: {lesson} does not exist"
+    assert f"](../{lesson})" in nb.cells[0].source, f"{path.name}: the title cell links back to ../{lesson}"
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert code and "kafkalab.require_cluster(" in code[0], f"{path.name}: the first code cell calls kafkalab.require_cluster()"
+    assert "require_cluster(restore=False)" in code[-1], f"{path.name}: the last cell cleans up and checks the cluster is whole"
+    assert not any("time.sleep(" in src for src in code), f"{path.name}: a bare time.sleep(: wait on a condition instead"

@@ -471,26 +471,40 @@ class LeaveResult:
                 "before": self.before.to_json(), "after": self.after.to_json()}
 
 
+def leaver_index(before: AssignmentResult, leaver: int | str) -> int:
+    """Index in ``before.members`` of the member to close: ``leaver`` itself if it is an int,
+    else the member first (``"first"``) or last (``"last"``) in the assignor's order
+    (``AssignmentResult.order``). Under KIP-848 member ids are random, so only the stable
+    group can say which member that is.
+
+    Raises:
+        KafkalabError: ``leaver`` is neither an index of ``before.members`` nor "first"/"last".
+    """
+    if isinstance(leaver, int) and not isinstance(leaver, bool):
+        if not 0 <= leaver < len(before.members):
+            raise KafkalabError(f"leaver index {leaver} is not one of the {len(before.members)} members")
+        return leaver
+    if leaver not in ("first", "last"):
+        raise KafkalabError(f"leaver must be a consumer index, 'first' or 'last', not {leaver!r}")
+    name = before.order()[0 if leaver == "first" else -1]
+    return next(i for i, m in enumerate(before.members) if m.name == name)
+
+
 def run_leave(consumers: int, topics: dict[str, int], assignor: Assignor | str, leaver: int | str = 0,
               timeout_s: float = 30.0) -> LeaveResult:
     """Form a stable group, close member ``leaver`` cleanly, wait for the new stable
     assignment, and count what moved and what was revoked from the members that stayed.
 
     Args:
-        leaver: consumer index, or ``"first"``: the member first in the assignor's order
-            (``AssignmentResult.order``), the one range gives partition 0 of every topic.
+        leaver: consumer index, or ``"first"``/``"last"``: the member first or last in the
+            assignor's order (``leaver_index``); range gives the first one partition 0 of every
+            topic, and the last one nothing when partitions are fewer than members.
     """
     a = Assignor.parse(assignor) if isinstance(assignor, str) else assignor
     with GroupRun(consumers, topics, a) as run:
         before = run.wait_stable(timeout_s)
         revoked_before = run.revoked_counts()
-        if leaver == "first":
-            first = before.order()[0]
-            index = next(i for i, m in enumerate(before.members) if m.name == first)
-        elif isinstance(leaver, int):
-            index = leaver
-        else:
-            raise KafkalabError(f"leaver must be a consumer index or 'first', not {leaver!r}")
+        index = leaver_index(before, leaver)
         left = run.members[index].state.client_id
         run.remove(index)
         after = run.wait_stable(timeout_s)
