@@ -12,9 +12,11 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from .waiting import wait_until
 
 # librdkafka errors of a watermark query that a retry fixes: the client's metadata does not yet
-# know the new partition or its leader, or the request timed out on a loaded machine.
+# know the new partition or its leader, the request timed out on a loaded machine, or a new
+# leader has not yet caught its high watermark up (OFFSET_NOT_AVAILABLE, KIP-207).
 TRANSIENT_WATERMARK_ERRORS = ("_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC", "_TIMED_OUT", "_TRANSPORT",
-                              "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PART")
+                              "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PART",
+                              "OFFSET_NOT_AVAILABLE")
 
 
 def watermarks(consumer: Consumer, topic: str, partition: int, timeout_s: float = 30.0) -> tuple[int, int]:
