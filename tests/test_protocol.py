@@ -279,8 +279,9 @@ def test_metadata_v4_response_gives_each_topics_error_and_partition_leaders() ->
                + struct.pack(">hii", 0, 0, 1) + struct.pack(">iii", 2, 1, 2) + struct.pack(">ii", 1, 1)
                + struct.pack(">hii", 5, 1, -1) + struct.pack(">i", 0) + struct.pack(">i", 0)
                + struct.pack(">h", 3) + _s("gone") + b"\x00" + struct.pack(">i", 0))
-    corr, topics = protocol.parse_metadata_response(payload)
-    assert corr == 42
+    answer = protocol.parse_metadata_response(payload)
+    corr, topics = answer.correlation_id, answer.topics
+    assert corr == 42 and answer.brokers == {1: "127.0.0.1:9092"}
     assert topics["t"] == protocol.TopicMetadata("t", 0, {0: 1, 1: -1})
     assert topics["gone"].error_code == protocol.UNKNOWN_TOPIC_OR_PARTITION and topics["gone"].leaders == {}
     with pytest.raises(protocol.ProtocolError):

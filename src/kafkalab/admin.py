@@ -30,8 +30,14 @@ _correlation_ids = itertools.count(1)
 
 
 def broker_topics(host: str, port: int, topics: list[str], timeout_s: float = 5.0) -> dict[str, protocol.TopicMetadata]:
-    """What one broker's own metadata cache says about ``topics``: a Metadata v4 request
-    sent to that broker alone (``host:port``, a CLIENT listener), never auto-creating.
+    """What one broker's own metadata cache says about ``topics`` (``broker_metadata``'s topics)."""
+    return broker_metadata(host, port, topics, timeout_s).topics
+
+
+def broker_metadata(host: str, port: int, topics: list[str], timeout_s: float = 5.0) -> protocol.MetadataAnswer:
+    """One broker's own Metadata answer: a Metadata v4 request sent to that broker alone
+    (``host:port``, any of its listeners), for ``topics`` (``[]``: brokers only), never
+    auto-creating.
 
     Why not the AdminClient: librdkafka sends a metadata request to whichever broker it
     likes, and KRaft brokers apply a new topic (or a deletion) from the metadata log each at
@@ -42,7 +48,8 @@ def broker_topics(host: str, port: int, topics: list[str], timeout_s: float = 5.
     (``topic.metadata.refresh.interval.ms``, 300000 in librdkafka 2.16).
 
     Returns:
-        topic -> ``protocol.TopicMetadata`` (error_code 3: the broker does not know it).
+        ``protocol.MetadataAnswer``: the brokers as advertised on that listener, and topic ->
+        ``protocol.TopicMetadata`` (error_code 3: the broker does not know it).
 
     Raises:
         OSError: the broker is unreachable or did not answer within ``timeout_s`` seconds.
@@ -59,9 +66,10 @@ def broker_topics(host: str, port: int, topics: list[str], timeout_s: float = 5.
                 raise ConnectionError(f"{host}:{port} closed the connection before answering Metadata")
             frames = reader.feed(chunk)
             if frames:
-                got, answer = protocol.parse_metadata_response(frames[0])
-                if got != corr:
-                    raise protocol.ProtocolError(f"{host}:{port} answered correlation id {got}, not {corr}")
+                answer = protocol.parse_metadata_response(frames[0])
+                if answer.correlation_id != corr:
+                    raise protocol.ProtocolError(
+                        f"{host}:{port} answered correlation id {answer.correlation_id}, not {corr}")
                 return answer
 
 

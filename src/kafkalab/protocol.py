@@ -578,8 +578,23 @@ def encode_metadata_request(topics: list[str], correlation_id: int, client_id: s
     return encode_frame(header + body)
 
 
-def parse_metadata_response(payload: bytes) -> tuple[int, dict[str, TopicMetadata]]:
-    """A Metadata v4 response frame's payload -> ``(correlation_id, {topic: TopicMetadata})``.
+@dataclass(frozen=True)
+class MetadataAnswer:
+    """One broker's Metadata v4 response.
+
+    Attributes:
+        brokers: broker id -> ``host:port`` as this broker advertises them on the listener the
+            request came through.
+        topics: topic -> ``TopicMetadata``.
+    """
+
+    correlation_id: int
+    brokers: dict[int, str]
+    topics: dict[str, TopicMetadata]
+
+
+def parse_metadata_response(payload: bytes) -> MetadataAnswer:
+    """A Metadata v4 response frame's payload -> ``MetadataAnswer``.
 
     Raises:
         ProtocolError: a truncated response.
@@ -587,8 +602,10 @@ def parse_metadata_response(payload: bytes) -> tuple[int, dict[str, TopicMetadat
     r = Reader(payload)
     corr = r.int32()
     r.int32()  # throttle_time_ms
+    brokers: dict[int, str] = {}
     for _ in range(r.array_length(False)):  # brokers: node_id, host, port, rack
-        r.int32(), r.nullable_string(), r.int32(), r.nullable_string()
+        node, host, port, _rack = r.int32(), r.nullable_string(), r.int32(), r.nullable_string()
+        brokers[node] = f"{host}:{port}"
     r.nullable_string()  # cluster_id
     r.int32()  # controller_id
     topics: dict[str, TopicMetadata] = {}
@@ -602,4 +619,4 @@ def parse_metadata_response(payload: bytes) -> tuple[int, dict[str, TopicMetadat
                     r.int32()
             leaders[index] = leader
         topics[name] = TopicMetadata(name, error, leaders)
-    return corr, topics
+    return MetadataAnswer(corr, brokers, topics)

@@ -19,8 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
 import click
-from confluent_kafka import Consumer, KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer
 
 from .. import admin, cluster, config, defaults, dumplog, runscope, segments, workloads
 from ..cluster import ClusterStatus
@@ -118,17 +117,20 @@ def nodes_table(status: ClusterStatus) -> "pd.DataFrame":
 
 def advertised_brokers(bootstrap: str, timeout_s: float = 5.0) -> dict[int, str]:
     """Broker id -> ``host:port`` as the metadata answer lists them to a client that
-    bootstrapped at ``bootstrap``: the listener it connected through decides the ports.
+    bootstrapped at ``bootstrap`` (one ``host:port``): the listener it connected through
+    decides the ports. The Metadata request goes to that listener alone
+    (``admin.broker_metadata``): a librdkafka client may send it to a broker it has just
+    learned, and the FAULT listener advertises the fault proxy's ports, where nothing listens
+    while the proxy is off (librdkafka then timed out in 2 of 5 tries here).
 
     Raises:
         KafkalabError: no metadata within ``timeout_s``.
     """
-    client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
     try:
-        md = client.list_topics(timeout=timeout_s)
-    except KafkaException as e:
+        return dict(sorted(admin.broker_metadata(host, int(port), [], timeout_s=timeout_s).brokers.items()))
+    except OSError as e:
         raise KafkalabError(f"no metadata from {bootstrap}: {e}") from None
-    return {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
 
 
 # ----------------------------------------------------------------------------- topic and configs
