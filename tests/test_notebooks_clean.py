@@ -19,18 +19,25 @@ SECTIONS = ("Setup", "Summary", "Interview questions", "Exercises", "Glossary", 
 FOLDED_QA = re.compile(r"<details>\s*<summary>(.+?)</summary>(.*?)</details>", re.S)
 
 
-def test_there_are_notebooks() -> None:
-    assert [p.name for p in NOTEBOOKS][:2] == ["00_cluster_tour.ipynb", "01_partition_assignment.ipynb"]
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_is_stripped_and_uses_the_python3_kernel(path: Path) -> None:
+def read_stripped(path: Path) -> nbformat.NotebookNode:
+    """The notebook at ``path``, after asserting it is valid, has no outputs or execution
+    counts, and uses the python3 kernel."""
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     dirty = [i for i, c in enumerate(nb.cells)
              if c.cell_type == "code" and (c.get("outputs") or c.get("execution_count") is not None)]
     assert not dirty, f"{path.name}: cells {dirty} have outputs or execution counts; strip them"
     assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+    return nb
+
+
+def test_there_are_notebooks() -> None:
+    assert [p.name for p in NOTEBOOKS][:2] == ["00_cluster_tour.ipynb", "01_partition_assignment.ipynb"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_stripped_and_uses_the_python3_kernel(path: Path) -> None:
+    nb = read_stripped(path)
 
 
 def _section_at(nb, name: str) -> int | None:
@@ -146,12 +153,7 @@ SOLUTIONS = sorted((Path(__file__).resolve().parents[1] / "notebooks" / "solutio
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
 def test_solution_is_stripped_links_its_lesson_and_starts_from_a_whole_cluster(path: Path) -> None:
-    nb = nbformat.read(path, as_version=4)
-    nbformat.validate(nb)
-    dirty = [i for i, c in enumerate(nb.cells)
-             if c.cell_type == "code" and (c.get("outputs") or c.get("execution_count") is not None)]
-    assert not dirty, f"{path.name}: cells {dirty} have outputs or execution counts; strip them"
-    assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+    nb = read_stripped(path)
     lesson = path.name.removesuffix("_solutions.ipynb") + ".ipynb"
     assert path.name.endswith("_solutions.ipynb") and (path.parents[1] / lesson).exists(), \
         f"{path.name} is named after a lesson notebook: {lesson} does not exist"
