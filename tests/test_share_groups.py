@@ -40,8 +40,33 @@ def test_fates_and_roles_follow_the_counts() -> None:
 def test_the_fate_header_is_read_and_checked() -> None:
     assert worker.fate_of(None) == "accept"
     assert worker.fate_of([("other", b"x"), (worker.FATE_HEADER, b"reject")]) == "reject"
-    with pytest.raises(ValueError, match="expected one of accept, release, reject"):
+    assert worker.fate_of([(worker.FATE_HEADER, b"slow")]) == "slow"
+    with pytest.raises(ValueError, match="expected one of accept, release, reject, slow"):
         worker.fate_of([(worker.FATE_HEADER, b"drop")])
+    assert {f: worker.SHARE_ACKS[f] for f in worker.SHARE_FATES} == \
+        {"accept": "ACCEPT", "release": "RELEASE", "reject": "REJECT", "slow": "ACCEPT"}
+
+
+def test_slow_first_makes_the_first_record_of_each_partition_slow_unless_released_or_rejected() -> None:
+    cfg = sg.ShareRun(partitions=3, messages=12, reject_every=2, slow_first=True, lock_ms=4000)
+    assert [cfg.fate(i) for i in range(6)] == ["slow", "reject", "slow", "reject", "accept", "reject"]
+    assert cfg.slow_max_ms == 2000, "a slow record is acknowledged within half the lock"
+    assert "slow" not in [sg.ShareRun(partitions=3, messages=12).fate(i) for i in range(12)]
+
+
+def test_a_slow_record_is_overtaken_only_by_a_later_offset_of_its_partition_in_another_ledger(tmp_path) -> None:
+    own = tmp_path / "share-0.jsonl"
+    with ledger.Ledger(own, "r") as mine:
+        mine.record("processed", topic=T, partition=0, offset=9, client_id="share-0")  # its own: never counts
+    assert not worker.overtaken(own, T, 0, 5)
+    with ledger.Ledger(tmp_path / "share-1.jsonl", "r") as other:
+        other.record("consumed", topic=T, partition=0, offset=8, client_id="share-1")   # consumed, not processed
+        other.record("processed", topic=T, partition=1, offset=8, client_id="share-1")  # another partition
+        other.record("processed", topic=T, partition=0, offset=5, client_id="share-1")  # the same offset
+    assert not worker.overtaken(own, T, 0, 5)
+    with ledger.Ledger(tmp_path / "share-2.jsonl", "r") as third:
+        third.record("processed", topic=T, partition=0, offset=6, client_id="share-2")
+    assert worker.overtaken(own, T, 0, 5)
 
 
 def test_a_share_consumer_spec_round_trips_and_refuses_an_unknown_signal() -> None:
@@ -143,7 +168,7 @@ def run_share(*args: str) -> dict:
 
 @pytest.mark.cluster
 @pytest.mark.parametrize("consumers,partitions,messages,extra", [
-    (5, 2, 50, ["--crash-consumers", "1", "--release-every", "6", "--delivery-count-limit", "4"]),
+    (5, 2, 50, ["--crash-consumers", "1", "--release-every", "6", "--delivery-count-limit", "4", "--slow-first"]),
     (3, 3, 30, ["--reject-every", "5", "--compare-consumer-group"]),
 ])
 def test_a_share_group_settles_every_record_and_loses_none(consumers, partitions, messages, extra) -> None:
@@ -162,6 +187,9 @@ def test_a_share_group_settles_every_record_and_loses_none(consumers, partitions
         assert r["returned_after_ms"]["share-0"] < cfg["lock_ms"]
     if cfg["compare_consumer_group"]:
         assert r["consumer_group_members_with_partitions"] == min(consumers, partitions)
+    shared = any(sum(p in ps for ps in r["members_at_start"].values()) > 1 for p in range(partitions))
+    if cfg["slow_first"] and shared:
+        assert r["per_partition_inversions"] > 0, "a member overtook the slow first record of a shared partition"
     assert all(v["lag"] in (0, None) for v in r["share_offsets"].values()), r["share_offsets"]
 
 

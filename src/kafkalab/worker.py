@@ -55,7 +55,11 @@ what it does next is written in the record itself, in the header ``kafkalab-fate
 acknowledged ACCEPT; ``release`` is acknowledged RELEASE every time (a record the application
 cannot handle now: the broker delivers it again at once, until
 ``share.delivery.count.limit`` deliveries, then archives it); ``reject`` is acknowledged
-REJECT (a poison record: never delivered again). Acknowledgements are sent with
+REJECT (a poison record: never delivered again); ``slow`` is a long piece of work: the
+worker finishes it (``processed``, then ACCEPT) only once another member of the run has
+processed a later offset of the same partition, as its ledger in the same folder says, or
+after ``slow_max_ms`` (``overtaken``), so a share group's members overtake each other on
+every run, whatever the load. Acknowledgements are sent with
 ``commit_sync`` after each poll's records, then recorded as ``acknowledged`` events (with
 the commit's error, if any). ``crash_after=K``: after processing its K-th record, before
 acknowledging the records of that poll, the worker flushes its ledger and stops with
@@ -90,7 +94,9 @@ COMMIT_MODES = ("auto", "store-after-process", "sync-per-message", "async", "non
 CRASH_POINTS = ("after-process", "after-commit")
 #: Record header that tells a share consumer worker what to do with the record (``SHARE_FATES``).
 FATE_HEADER = "kafkalab-fate"
-SHARE_FATES = ("accept", "release", "reject")
+SHARE_FATES = ("accept", "release", "reject", "slow")
+#: The acknowledgement each fate ends in (KIP-932 ``AcknowledgeType``): a slow record is accepted.
+SHARE_ACKS = {"accept": "ACCEPT", "release": "RELEASE", "reject": "REJECT", "slow": "ACCEPT"}
 #: How a share consumer worker stops at its crash point: a crash, or a hang.
 SHARE_CRASH_SIGNALS = ("SIGKILL", "SIGSTOP")
 #: Environment variable through which ``workloads.Worker`` tells the child its parent's pid.
@@ -168,7 +174,9 @@ class ShareConsumerSpec:
     """What a share consumer worker does (module docstring). ``conf`` is passed to
     ``confluent_kafka.ShareConsumer`` after the worker's settings (explicit acknowledgement,
     ``max_poll_records``). ``crash_after`` None: run until SIGTERM, then acknowledge the records
-    in hand, ``close`` (leaves the group) and exit 0. Times in ms."""
+    in hand, ``close`` (leaves the group) and exit 0. ``slow_max_ms``: the longest a ``slow``
+    record waits to be overtaken; keep it below the acquisition lock, or the record is
+    delivered again meanwhile. Times in ms."""
 
     name: str
     run_id: str
@@ -181,6 +189,7 @@ class ShareConsumerSpec:
     crash_after: int | None = None
     crash_signal: str = "SIGKILL"
     poll_timeout_ms: int = 200
+    slow_max_ms: float = 2500.0
     kind: str = "share"
 
     def __post_init__(self) -> None:
@@ -332,6 +341,25 @@ def fate_of(headers: list | None) -> str:
     return "accept"
 
 
+def overtaken(ledger_path: str | os.PathLike[str], topic: str, partition: int, offset: int) -> bool:
+    """Whether another worker of the run (another ``*.jsonl`` ledger in the folder of
+    ``ledger_path``) has recorded ``processed`` for an offset above ``offset`` of ``topic``
+    ``partition``. Reads the ledgers as they stand (written through: whole lines)."""
+    from pathlib import Path
+
+    from .ledger import read_events
+
+    own = Path(ledger_path)
+    for path in own.parent.glob("*.jsonl"):
+        if path == own:
+            continue
+        for e in read_events(path):
+            if (e.kind == "processed" and e.topic == topic and e.partition == partition
+                    and e.offset is not None and e.offset > offset):
+                return True
+    return False
+
+
 def run_share_consumer(spec: ShareConsumerSpec) -> None:
     """The share consumer loop (module docstring). Ledger written through.
 
@@ -341,12 +369,14 @@ def run_share_consumer(spec: ShareConsumerSpec) -> None:
     from confluent_kafka import AcknowledgeType, ShareConsumer
 
     from . import config
+    from .errors import WaitTimeout
     from .ledger import Ledger, crash
+    from .waiting import wait_until
 
     ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    types = {"accept": AcknowledgeType.ACCEPT, "release": AcknowledgeType.RELEASE, "reject": AcknowledgeType.REJECT}
+    types = {fate: getattr(AcknowledgeType, ack) for fate, ack in SHARE_ACKS.items()}
 
     def note(kind: str, m, **kw: Any) -> None:
         ledger.record(kind, client_id=spec.name, topic=m.topic(), partition=m.partition(), offset=m.offset(),
@@ -367,8 +397,15 @@ def run_share_consumer(spec: ShareConsumerSpec) -> None:
                 note("consumed", m)
                 decided.append((m, fate_of(m.headers())))
             for m, fate in decided:  # the whole poll is handled, even after SIGTERM
-                if fate != "accept":
+                if fate not in ("accept", "slow"):
                     continue
+                if fate == "slow":  # finished only once a later offset of its partition is done elsewhere
+                    try:
+                        wait_until(lambda m=m: overtaken(spec.ledger, m.topic(), m.partition(), m.offset()),
+                                   timeout_s=spec.slow_max_ms / 1000, interval_s=0.02,
+                                   what=f"another member to process an offset above {m.offset()}")
+                    except WaitTimeout:
+                        pass  # nobody overtook it: finished in offset order, and the audit counts no inversion
                 if spec.process_ms:
                     time.sleep(spec.process_ms / 1000)  # the work itself (simulated), not a wait on Kafka
                 note("processed", m)
@@ -385,7 +422,7 @@ def run_share_consumer(spec: ShareConsumerSpec) -> None:
             errors = {(tp.topic, tp.partition): tp.error for tp in consumer.commit_sync() or {}}
             for m, fate in decided:
                 error = errors.get((m.topic(), m.partition()))
-                note("acknowledged", m, ack=fate.upper(), error=str(error) if error else None)
+                note("acknowledged", m, ack=SHARE_ACKS[fate], error=str(error) if error else None)
     finally:
         consumer.close()  # acknowledges what is pending and leaves the share group
         ledger.close()

@@ -18,7 +18,8 @@ holder's connection closes, is delivered again with a higher delivery count, unt
    whole batches, so one batch of N records would go to one consumer). Each carries its fate
    in a header (``worker.FATE_HEADER``): every ``release_every``-th is released at every
    delivery (archived after the limit), every ``reject_every``-th is rejected (a poison
-   record), the rest are processed and accepted;
+   record), with ``slow_first`` the first record of each partition is a slow piece of work
+   that another member overtakes (``worker.overtaken``), the rest are processed and accepted;
 4. ``crash_consumers`` of the members die by SIGKILL after processing their
    ``crash_after``-th record, before acknowledging it, and ``freeze_consumers`` stop by
    SIGSTOP at the same point (a hung process: its connections stay open);
@@ -82,6 +83,10 @@ class ShareRun:
         process_ms: work per accepted record of the fastest consumer (``process_ms_of``).
         max_poll_records: librdkafka ``max.poll.records`` of each consumer.
         compare_consumer_group: also run C members of a consumer group on the topic.
+        slow_first: the first record of each partition is a slow piece of work (fate
+            ``slow``): its consumer finishes it only once another member has processed a
+            later offset of that partition, or after half the lock (``slow_max_ms``). With
+            2 or more members this makes an order inversion certain, whatever the load.
     """
 
     consumers: int = 4
@@ -97,6 +102,7 @@ class ShareRun:
     process_ms: float = 20.0
     max_poll_records: int = 1
     compare_consumer_group: bool = False
+    slow_first: bool = False
 
     def __post_init__(self) -> None:
         if self.consumers < 1 or self.partitions < 1 or self.messages < 1:
@@ -119,12 +125,22 @@ class ShareRun:
                                 f"in kafka/config/broker.properties), not {self.lock_ms}")
 
     def fate(self, i: int) -> str:
-        """What happens to record ``i``: ``release``, ``reject`` or ``accept``."""
+        """What happens to record ``i`` (partition ``i % partitions``): ``release``,
+        ``reject``, ``slow`` (with ``slow_first``, the first record of each partition that
+        is neither) or ``accept``."""
         if self.release_every and i % self.release_every == self.release_every - 1:
             return "release"
         if self.reject_every and i % self.reject_every == self.reject_every - 1:
             return "reject"
+        if self.slow_first and i < self.partitions:
+            return "slow"
         return "accept"
+
+    @property
+    def slow_max_ms(self) -> float:
+        """The longest a ``slow`` record waits to be overtaken: half the acquisition lock, so
+        it is acknowledged before the lock could run out."""
+        return self.lock_ms / 2
 
     def process_ms_of(self, index: int) -> float:
         """Consumer ``index``'s work per record: ``process_ms`` times 1, 2, 3, 4, 1, 2, ...
@@ -295,7 +311,7 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
             procs[name] = workloads.spawn(ShareConsumerSpec(
                 name, run.run_id, str(folder / f"{name}.jsonl"), group, [topic], process_ms=cfg.process_ms_of(i),
                 max_poll_records=cfg.max_poll_records, crash_after=cfg.crash_after if role != "run" else None,
-                crash_signal="SIGSTOP" if role == "freeze" else "SIGKILL"))
+                crash_signal="SIGSTOP" if role == "freeze" else "SIGKILL", slow_max_ms=cfg.slow_max_ms))
 
         def joined():
             for name, w in procs.items():
@@ -377,17 +393,20 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
               help="Group config share.record.lock.duration.ms (the acquisition lock).")
 @click.option("--process-ms", type=click.FloatRange(0), default=20.0, show_default=True, help="Work per record, ms.")
 @click.option("--compare-consumer-group", is_flag=True, help="Also run C members of a consumer group on the topic.")
+@click.option("--slow-first", is_flag=True,
+              help="The first record of each partition is slow: finished only after another member overtook it.")
 @click.option("--timeout", "timeout_s", type=float, default=90.0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @runscope.checks_cluster_itself
 def cli_command(consumers: int, partitions: int, messages: int, crash_consumers: int, freeze_consumers: int,
                 crash_after: int, release_every: int, reject_every: int, delivery_count_limit: int, lock_ms: int,
-                process_ms: float, compare_consumer_group: bool, timeout_s: float, as_json: bool) -> None:
+                process_ms: float, compare_consumer_group: bool, slow_first: bool, timeout_s: float,
+                as_json: bool) -> None:
     """Share group (KIP-932): C consumers on P partitions, per-record acknowledgement, audited."""
     try:
         cfg = ShareRun(consumers, partitions, messages, crash_consumers, freeze_consumers, crash_after, release_every,
                        reject_every, delivery_count_limit, lock_ms, process_ms,
-                       compare_consumer_group=compare_consumer_group)
+                       compare_consumer_group=compare_consumer_group, slow_first=slow_first)
     except KafkalabError as e:
         raise click.UsageError(str(e)) from None
     runscope.require_for_cli()  # after the settings are checked: bad input fails before the cluster is touched
