@@ -54,6 +54,28 @@ def test_slow_first_makes_the_first_record_of_each_partition_slow_unless_release
     assert "slow" not in [sg.ShareRun(partitions=3, messages=12).fate(i) for i in range(12)]
 
 
+def test_the_first_record_waits_for_every_member_that_has_consumed_one(tmp_path) -> None:
+    with ledger.Ledger(tmp_path / "share-0.jsonl", "r") as a:
+        a.record("consumed", topic=T, partition=0, offset=0, client_id="share-0", delivery_count=1)
+    with ledger.Ledger(tmp_path / "share-1.jsonl", "r") as b:
+        b.record("consumed", topic=T, client_id="share-1", error="_TIMED_OUT")  # an error is no record
+    assert worker.members_with_records(tmp_path / "share-1.jsonl") == {"share-0"}
+    with ledger.Ledger(tmp_path / "share-1.jsonl", "r") as b:
+        b.record("consumed", topic=T, partition=0, offset=1, client_id="share-1", delivery_count=1)
+    assert worker.members_with_records(tmp_path / "share-0.jsonl") == {"share-0", "share-1"}
+
+
+def test_held_offsets_and_missed_crash_points_are_read_from_the_ledgers() -> None:
+    events = [*delivery(10, "a", "c0", 0, 1, "ACCEPT"), *delivery(20, "b", "c0", 1, 1, None),
+              *delivery(30, "c", "c1", 2, 1, "ACCEPT"), *delivery(40, "d", "c0", 5, 1, None, partition=1)]
+    assert sg.held_offsets(events, {"c0"}) == {0: [1], 1: [5]}
+    assert sg.held_offsets(events, {"c1"}) == {}
+    assert sg.crash_points_missed(events, 3, {"c0", "c1"}) == ["c1"]  # c0 processed a, b and d; c1 only c
+    assert sg.crash_points_missed(events, 4, {"c0", "c1"}) == ["c0", "c1"]
+    with pytest.raises(KafkalabError, match="describe_held needs freeze_consumers"):
+        sg.ShareRun(describe_held=True)
+
+
 def test_a_slow_record_is_overtaken_only_by_a_later_offset_of_its_partition_in_another_ledger(tmp_path) -> None:
     own = tmp_path / "share-0.jsonl"
     with ledger.Ledger(own, "r") as mine:
@@ -170,6 +192,8 @@ def run_share(*args: str) -> dict:
 @pytest.mark.parametrize("consumers,partitions,messages,extra", [
     (5, 2, 50, ["--crash-consumers", "1", "--release-every", "6", "--delivery-count-limit", "4", "--slow-first"]),
     (3, 3, 30, ["--reject-every", "5", "--compare-consumer-group"]),
+    (3, 1, 30, ["--freeze-consumers", "1", "--crash-after", "2", "--lock-ms", "60000", "--describe-held",
+                "--first-for-all"]),
 ])
 def test_a_share_group_settles_every_record_and_loses_none(consumers, partitions, messages, extra) -> None:
     r = run_share("--consumers", str(consumers), "--partitions", str(partitions), "--messages", str(messages), *extra)
@@ -187,6 +211,13 @@ def test_a_share_group_settles_every_record_and_loses_none(consumers, partitions
         assert r["returned_after_ms"]["share-0"] < cfg["lock_ms"]
     if cfg["compare_consumer_group"]:
         assert r["consumer_group_members_with_partitions"] == min(consumers, partitions)
+    if cfg["first_for_all"]:
+        assert set(r["records_per_consumer"]) == set(r["roles"]), "every member received a record"
+    if cfg["describe_held"]:
+        [(p, window)] = r["held_window"].items()
+        assert window["start_offset"] <= window["held"][0] and window["lag"] >= len(window["held"]), window
+        assert window["accepted_above"] == window["end_offset"] - window["held"][0] - len(window["held"]), window
+        assert r["held_processed"] == r["duplicates_processed"] >= 1 and r["max_delivery_count"] == 2
     shared = any(sum(p in ps for ps in r["members_at_start"].values()) > 1 for p in range(partitions))
     if cfg["slow_first"] and shared:
         assert r["per_partition_inversions"] > 0, "a member overtook the slow first record of a shared partition"

@@ -176,7 +176,9 @@ class ShareConsumerSpec:
     ``max_poll_records``). ``crash_after`` None: run until SIGTERM, then acknowledge the records
     in hand, ``close`` (leaves the group) and exit 0. ``slow_max_ms``: the longest a ``slow``
     record waits to be overtaken; keep it below the acquisition lock, or the record is
-    delivered again meanwhile. Times in ms."""
+    delivered again meanwhile. ``first_waits_for`` > 0: the worker holds the first record it
+    receives, before processing it, until that many members of the run have received one
+    (``members_with_records``), at most ``slow_max_ms``. Times in ms."""
 
     name: str
     run_id: str
@@ -190,6 +192,7 @@ class ShareConsumerSpec:
     crash_signal: str = "SIGKILL"
     poll_timeout_ms: int = 200
     slow_max_ms: float = 2500.0
+    first_waits_for: int = 0
     kind: str = "share"
 
     def __post_init__(self) -> None:
@@ -360,6 +363,17 @@ def overtaken(ledger_path: str | os.PathLike[str], topic: str, partition: int, o
     return False
 
 
+def members_with_records(ledger_path: str | os.PathLike[str]) -> set[str]:
+    """The ``client_id`` of every worker of the run (a ``*.jsonl`` ledger in the folder of
+    ``ledger_path``, this one included) that has recorded a ``consumed`` record."""
+    from pathlib import Path
+
+    from .ledger import read_events
+
+    return {e.client_id for path in Path(ledger_path).parent.glob("*.jsonl") for e in read_events(path)
+            if e.kind == "consumed" and e.error is None and e.offset is not None and e.client_id}
+
+
 def run_share_consumer(spec: ShareConsumerSpec) -> None:
     """The share consumer loop (module docstring). Ledger written through.
 
@@ -387,6 +401,7 @@ def run_share_consumer(spec: ShareConsumerSpec) -> None:
                               "max.poll.records": spec.max_poll_records, "log_level": 3, **spec.conf})
     consumer.subscribe(spec.topics)
     processed = 0
+    first = True
     try:
         while not stop.is_set():
             decided = []
@@ -396,6 +411,14 @@ def run_share_consumer(spec: ShareConsumerSpec) -> None:
                     continue
                 note("consumed", m)
                 decided.append((m, fate_of(m.headers())))
+            if decided and spec.first_waits_for and first:
+                first = False  # the first record waits until every member has one: none is left out by scheduling
+                try:
+                    wait_until(lambda: len(members_with_records(spec.ledger)) >= spec.first_waits_for,
+                               timeout_s=spec.slow_max_ms / 1000, interval_s=0.02,
+                               what=f"{spec.first_waits_for} members with a record")
+                except WaitTimeout:
+                    pass  # some member got none: the run's consumers_with_records says so
             for m, fate in decided:  # the whole poll is handled, even after SIGTERM
                 if fate not in ("accept", "slow"):
                     continue

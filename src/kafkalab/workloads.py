@@ -443,6 +443,19 @@ class Worker:
         """None while running; ``-9`` after SIGKILL (a crash point or ``kill``)."""
         return self.popen.poll()
 
+    @property
+    def stopped(self) -> bool:
+        """Whether the process is alive and stopped by a signal (SIGSTOP: state ``T`` in
+        ``/proc/<pid>/stat``, proc(5)): a worker that froze itself at its crash point, or one
+        ``pause`` stopped."""
+        if not self.alive:
+            return False
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat[stat.rindex(")") + 2:].startswith("T")
+
     def wait(self, timeout_s: float) -> int:
         """Until the process exits; returns its exit code.
 

@@ -83,6 +83,17 @@ class ShareRun:
         process_ms: work per accepted record of the fastest consumer (``process_ms_of``).
         max_poll_records: librdkafka ``max.poll.records`` of each consumer.
         compare_consumer_group: also run C members of a consumer group on the topic.
+        describe_held: with ``freeze_consumers``: once every frozen member has stopped and
+            every other record is accepted, rejected or archived, describe the
+            share-partitions (``kafka-share-groups --describe --offsets``) while the frozen
+            members still hold their records (``ShareGroupResult.held_window``), then SIGKILL
+            them, so their records come back at once. Give the run a lock longer than that
+            takes (``lock_ms`` up to 60000), or the lock releases them first.
+        first_for_all: each member holds the first record it receives, before processing
+            it, until every member has received one (at most half the lock). A member starved
+            of CPU for a moment is then not left without records by chance; in a group where
+            a member could get no record at all (a consumer group's idle member) the wait
+            would only time out.
         slow_first: the first record of each partition is a slow piece of work (fate
             ``slow``): its consumer finishes it only once another member has processed a
             later offset of that partition, or after half the lock (``slow_max_ms``). With
@@ -103,6 +114,8 @@ class ShareRun:
     max_poll_records: int = 1
     compare_consumer_group: bool = False
     slow_first: bool = False
+    describe_held: bool = False
+    first_for_all: bool = False
 
     def __post_init__(self) -> None:
         if self.consumers < 1 or self.partitions < 1 or self.messages < 1:
@@ -120,6 +133,8 @@ class ShareRun:
         if not 2 <= self.delivery_count_limit <= 10:
             raise KafkalabError(f"delivery_count_limit must be 2..10 (group.share.min/max.delivery.count.limit), "
                                 f"not {self.delivery_count_limit}")
+        if self.describe_held and not self.freeze_consumers:
+            raise KafkalabError("describe_held needs freeze_consumers >= 1: only a frozen member holds records on purpose")
         if self.lock_ms < BROKER_MIN_LOCK_MS:
             raise KafkalabError(f"lock_ms must be >= {BROKER_MIN_LOCK_MS} (group.share.min.record.lock.duration.ms "
                                 f"in kafka/config/broker.properties), not {self.lock_ms}")
@@ -190,6 +205,12 @@ class ShareGroupResult:
         share_offsets: per partition, the share-partition start offset and lag at the end
             (``kafka-share-groups --describe --offsets``).
         group_configs: the group configs as the broker reports them.
+        held_window: with ``describe_held``: per partition (``str``), what the share
+            coordinator showed while the frozen members held records: ``start_offset`` (the
+            SPSO) and ``lag`` (``kafka-share-groups --describe --offsets``), ``held`` (the
+            offsets held, acquired and never acknowledged), ``accepted_above`` (offsets above
+            the lowest held one already acknowledged ACCEPT) and ``end_offset`` (the
+            partition's high watermark); else None.
     """
 
     topic: str
@@ -215,6 +236,7 @@ class ShareGroupResult:
     consumer_group_members_with_partitions: int | None
     share_offsets: dict[str, dict]
     group_configs: dict[str, str | None]
+    held_window: dict[str, dict] | None
     elapsed_ms: int
     ledger_dir: str = field(default="", repr=False)
 
@@ -259,6 +281,28 @@ def final_values(events: list[ledger.Event], limit: int, gone: set[str]) -> set[
 def past_limit(events: list[ledger.Event], limit: int) -> int:
     """Deliveries whose delivery count is above ``limit`` (KIP-932: there are none)."""
     return sum(1 for e in events if e.kind == "consumed" and (e.delivery_count or 0) > limit)
+
+
+def held_offsets(events: list[ledger.Event], clients: set[str]) -> dict[int, list[int]]:
+    """Per partition, the offsets that a consumer in ``clients`` received and has not
+    acknowledged (acquired and held), from ledger events."""
+    acked = {(e.client_id, e.partition, e.offset, e.delivery_count) for e in events if e.kind == "acknowledged"}
+    out: dict[int, list[int]] = {}
+    for e in events:
+        if (e.kind == "consumed" and e.client_id in clients and e.error is None and e.offset is not None
+                and (e.client_id, e.partition, e.offset, e.delivery_count) not in acked):
+            out.setdefault(e.partition, []).append(e.offset)
+    return {p: sorted(offs) for p, offs in sorted(out.items())}
+
+
+def crash_points_missed(events: list[ledger.Event], crash_after: int, gone: set[str]) -> list[str]:
+    """The crashed or frozen consumers (``gone``) whose ledger shows fewer than
+    ``crash_after`` processed records: they never reached their crash point."""
+    processed = {c: 0 for c in gone}
+    for e in events:
+        if e.kind == "processed" and e.client_id in processed:
+            processed[e.client_id] += 1
+    return sorted(c for c, n in processed.items() if n < crash_after)
 
 
 def _events(folder: Path) -> list[ledger.Event]:
@@ -311,7 +355,8 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
             procs[name] = workloads.spawn(ShareConsumerSpec(
                 name, run.run_id, str(folder / f"{name}.jsonl"), group, [topic], process_ms=cfg.process_ms_of(i),
                 max_poll_records=cfg.max_poll_records, crash_after=cfg.crash_after if role != "run" else None,
-                crash_signal="SIGSTOP" if role == "freeze" else "SIGKILL", slow_max_ms=cfg.slow_max_ms))
+                crash_signal="SIGSTOP" if role == "freeze" else "SIGKILL", slow_max_ms=cfg.slow_max_ms,
+                first_waits_for=cfg.consumers if cfg.first_for_all else 0))
 
         def joined():
             for name, w in procs.items():
@@ -328,13 +373,39 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
                 book.record("acked", topic=topic, partition=p, offset=off, key=key.decode(), value=value.decode(),
                             client_id="producer")
         produced = {v.decode() for _, v, _, _ in _records(cfg)}
+        places = {v.decode(): where for (_, v, _, _), where in zip(_records(cfg), placed)}  # value -> (partition, offset)
 
         gone = {name for name in procs if cfg.role(int(name.rsplit("-", 1)[1])) != "run"}
+        frozen = sorted(name for name in gone if cfg.role(int(name.rsplit("-", 1)[1])) == "freeze")
+        held_window: dict[str, dict] | None = None
+
+        def describe_held() -> None:
+            # Every frozen member stopped at its crash point, and everything else is settled:
+            # the records still in flight are exactly the held ones.
+            nonlocal held_window
+            events = _events(folder)
+            held = held_offsets(events, set(frozen))
+            if not all(procs[n].stopped for n in frozen) or not held:
+                return
+            settled = final_values(events, cfg.delivery_count_limit, set())
+            if not produced - settled <= {v for v, (p, o) in places.items() if o in held.get(p, [])}:
+                return
+            described = admin.share_group_offsets(group)
+            events = _events(folder)  # the frozen members hold theirs still: nothing moved below them
+            accepted = {(e.partition, e.offset) for e in events if e.kind == "acknowledged" and e.ack == "ACCEPT"}
+            held_window = {str(p): {**described[(topic, p)], "held": offs,
+                                    "end_offset": 1 + max(o for q, o in places.values() if q == p),
+                                    "accepted_above": sum(1 for q, o in accepted if q == p and o > offs[0])}
+                           for p, offs in held.items()}
+            for n in frozen:
+                procs[n].kill()
 
         def final():
             for name, w in procs.items():
                 if not w.alive and name not in gone:
                     raise KafkalabError(f"{name} exited {w.returncode}:\n{w.log_tail()}")
+            if cfg.describe_held and held_window is None:
+                describe_held()
             return produced <= final_values(_events(folder), cfg.delivery_count_limit, gone)
 
         wait_until(final, timeout_s=timeout_s, interval_s=0.3,
@@ -348,6 +419,10 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
             wait_until(lambda: time.monotonic() >= end or past_limit(_events(folder), cfg.delivery_count_limit),
                        timeout_s=cfg.lock_ms / 1000 + 5, interval_s=0.2,
                        what="one acquisition lock after the last record was archived")
+        missed = crash_points_missed(_events(folder), cfg.crash_after, gone)
+        if missed:
+            raise KafkalabError(f"{', '.join(missed)} processed fewer than crash_after={cfg.crash_after} records, so "
+                                f"never crashed or froze: give each consumer more records (messages) or a lower crash_after")
         share_offsets = admin.share_group_offsets(group)
         described = admin.describe_config("group", group, list(group_configs(cfg)))
         compared = None
@@ -365,7 +440,7 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
             members_at_start={m.client_id: sorted(p for _, p in m.partitions) for m in at_start},
             consumer_group_members_with_partitions=compared,
             share_offsets={str(p): v for (_, p), v in sorted(share_offsets.items())},
-            group_configs={k: v.value for k, v in described.items()},
+            group_configs={k: v.value for k, v in described.items()}, held_window=held_window,
             elapsed_ms=int((time.monotonic() - t0) * 1000), ledger_dir=str(folder))
     finally:
         for m in members:
@@ -393,6 +468,10 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
               help="Group config share.record.lock.duration.ms (the acquisition lock).")
 @click.option("--process-ms", type=click.FloatRange(0), default=20.0, show_default=True, help="Work per record, ms.")
 @click.option("--compare-consumer-group", is_flag=True, help="Also run C members of a consumer group on the topic.")
+@click.option("--describe-held", is_flag=True,
+              help="With --freeze-consumers: describe the share-partitions while the frozen ones hold records, then kill them.")
+@click.option("--first-for-all", is_flag=True,
+              help="Each member holds its first record until every member has received one.")
 @click.option("--slow-first", is_flag=True,
               help="The first record of each partition is slow: finished only after another member overtook it.")
 @click.option("--timeout", "timeout_s", type=float, default=90.0, show_default=True)
@@ -400,13 +479,14 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
 @runscope.checks_cluster_itself
 def cli_command(consumers: int, partitions: int, messages: int, crash_consumers: int, freeze_consumers: int,
                 crash_after: int, release_every: int, reject_every: int, delivery_count_limit: int, lock_ms: int,
-                process_ms: float, compare_consumer_group: bool, slow_first: bool, timeout_s: float,
-                as_json: bool) -> None:
+                process_ms: float, compare_consumer_group: bool, describe_held: bool, first_for_all: bool,
+                slow_first: bool, timeout_s: float, as_json: bool) -> None:
     """Share group (KIP-932): C consumers on P partitions, per-record acknowledgement, audited."""
     try:
         cfg = ShareRun(consumers, partitions, messages, crash_consumers, freeze_consumers, crash_after, release_every,
                        reject_every, delivery_count_limit, lock_ms, process_ms,
-                       compare_consumer_group=compare_consumer_group, slow_first=slow_first)
+                       compare_consumer_group=compare_consumer_group, slow_first=slow_first,
+                       describe_held=describe_held, first_for_all=first_for_all)
     except KafkalabError as e:
         raise click.UsageError(str(e)) from None
     runscope.require_for_cli()  # after the settings are checked: bad input fails before the cluster is touched
