@@ -1,5 +1,5 @@
 """How long each notebook takes and how much memory one learner's set-up holds, as JSON:
-the numbers behind the workshop guide (notebooks/WORKSHOP.md).
+the numbers behind the workshop guide (notebooks/workshop_guide.md).
 
     .venv/bin/python benchmarks/notebook_times.py [--notebooks 00 03 ...] [--out FILE]
 
