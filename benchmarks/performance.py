@@ -1,14 +1,20 @@
 """What each knob costs on this machine: notebook 10's measurements with larger sizes, as JSON.
 
     .venv/bin/python benchmarks/performance.py [--messages 500000] [--rounds 2] [--out FILE]
+        [--consumer-messages 50000] [--no-serving] [--markdown]
 
 Runs against the running cluster (`kafkalab up`), alternating the settings `--rounds` times so
 that each sees the same machine, and prints (or writes to --out) one JSON object: the machine
 (cores, memory, load average before and after), then per setting the records/s of
 confluent-kafka and of kafka-producer-perf-test (median over rounds), their ratio, bytes on
-disk per record, records per batch; per codec the bytes per flight record; end-to-end latency
-percentiles; transaction commit times. `--markdown` prints the README's table instead.
-Absolute numbers move with the load: compare rows of one run.
+disk per record, records per batch; the batching sweep (records per batch per linger.ms and
+batch.size); send-to-ack percentiles per acks (0, 1, all, idempotent, min.insync.replicas=1);
+what idempotence writes in the batch headers; per codec the bytes per flight record; transaction
+commit times; end-to-end latency percentiles; consumer records/s, MB/s and records per fetch per
+max.partition.fetch.bytes for confluent-kafka and kafka-consumer-perf-test; and (unless
+--no-serving) the page cache and sendfile counts of a consumer served by the leader.
+`--markdown` prints the README's tables instead. Absolute numbers move with the load: compare rows
+of one run.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ def machine() -> dict:
             "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
-def measure(messages: int, rounds: int) -> dict:
+def measure(messages: int, rounds: int, consumer_messages: int = 50_000, serving: bool = True) -> dict:
     out: dict = {"machine_before": machine(), "messages": messages, "record_size": 100, "throughput": {}}
     runs: dict[str, list] = {k: [] for k in SETTINGS}
     for _ in range(rounds):
@@ -53,9 +59,18 @@ def measure(messages: int, rounds: int) -> dict:
                                     "ratio": round(py / jv, 2), "bytes_on_disk_per_record": rs[-1].bytes_on_disk_per_record,
                                     "python_records_per_batch": rs[-1].records_per_batch,
                                     "java_records_per_batch": rs[-1].java_records_per_batch}
+    out["batching"] = [vars(r) for r in pf.run_batching(lingers=(0, 1, 5, 20, 100), rate=5000, seconds=2.0,
+                                                          batch_sizes=(2000, 16384))]
+    out["acks"] = [vars(r) for r in pf.run_acks(rate=200, seconds=3.0, rounds=rounds)]
+    out["idempotence"] = [vars(r) for r in pf.run_idempotence_cost(messages=messages // 5)]
     out["compression"] = [vars(r) for r in pf.run_compression(records=50_000)]
     out["transactions"] = [vars(r) for r in pf.run_transactions(sizes=(10, 100, 1000), commits=20)]
     out["latency"] = pf.run_latency(rate=200, seconds=5.0, java_records=1000).to_json()
+    out["consumer"] = pf.run_consumer_throughput(consumer_messages, 1000).to_json()
+    out["consumer_large_batches"] = pf.run_consumer_throughput(
+        consumer_messages, 100, fetch_bytes=(100, pf.DEFAULT_PARTITION_FETCH_BYTES), producer_batch_size=1_000_000).to_json()
+    if serving:
+        out["serving"] = pf.run_serving(records=200_000, record_size=200, trace=True, tls=True).to_json()
     out["machine_after"] = machine()
     return out
 
@@ -69,6 +84,18 @@ def markdown(result: dict) -> str:
     for label, r in result["throughput"].items():
         lines.append(f"| {label} | {r['python_records_per_s']:,} | {r['java_records_per_s']:,} | {r['ratio']} | "
                      f"{r['bytes_on_disk_per_record']} |")
+    for key in ("consumer", "consumer_large_batches"):
+        c = result.get(key)
+        if not c:
+            continue
+        lines += ["", f"Reading {c['messages']:,} records of {c['record_size']} bytes written in batches of "
+                      f"{c['records_per_batch']} records:", "",
+                  "| max.partition.fetch.bytes | client | records/s | MB/s | records / fetch |", "|---:|---|---:|---:|---:|"]
+        for row in c["rows"]:
+            for b in (row["python"], row["java"]):
+                if b:
+                    lines.append(f"| {row['max_partition_fetch_bytes']:,} | {b['client']} | {round(b['records_per_s']):,} | "
+                                 f"{b['mb_per_s']:.1f} | {b['records_per_fetch']} |")
     return "\n".join(lines)
 
 
@@ -77,9 +104,11 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=500_000)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", help="write the JSON here instead of printing it")
-    ap.add_argument("--markdown", action="store_true", help="print the README's table")
+    ap.add_argument("--consumer-messages", type=int, default=50_000, help="records each consumer reads back")
+    ap.add_argument("--no-serving", action="store_true", help="skip the page cache / sendfile run (needs strace)")
+    ap.add_argument("--markdown", action="store_true", help="print the README's tables")
     args = ap.parse_args()
-    result = measure(args.messages, args.rounds)
+    result = measure(args.messages, args.rounds, args.consumer_messages, not args.no_serving)
     text = markdown(result) if args.markdown else json.dumps(result, indent=2)
     if args.out:
         with open(args.out, "w") as f:

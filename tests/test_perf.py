@@ -1,6 +1,6 @@
 """kafkalab.perf and notebook 10's family: settings for both clients, the parsers of the perf
-tools' and strace's output, percentiles; `kafkalab run throughput` and `latency` live with other
-sizes and settings than the notebook uses."""
+tools' and strace's output, percentiles; `kafkalab run throughput`, `latency` and
+`consume-throughput` live with other sizes and settings than the notebook uses."""
 
 from __future__ import annotations
 
@@ -17,6 +17,20 @@ from kafkalab.perf import ProducerSettings
 PERF_OUTPUT = """\
 25001 records sent, 4997.2 records/sec (0.48 MB/sec), 1102.3 ms avg latency, 2063.0 ms max latency.
 50000 records sent, 10923.1 records/sec (1.04 MB/sec), 1268.03 ms avg latency, 2412.00 ms max latency, 1210 ms 50th, 2301 ms 95th, 2380 ms 99th, 2405 ms 99.9th.
+"""
+
+#: kafka-consumer-perf-test 4.3.1 --print-metrics, captured on the lab cluster (metrics trimmed).
+CONSUMER_PERF_OUTPUT = """\
+start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+2026-11-25 19:25:36:877, 2026-11-25 19:25:44:917, 4.7693, 0.5932, 5001, 622.0149, 1045, 6995, 0.6818, 714.9392
+
+Metric Name                                                                                                                 Value
+app-info:start-time-ms:{client-id=perf-consumer-client}                                                              : 1795634664642
+consumer-fetch-manager-metrics:fetch-size-avg:{client-id=perf-consumer-client, topic=h15-probe}                      : 2998.150
+consumer-fetch-manager-metrics:fetch-size-avg:{client-id=perf-consumer-client}                                       : 2998.150
+consumer-fetch-manager-metrics:fetch-total:{client-id=perf-consumer-client}                                                               : 1668.000
+consumer-fetch-manager-metrics:records-per-request-avg:{client-id=perf-consumer-client, topic=h15-probe}             : 2.998
+consumer-fetch-manager-metrics:records-per-request-avg:{client-id=perf-consumer-client}                                                   : 2.998
 """
 
 STRACE_C = """\
@@ -56,6 +70,37 @@ def test_the_perf_tools_last_summary_line_is_read() -> None:
         (50000, 10923.1, 1.04, 1268.03, 2380.0)
     with pytest.raises(KafkalabError, match="no summary line"):
         perf.parse_perf_summary(PERF_OUTPUT.splitlines()[0])
+
+
+def test_the_consumer_perf_tools_summary_and_client_wide_fetch_metrics_are_read() -> None:
+    s = perf.parse_consumer_perf_summary(CONSUMER_PERF_OUTPUT)
+    assert (s["data.consumed.in.nMsg"], s["fetch.time.ms"], s["fetch.nMsg.sec"], s["rebalance.time.ms"]) == \
+        (5001, 6995, 714.9392, 1045)
+    assert "start.time" not in s and "end.time" not in s
+    assert s["fetch_total"] == 1668 and s["records_per_request_avg"] == 2.998 and s["fetch_size_avg"] == 2998.15, \
+        "the client-wide metric, not the per-topic one"
+    without_metrics = perf.parse_consumer_perf_summary("\n".join(CONSUMER_PERF_OUTPUT.splitlines()[:2]))
+    assert "fetch_total" not in without_metrics and without_metrics["MB.sec"] == 0.5932
+    with pytest.raises(KafkalabError, match="no summary"):
+        perf.parse_consumer_perf_summary("WARN something\n")
+    with pytest.raises(KafkalabError, match="values for 10 columns"):
+        perf.parse_consumer_perf_summary(CONSUMER_PERF_OUTPUT.splitlines()[0] + "\n1, 2\n")
+
+
+def test_a_consume_burst_reports_rates_and_records_per_fetch() -> None:
+    b = perf.ConsumeBurst("confluent-kafka", {"max.partition.fetch.bytes": 1000}, 3000, 3_000_000, 1.5, 1000)
+    assert (b.records_per_s, b.mb_per_s, b.records_per_fetch) == (2000, 2.0, 3.0)
+    assert b.to_json()["records_per_fetch"] == 3.0
+    assert perf.ConsumeBurst("x", {}, 10, 10, 1.0, None).to_json()["records_per_fetch"] is None
+
+
+def test_fetch_requests_come_from_a_statistics_report_that_saw_every_record() -> None:
+    report = {"brokers": {"b1": {"req": {"Fetch": 7, "Produce": 0}}, "b2": {"req": {"Fetch": 2}}},
+              "topics": {"t": {"partitions": {"0": {"partition": 0, "rxmsgs": 50},
+                                              "-1": {"partition": -1, "rxmsgs": 0}}}}}
+    assert perf._fetch_requests([json.dumps(report)], 50) == 9
+    assert perf._fetch_requests([json.dumps(report)], 51) is None, "an older report: not every record counted yet"
+    assert perf._fetch_requests([], 1) is None
 
 
 def test_strace_counts_are_read_from_its_summary_table() -> None:
@@ -109,6 +154,24 @@ def test_latency_reports_percentiles_and_a_waiting_consumer_is_later() -> None:
     assert default["p50_ms"] <= default["p99_ms"] <= default["max_ms"]
     assert held["p50_ms"] > default["p50_ms"] and held["max_ms"] >= 0.9 * 300
     assert r["java"]["p50_ms"] <= r["java"]["p99_ms"]
+
+
+@pytest.mark.cluster
+def test_consume_throughput_reads_one_batch_per_fetch_below_the_batch_size() -> None:
+    r = run_json("consume-throughput", "--messages", "1200", "--record-size", "300", "--producer-batch-size", "1500",
+                 "--max-partition-fetch-bytes", "50", "--max-partition-fetch-bytes", "2000000")
+    tiny, big = r["rows"]
+    assert (tiny["max_partition_fetch_bytes"], big["max_partition_fetch_bytes"]) == (50, 2000000)
+    assert r["max_batch_bytes"] > 50 and r["records_per_batch"] < 10
+    for row in (tiny, big):
+        for client in ("python", "java"):
+            assert row[client]["records"] == 1200, f"{client} read every record"
+    for client in ("python", "java"):
+        assert r["batches"] <= tiny[client]["fetch_requests"] <= r["batches"] + 3, \
+            "KIP-74: one whole batch per fetch, however small the limit (and a few empty long polls at the end)"
+        assert big[client]["records_per_fetch"] > 5 * tiny[client]["records_per_fetch"]
+    assert big["python"]["records_per_s"] > 1.5 * tiny["python"]["records_per_s"]
+    assert tiny["python"]["value_bytes"] == 1200 * 300
 
 
 @pytest.mark.cluster

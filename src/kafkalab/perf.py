@@ -7,6 +7,9 @@ end-to-end latency, and the broker-side counters that explain them.
 - ``python_burst`` (confluent-kafka) and ``java_burst`` (``kafka-producer-perf-test``, from the
   brokers' own jars): records/s and MB/s of one burst; ``parse_perf_summary`` reads the Java
   tool's last line.
+- ``python_consume`` (confluent-kafka) and ``java_consume`` (``kafka-consumer-perf-test``): records/s,
+  MB/s and records per Fetch request of one consumer reading records already in a partition;
+  ``parse_consumer_perf_summary`` reads the Java tool's summary line and fetch metrics.
 - ``e2e_latency``: produce at a fixed rate and consume at the same time; latency is the time
   from a record's CreateTime (set by the producer) to its arrival in ``poll``;
   ``java_e2e_latency`` runs ``kafka-e2e-latency`` (one record at a time, acknowledged and
@@ -19,12 +22,15 @@ end-to-end latency, and the broker-side counters that explain them.
 Numbers move with the machine's load; compare measurements taken in the same run, never an
 absolute figure. Sources: librdkafka CONFIGURATION.md (``linger.ms`` 5, ``batch.size``
 1000000, ``compression.codec``, ``acks``); Kafka documentation 4.3, Producer Configs
-(``linger.ms`` 5 since 4.0, KIP-1030; ``batch.size`` 16384), and "Design: Efficiency"
-(batching, the page cache, zero-copy ``sendfile``).
+(``linger.ms`` 5 since 4.0, KIP-1030; ``batch.size`` 16384), Consumer Configs
+(``max.partition.fetch.bytes`` 1048576, ``fetch.max.bytes`` 52428800; KIP-74: a fetch returns at
+least one whole batch), and "Design: Efficiency" (batching, the page cache, zero-copy ``sendfile``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 import subprocess
 import threading
@@ -33,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import cluster, config, consumers, coordinators, segments
+from .waiting import wait_until
 from .errors import KafkalabError
 
 #: Codecs both clients accept (librdkafka ``compression.codec``, Java ``compression.type``).
@@ -267,6 +274,179 @@ def java_burst(topic: str, records: int, record_size: int, settings: ProducerSet
                  s["records"] / s["records_per_s"], s["avg_latency_ms"], s["p99_ms"])
 
 
+# ----------------------------------------------------------------------------- consumer throughput
+
+
+@dataclass
+class ConsumeBurst:
+    """One consumer reading records already in a partition, timed.
+
+    Attributes:
+        client: ``confluent-kafka`` or ``kafka-consumer-perf-test``.
+        conf: the consumer settings beyond the client's defaults (e.g.
+            ``{"max.partition.fetch.bytes": 1000}``).
+        records: records received.
+        value_bytes: bytes of values received (confluent-kafka); the Java tool's
+            ``data.consumed.in.MB`` × 2^20 (it counts keys and values).
+        seconds: confluent-kafka: from ``assign`` to the last record (connections and metadata
+            are set up before, untimed); the Java tool: its ``fetch.time.ms`` (after the group
+            join, which it reports apart as ``rebalance.time.ms``).
+        fetch_requests: Fetch requests the client sent (librdkafka statistics ``brokers[].req.Fetch``;
+            Java metric ``fetch-total``), the empty long-poll ones at the end included.
+    """
+
+    client: str
+    conf: dict
+    records: int
+    value_bytes: int
+    seconds: float
+    fetch_requests: int | None = None
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        """Megabytes (10^6 bytes) of values per second."""
+        return self.value_bytes / self.seconds / 1e6
+
+    @property
+    def records_per_fetch(self) -> float | None:
+        return self.records / self.fetch_requests if self.fetch_requests else None
+
+    def to_json(self) -> dict:
+        rpf = self.records_per_fetch
+        return {**asdict(self), "records_per_s": round(self.records_per_s, 1), "mb_per_s": round(self.mb_per_s, 3),
+                "records_per_fetch": round(rpf, 2) if rpf is not None else None}
+
+
+def _fetch_requests(stats: list[str], received: int) -> int | None:
+    """Fetch requests sent, from the newest librdkafka statistics report that has seen
+    ``received`` messages arrive (partition ``rxmsgs``); None until there is one."""
+    if not stats:
+        return None
+    s = json.loads(stats[-1])
+    rx = sum(p.get("rxmsgs", 0) for t in s.get("topics", {}).values() for p in t.get("partitions", {}).values()
+             if p.get("partition", 0) >= 0)
+    if rx < received:
+        return None
+    return sum(b.get("req", {}).get("Fetch", 0) for b in s.get("brokers", {}).values())
+
+
+def python_consume(topic: str, records: int, conf: dict | None = None, partition: int = 0,
+                   timeout_s: float = 120.0, during: contextlib.AbstractContextManager | None = None) -> ConsumeBurst:
+    """Read ``partition`` of ``topic`` from offset 0 with one new confluent-kafka consumer (no
+    group membership: ``assign``) until ``records`` records arrived, timed from ``assign`` to the
+    last record; before the clock starts, the consumer asks the leader for the partition's
+    offsets, so metadata, connections and a TLS handshake are not timed. ``consume`` is asked
+    for at most the records still missing, so it never waits out its timeout at the end.
+
+    Args:
+        conf: consumer settings on top of the defaults, e.g. ``{"max.partition.fetch.bytes":
+            1000}`` (bytes; librdkafka CONFIGURATION.md: default 1048576) or ``fetch.max.bytes``
+            (default 52428800).
+        during: a context manager entered when the clock starts and left when the last record
+            arrived (e.g. a ``SyscallCounter`` on the leader).
+
+    Returns:
+        A ``ConsumeBurst`` with the Fetch requests counted from librdkafka's statistics.
+
+    Raises:
+        KafkalabError: fewer than ``records`` records within ``timeout_s``.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    stats: list[str] = []
+    conf = dict(conf or {})
+    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-reader-{time.time_ns()}",
+                  "enable.auto.commit": False, "log_level": 3, "statistics.interval.ms": 100,
+                  "stats_cb": stats.append, **conf})
+    n = got = 0
+    try:
+        consumers.watermarks(c, topic, partition)  # the leader's connection, untimed
+        with during if during is not None else contextlib.nullcontext():
+            t0 = time.perf_counter()
+            c.assign([TopicPartition(topic, partition, 0)])
+            deadline = time.monotonic() + timeout_s
+            while n < records and time.monotonic() < deadline:
+                for m in c.consume(min(10000, records - n), 0.5):
+                    if m.error() is None:
+                        n += 1
+                        got += len(m.value() or b"")
+            seconds = time.perf_counter() - t0
+        if n < records:
+            raise KafkalabError(f"read {n} of {records} records back from {topic} within {timeout_s:.0f} s")
+        fetches = wait_until(lambda: c.poll(0.05) is None and _fetch_requests(stats, n), timeout_s=10,
+                             what=f"librdkafka's statistics to count the {n} records of {topic}", interval_s=0)
+    finally:
+        c.close()
+    return ConsumeBurst("confluent-kafka", conf, n, got, seconds, fetches)
+
+
+_CONSUMER_METRIC = re.compile(r"^consumer-fetch-manager-metrics:(?P<name>[\w-]+):\{client-id=[^,}]*\}\s*:\s*(?P<value>[\d.]+)\s*$",
+                              re.M)
+
+
+def parse_consumer_perf_summary(text: str) -> dict[str, float]:
+    """``kafka-consumer-perf-test``'s summary (a header line ``start.time, end.time,
+    data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms,
+    fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec`` and the values line after it), plus, with
+    ``--print-metrics``, the client-wide ``consumer-fetch-manager-metrics`` (``fetch-total``,
+    ``records-per-request-avg``, ...), named with underscores.
+
+    Returns:
+        ``{"data.consumed.in.MB": ..., "fetch.nMsg.sec": ..., ..., "fetch_total": ...}``: every
+        numeric column (the two times left out) and every client-wide fetch metric.
+
+    Raises:
+        KafkalabError: no summary (the tool's output is quoted).
+    """
+    lines = text.splitlines()
+    heads = [i for i, line in enumerate(lines) if line.startswith("start.time,")]
+    if not heads or heads[-1] + 1 >= len(lines):
+        raise KafkalabError(f"no summary in kafka-consumer-perf-test's output:\n{text[-1500:]}")
+    names = [x.strip() for x in lines[heads[-1]].split(",")]
+    values = [x.strip() for x in lines[heads[-1] + 1].split(",")]
+    if len(names) != len(values):
+        raise KafkalabError(f"kafka-consumer-perf-test's summary has {len(values)} values for {len(names)} columns:\n"
+                            f"{lines[heads[-1]]}\n{lines[heads[-1] + 1]}")
+    out = {k: float(v) for k, v in zip(names, values) if k not in ("start.time", "end.time")}
+    out.update({m["name"].replace("-", "_"): float(m["value"]) for m in _CONSUMER_METRIC.finditer(text)})
+    return out
+
+
+def java_consume(topic: str, records: int, max_partition_fetch_bytes: int | None = None,
+                 fetch_max_bytes: int | None = None, timeout_s: float = 300.0) -> ConsumeBurst:
+    """The same read with Kafka's Java consumer: ``kafka-consumer-perf-test`` (a new group, from
+    the earliest offset, ``--fetch-size`` is ``max.partition.fetch.bytes``) in a JVM set up for
+    measuring (``cluster.TOOL_JVM_MEASURE``), with ``--print-metrics`` for its Fetch count.
+
+    Args:
+        max_partition_fetch_bytes, fetch_max_bytes: bytes; None: Java's defaults (1048576 and
+            52428800, Kafka Consumer Configs).
+
+    Raises:
+        KafkalabError: the tool failed or received fewer than ``records`` (its output is quoted).
+    """
+    args = ["--topic", topic, "--num-records", str(records), "--group", f"{topic}-perf-{time.time_ns()}",
+            "--timeout", "30000", "--print-metrics"]
+    conf: dict = {}
+    if max_partition_fetch_bytes is not None:
+        args += ["--fetch-size", str(max_partition_fetch_bytes)]
+        conf["max.partition.fetch.bytes"] = max_partition_fetch_bytes
+    if fetch_max_bytes is not None:
+        args += ["--command-property", f"fetch.max.bytes={fetch_max_bytes}"]
+        conf["fetch.max.bytes"] = fetch_max_bytes
+    cp = cluster.tool("kafka-consumer-perf-test", *args, timeout_s=timeout_s, measure=True)
+    s = parse_consumer_perf_summary(cp.stdout)
+    got = int(s["data.consumed.in.nMsg"])
+    if got < records:
+        raise KafkalabError(f"kafka-consumer-perf-test read {got} of {records} records from {topic}:\n{cp.stdout[-1500:]}")
+    return ConsumeBurst("kafka-consumer-perf-test", conf, got, round(s["data.consumed.in.MB"] * 2**20),
+                        max(s["fetch.time.ms"], 1.0) / 1000, int(s["fetch_total"]) if "fetch_total" in s else None)
+
+
 # ----------------------------------------------------------------------------- on disk
 
 
@@ -276,15 +456,18 @@ def log_bytes(topic: str, partitions: int) -> int:
     return sum(Path(f).stat().st_size for f in coordinators.leader_log_files(topic, partitions))
 
 
+def data_batches(topic: str, partitions: int) -> list[segments.RecordBatch]:
+    """The data batches of ``topic`` on the leaders' disks, partition by partition in file order
+    (control batches left out), read with the project's segment reader (headers only): their
+    record counts, producer ids and sequence numbers."""
+    return [b for f in coordinators.leader_log_files(topic, partitions)
+            for b in segments.read_log(f, records=False, check_crc=False).batches if not b.is_control]
+
+
 def records_per_batch(topic: str, partitions: int) -> list[int]:
-    """Records in each data batch of ``topic`` on the leaders' disks, in file order (control
-    batches left out), read with the project's segment reader (headers only)."""
-    counts: list[int] = []
-    for f in coordinators.leader_log_files(topic, partitions):
-        for b in segments.read_log(f, records=False, check_crc=False).batches:
-            if not b.is_control:
-                counts.append(b.records_count)
-    return counts
+    """Records in each data batch of ``topic`` on the leaders' disks, in file order
+    (``data_batches``)."""
+    return [b.records_count for b in data_batches(topic, partitions)]
 
 
 # ----------------------------------------------------------------------------- latency

@@ -6,8 +6,8 @@ measurements themselves live in the shared layer (``kafkalab.perf``); this famil
 settings, the topics and the data, and returns tables.
 
 Sources: Kafka documentation 4.3, "Design: Efficiency" (batching, compression, the page cache,
-``sendfile``) and Producer/Consumer Configs; librdkafka CONFIGURATION.md; KIP-98 (transactions);
-KIP-1030 (Java ``linger.ms`` 5 since 4.0).
+``sendfile``) and Producer/Consumer Configs; librdkafka CONFIGURATION.md; KIP-74 (a fetch returns at
+least one batch); KIP-98 (idempotence, transactions); KIP-1030 (Java ``linger.ms`` 5 since 4.0).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import click
 
 from .. import admin, config, coordinators, perf, runscope, segments
 from ..errors import KafkalabError
-from ..perf import Burst, Latency, ProducerSettings
+from ..perf import Burst, ConsumeBurst, Latency, ProducerSettings
 from ..runscope import RunScope
 
 if TYPE_CHECKING:
@@ -249,6 +249,69 @@ def run_acks(rate: float = 200, seconds: float = 1.5, rounds: int = 2,
 
 
 @dataclass
+class IdempotenceRow:
+    """One burst with ``enable.idempotence`` on or off (acks=all, the Python client), and what
+    its batches on the leader's disk carry.
+
+    Attributes:
+        records: records in the topic's batches (the burst and its untimed warm-up record).
+        records_per_s: the burst's records/s (shown, not compared across machines).
+        batches, records_per_batch: data batches in the segment and their mean size.
+        producer_ids: the distinct producer ids in the batch headers (-1: none).
+        sequences_consecutive: each batch's base sequence is the previous batch's base sequence
+            plus its record count (and the first one 0): the broker's duplicate check.
+        in_flight_refused: librdkafka's message when asked for 6 requests in flight with this
+            setting, "" if it accepted (CONFIGURATION.md: ``max.in.flight`` must be <= 5 with
+            idempotence).
+    """
+
+    idempotence: bool
+    records: int
+    records_per_s: float
+    batches: int
+    records_per_batch: float
+    producer_ids: list[int]
+    sequences_consecutive: bool
+    in_flight_refused: str
+
+
+def run_idempotence_cost(messages: int = 20_000, record_size: int = 100) -> list[IdempotenceRow]:
+    """The same ``acks=all`` burst of ``messages`` values with ``enable.idempotence`` off, then on,
+    each to a fresh one-partition topic; each topic's batch headers are read from the leader's
+    segment, and each setting is offered ``max.in.flight=6`` to see whether librdkafka takes it.
+    The idempotent producer stamps every batch with its producer id and the sequence number of
+    its first record (KIP-98), fields every v2 batch header has anyway (-1 without), and keeps at
+    most 5 requests in flight so that a retried batch cannot overtake (librdkafka
+    CONFIGURATION.md, ``enable.idempotence``)."""
+    from ..producers import make_producer
+
+    run = RunScope("idemcost")
+    rows: list[IdempotenceRow] = []
+    try:
+        for on in (False, True):
+            topic = run.topic("on" if on else "off")
+            admin.create_topics({topic: 1})
+            b = perf.python_burst(topic, messages, record_size, ProducerSettings(acks="all", idempotence=on))
+            batches = perf.data_batches(topic, 1)
+            expected, consecutive = 0, True
+            for x in batches:
+                consecutive &= x.base_sequence == expected
+                expected = x.base_sequence + x.records_count
+            try:
+                make_producer({"bootstrap.servers": config.bootstrap_servers(), "enable.idempotence": on,
+                               "max.in.flight": 6, "log_level": 3}).close()
+                refused = ""
+            except KafkalabError as e:
+                refused = str(e)
+            stored = sum(x.records_count for x in batches)  # the burst and its warm-up record
+            rows.append(IdempotenceRow(on, stored, round(b.records_per_s), len(batches), round(stored / len(batches), 1),
+                                       sorted({x.producer_id for x in batches}), consecutive, refused))
+        return rows
+    finally:
+        run.cleanup()
+
+
+@dataclass
 class TransactionRow:
     records_per_transaction: int
     records: int
@@ -324,6 +387,111 @@ def run_latency(rate: float = 100, seconds: float = 2.0, record_size: int = 100,
         run.cleanup()
 
 
+@dataclass
+class ConsumerRow:
+    """Both clients reading the same topic with one ``max.partition.fetch.bytes`` (bytes)."""
+
+    max_partition_fetch_bytes: int
+    python: ConsumeBurst
+    java: ConsumeBurst | None
+
+    def to_json(self) -> dict:
+        return {"max_partition_fetch_bytes": self.max_partition_fetch_bytes, "python": self.python.to_json(),
+                "java": self.java.to_json() if self.java else None}
+
+
+@dataclass
+class ConsumerThroughputResult:
+    """Consumers reading the same already-written records with several ``max.partition.fetch.bytes``.
+
+    Attributes:
+        messages, record_size: records read (the producer's warm-up record included) and bytes
+            per value.
+        producer_batch_size: the ``batch.size`` the records were written with, bytes.
+        batches, records_per_batch, max_batch_bytes: the topic's data batches on the leader's
+            disk (how many; mean records; the largest in bytes, header included). A limit below
+            every batch's size makes each Fetch request carry exactly one batch, so such a
+            consumer's ``fetch_requests`` is ``batches`` plus the few empty long-poll fetches
+            sent after the last record.
+        rows: one per ``max.partition.fetch.bytes``, in the order asked.
+    """
+
+    messages: int
+    record_size: int
+    producer_batch_size: int
+    batches: int
+    records_per_batch: float
+    max_batch_bytes: int
+    rows: list[ConsumerRow]
+
+    def row(self, max_partition_fetch_bytes: int) -> ConsumerRow:
+        return next(r for r in self.rows if r.max_partition_fetch_bytes == max_partition_fetch_bytes)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["rows"] = [r.to_json() for r in self.rows]
+        return d
+
+
+#: librdkafka's and Java's ``max.partition.fetch.bytes`` default (CONFIGURATION.md; Consumer Configs).
+DEFAULT_PARTITION_FETCH_BYTES = 1_048_576
+
+
+def run_consumer_throughput(messages: int = 5000, record_size: int = 1000,
+                            fetch_bytes: Iterable[int] | None = None, producer_batch_size: int | None = None,
+                            java_fetch_bytes: Iterable[int] | None = None) -> ConsumerThroughputResult:
+    """Write ``messages`` values of ``record_size`` bytes to a fresh one-partition topic in small
+    batches (``producer_batch_size`` bytes, default 4 × ``record_size``: about 3 records a batch),
+    then read them all, once per ``max.partition.fetch.bytes`` in ``fetch_bytes`` (default: one
+    record's size, then the default 1048576), with confluent-kafka (``perf.python_consume``) and
+    with ``kafka-consumer-perf-test`` (``perf.java_consume``) for each size in
+    ``java_fetch_bytes`` (default: the same sizes; empty: none).
+
+    A fetch returns, per partition, up to ``max.partition.fetch.bytes`` of whole batches, but at
+    least the first batch even when it is larger (KIP-74; Kafka Consumer Configs
+    ``max.partition.fetch.bytes``), so a limit of one record's size makes each Fetch request
+    carry one batch, and the consumer pays a round trip per batch.
+
+    Raises:
+        KafkalabError: a burst or a read failed.
+    """
+    fetch_bytes = list(fetch_bytes or (record_size, DEFAULT_PARTITION_FETCH_BYTES))
+    java_fetch_bytes = fetch_bytes if java_fetch_bytes is None else list(java_fetch_bytes)
+    batch = producer_batch_size or 4 * record_size
+    run = RunScope("consume")
+    try:
+        topic = run.topic("c")
+        admin.create_topics({topic: 1})
+        perf.python_burst(topic, messages - 1, record_size, ProducerSettings(acks="1", batch_size=batch))
+        batches = perf.data_batches(topic, 1)
+        rows = []
+        for size in fetch_bytes:
+            py = perf.python_consume(topic, messages, {"max.partition.fetch.bytes": size})
+            jv = perf.java_consume(topic, messages, size) if size in java_fetch_bytes else None
+            rows.append(ConsumerRow(size, py, jv))
+        return ConsumerThroughputResult(messages, record_size, batch, len(batches),
+                                        round(statistics.mean(b.records_count for b in batches), 2),
+                                        max(b.size for b in batches), rows)
+    finally:
+        run.cleanup()
+
+
+def consumer_table(result: ConsumerThroughputResult) -> "pd.DataFrame":
+    """One row per client and ``max.partition.fetch.bytes``: records/s, MB/s, Fetch requests,
+    records per Fetch request."""
+    import pandas as pd
+
+    rows = []
+    for r in result.rows:
+        for b in (r.python, r.java):
+            if b is not None:
+                rows.append({"max.partition.fetch.bytes": r.max_partition_fetch_bytes, "client": b.client,
+                             "records": b.records, "records/s": round(b.records_per_s), "MB/s": round(b.mb_per_s, 2),
+                             "fetch requests": b.fetch_requests,
+                             "records / fetch": round(b.records_per_fetch, 1) if b.records_per_fetch else None})
+    return pd.DataFrame(rows).set_index(["max.partition.fetch.bytes", "client"])
+
+
 # ----------------------------------------------------------------------------- why it is fast
 
 
@@ -393,36 +561,12 @@ def run_serving(records: int = 100_000, record_size: int = 200, trace: bool = Tr
 
 def _read_all(topic: str, records: int, pid: int | None, conf: dict, timeout_s: float = 120.0
               ) -> tuple[int, dict[str, int]]:
-    """Read partition 0 of ``topic`` from offset 0 until ``records`` records arrived (with
-    ``conf`` on top of the defaults), counting the system calls of ``pid`` meanwhile.
-    Returns (value bytes received, syscall counts)."""
-    from confluent_kafka import Consumer, TopicPartition
-
+    """Read partition 0 of ``topic`` from offset 0 until ``records`` records arrived
+    (``perf.python_consume``, with ``conf`` on top of a 50 MB ``fetch.max.bytes``), counting the
+    system calls of ``pid`` meanwhile. Returns (value bytes received, syscall counts)."""
     counter = perf.SyscallCounter(pid, ("sendfile", "read", "write", "pread64")) if pid else None
-    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-reader",
-                  "enable.auto.commit": False, "log_level": 3, "fetch.max.bytes": 52428800, **conf})
-    if conf:
-        c.list_topics(topic, timeout=30)  # the TLS handshake before the count starts
-    got = n = 0
-    syscalls: dict[str, int] = {}
-    try:
-        if counter:
-            counter.__enter__()
-        c.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + timeout_s
-        while n < records and time.monotonic() < deadline:
-            for m in c.consume(10000, 0.5):
-                if m.error() is None:
-                    n += 1
-                    got += len(m.value())
-        syscalls = counter.stop() if counter else {}
-    finally:
-        c.close()
-        if counter:
-            counter.stop()
-    if n < records:
-        raise KafkalabError(f"read {n} of {records} records back from {topic}")
-    return got, syscalls
+    b = perf.python_consume(topic, records, {"fetch.max.bytes": 52428800, **conf}, timeout_s=timeout_s, during=counter)
+    return b.value_bytes, counter.counts if counter else {}
 
 
 def broker_pid(node_id: int) -> int:
@@ -500,5 +644,27 @@ def latency_command(rate: float, seconds: float, record_size: int, fetch_min_byt
         click.echo(f"kafka-e2e-latency: p50 {r.java['p50_ms']} ms, p99 {r.java['p99_ms']} ms")
 
 
-#: ``kafkalab run throughput`` and ``kafkalab run latency``.
-cli_commands = [cli_command, latency_command]
+@click.command("consume-throughput")
+@click.option("--messages", type=click.IntRange(2, 10_000_000), default=5000, show_default=True,
+              help="Records to write and read back.")
+@click.option("--record-size", type=click.IntRange(1, 1_000_000), default=1000, show_default=True, help="Bytes per value.")
+@click.option("--max-partition-fetch-bytes", "fetch_bytes", type=click.IntRange(1), multiple=True,
+              help="Bytes; repeat for more. Default: one record's size, then 1048576 (the default).")
+@click.option("--producer-batch-size", type=click.IntRange(1), default=None,
+              help="batch.size the records are written with, bytes. Default: 4 x --record-size.")
+@click.option("--java/--no-java", default=True, show_default=True, help="Also run kafka-consumer-perf-test.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def consume_command(messages: int, record_size: int, fetch_bytes: tuple[int, ...], producer_batch_size: int | None,
+                    java: bool, as_json: bool) -> None:
+    """Consumer throughput per max.partition.fetch.bytes: confluent-kafka beside kafka-consumer-perf-test."""
+    r = run_consumer_throughput(messages, record_size, fetch_bytes or None, producer_batch_size,
+                                None if java else ())
+    if as_json:
+        click.echo(json.dumps(r.to_json(), indent=2))
+        return
+    click.echo(f"{r.messages} records of {r.record_size} bytes, {r.records_per_batch} records per batch")
+    click.echo(consumer_table(r).to_string())
+
+
+#: ``kafkalab run throughput``, ``kafkalab run latency`` and ``kafkalab run consume-throughput``.
+cli_commands = [cli_command, latency_command, consume_command]
