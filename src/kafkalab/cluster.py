@@ -594,7 +594,19 @@ class LocalCluster:
             popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True, cwd=node.dir)
         (node.dir / "pid").write_text(str(popen.pid))
-        return psutil.Process(popen.pid)
+        proc = psutil.Process(popen.pid)
+
+        def args_readable() -> bool:
+            try:
+                return popen.poll() is not None or f"{_MARK}{node.node_id}" in proc.cmdline()
+            except psutil.Error:
+                return True  # gone already: _wait_serving reports it with its log
+        # Popen returns once the exec has begun; the kernel sets the new command line a moment
+        # later (load_elf_binary), and until then /proc/<pid>/cmdline reads empty, so process()
+        # would call a starting node dead (seen on a loaded machine: "broker-3 exited while
+        # starting" while it started). Wait for it.
+        wait_until(args_readable, timeout_s=10, interval_s=0.01, what=f"{node.name}'s command line in /proc/{popen.pid}")
+        return proc
 
     def _wait_serving(self, nodes: list[Node], timeout_s: float) -> None:
         """Until every controller port accepts, a quorum leader is known, and every broker in
