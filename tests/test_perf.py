@@ -181,3 +181,48 @@ def test_a_tls_read_of_the_same_records_makes_no_sendfile_call() -> None:
     r = pf.run_serving(records=5000, record_size=500, trace=True, tls=True)
     assert r.tls_bytes_consumed == r.bytes_consumed == (5000 + 1) * 500  # the timed records and the warm-up one
     assert r.syscalls.get("sendfile", 0) > 0 and r.tls_syscalls.get("sendfile", 0) == 0
+
+
+def test_a_lingering_producer_allows_one_batch_per_linger_in_the_span() -> None:
+    from kafkalab.experiments.performance import BatchingRow
+
+    row = BatchingRow("linger.ms=200", 200, None, 2000, 2000, 5, 400, 415, 100.0, span_ms=811, min_gap_ms=201)
+    assert row.most_batches_for_linger() == pytest.approx(811 / 199 + 1)
+    with pytest.raises(KafkalabError, match="no lower bound"):
+        BatchingRow("linger.ms=0", 0, None, 2000, 2000, 1300, 1.5, 25, 70.0).most_batches_for_linger()
+
+
+def test_a_frozen_follower_stays_in_the_isr_for_the_shorter_of_lag_and_fencing() -> None:
+    from kafkalab.experiments.performance import FollowerWait
+
+    w = FollowerWait(1, 3, {}, {}, [1, 2, 3], {}, 500.0, 10000, 6000, 1000)
+    assert w.isr_kept_ms == 5000 and w.to_json()["isr_kept_ms"] == 5000
+
+
+def test_resident_bytes_of_a_file_just_written_is_its_size(tmp_path) -> None:
+    f = tmp_path / "segment.log"
+    f.write_bytes(b"x" * 10_000)
+    assert perf.resident_bytes(f) == 10_000, "pages just written are in the page cache"
+    (tmp_path / "empty").write_bytes(b"")
+    assert perf.resident_bytes(tmp_path / "empty") == 0
+
+
+def test_thread_tracers_lists_every_thread_of_a_process_untraced() -> None:
+    import os
+    import threading
+
+    ready, stop = threading.Event(), threading.Event()
+
+    def named() -> None:
+        ready.set()
+        stop.wait(5)
+
+    t = threading.Thread(target=named, name="kafkalab-probe")
+    t.start()
+    ready.wait(5)
+    try:
+        threads = perf.thread_tracers(os.getpid())
+        assert len(threads) >= 2 and all(isinstance(name, str) and tracer >= 0 for name, tracer in threads)
+    finally:
+        stop.set()
+        t.join()

@@ -632,19 +632,75 @@ def broker_io(node_id: int) -> dict[str, int]:
     return {k: int(v) for k, v in (line.split(": ") for line in text.splitlines())}
 
 
+def resident_bytes(path: str | Path) -> int:
+    """Bytes of file ``path`` whose pages are in the page cache now (``mincore(2)`` on a
+    read-only shared mapping, as ``fincore`` from util-linux does; pages of 4096 bytes, the
+    last one counted whole only up to the file's end). Mapping a file reads nothing from disk.
+
+    Raises:
+        KafkalabError: the file cannot be opened or mapped.
+    """
+    import ctypes
+    import ctypes.util
+    import mmap
+    import os
+
+    size = os.path.getsize(path)
+    if size == 0:
+        return 0
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    page = mmap.PAGESIZE
+    pages = (size + page - 1) // page
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr in (None, ctypes.c_void_p(-1).value):
+            raise KafkalabError(f"cannot map {path}: {os.strerror(ctypes.get_errno())}")
+        try:
+            vec = ctypes.create_string_buffer(pages)
+            if libc.mincore(addr, size, vec) != 0:
+                raise KafkalabError(f"mincore failed on {path}: {os.strerror(ctypes.get_errno())}")
+            flags = vec.raw
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+    resident = sum(page for i in range(pages - 1) if flags[i] & 1)
+    return resident + (size - (pages - 1) * page if flags[pages - 1] & 1 else 0)
+
+
 class SyscallCounter:
     """``strace -f -c -e trace=CALLS -p PID`` attached to a running process until ``stop()``:
     how many times each system call ran meanwhile (strace's summary table). A context
     manager. Attaching needs root or ``ptrace`` rights over the process.
 
+    ``strace -p`` attaches to the process's threads one after the other; entering returns only
+    once every thread of the process shows strace as its tracer (``/proc/PID/task/*/status``
+    ``TracerPid``), among them at least one whose name (``/proc/PID/task/*/comm``, 15
+    characters) starts with ``thread_prefix``: for a broker, ``data-plane-kafk``, its network
+    threads (``data-plane-kafka-network-thread-*``, which write responses to the sockets) and
+    request handlers. Threads started later are followed (``-f``).
+
     Raises (on enter):
         KafkalabError: no ``strace`` on PATH (Debian: ``apt install strace``), or it could not
             attach (its message is quoted).
+        WaitTimeout: not every thread traced within ``attach_timeout_s`` (the untraced ones named).
     """
 
-    def __init__(self, pid: int, calls: tuple[str, ...]):
+    #: Thread names (``comm``, cut to 15 characters) of a Kafka broker's data-plane network
+    #: threads and request handlers (``SocketServer``: ``data-plane-kafka-network-thread-*``).
+    BROKER_THREADS = "data-plane-kafk"
+
+    def __init__(self, pid: int, calls: tuple[str, ...], thread_prefix: str = BROKER_THREADS,
+                 attach_timeout_s: float = 30.0):
         self.pid, self.calls = pid, calls
+        self.thread_prefix, self.attach_timeout_s = thread_prefix, attach_timeout_s
         self.counts: dict[str, int] = {}
+        self.threads_traced = 0
         self._proc: subprocess.Popen | None = None
         self._out = config.state_dir() / "tools" / f"strace-{pid}-{time.time_ns()}.txt"
 
@@ -658,20 +714,26 @@ class SyscallCounter:
         self._proc = subprocess.Popen(["strace", "-f", "-c", "-e", f"trace={','.join(self.calls)}", "-o",
                                        str(self._out), "-p", str(self.pid)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # strace reports each attached thread on stderr
+        untraced: list[str] = []
+
+        def attached() -> bool:
+            nonlocal untraced
             if self._proc.poll() is not None:
                 raise KafkalabError(f"strace could not attach to {self.pid}: {self._proc.stderr.read()[-800:]}")
-            if self._attached():
-                return self
-            time.sleep(0.05)
-        return self
+            threads = thread_tracers(self.pid)
+            untraced = sorted(name for name, tracer in threads if tracer != self._proc.pid)
+            named = [name for name, _ in threads if name.startswith(self.thread_prefix)]
+            self.threads_traced = len(threads) - len(untraced)
+            return bool(threads) and not untraced and bool(named)
 
-    def _attached(self) -> bool:
         try:
-            return bool(Path(f"/proc/{self.pid}/status").read_text().split("TracerPid:")[1].split()[0] != "0")
-        except (OSError, IndexError):
-            return False
+            wait_until(attached, timeout_s=self.attach_timeout_s, interval_s=0.05,
+                       what=f"strace attached to every thread of {self.pid}, its {self.thread_prefix}* threads included",
+                       on_timeout=lambda: f"not traced yet: {untraced[:10]}")
+        except BaseException:
+            self.stop()
+            raise
+        return self
 
     def stop(self) -> dict[str, int]:
         """Detach (SIGINT) and return ``{call: count}`` for the calls seen."""
@@ -688,6 +750,21 @@ class SyscallCounter:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def thread_tracers(pid: int) -> list[tuple[str, int]]:
+    """``(name, tracer pid)`` of each thread of ``pid`` (``/proc/PID/task/*/comm`` and the
+    ``TracerPid:`` line of its ``status``; 0: not traced). Threads that end while they are read
+    are left out."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            name = (task / "comm").read_text().strip()
+            tracer = int((task / "status").read_text().split("TracerPid:")[1].split()[0])
+        except (OSError, IndexError, ValueError):
+            continue
+        out.append((name, tracer))
+    return out
 
 
 def parse_strace_summary(text: str) -> dict[str, int]:

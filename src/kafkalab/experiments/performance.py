@@ -111,7 +111,17 @@ def throughput_table(results: Iterable[ThroughputResult]) -> "pd.DataFrame":
 @dataclass
 class BatchingRow:
     """One paced run: ``linger_ms`` or ``batch_size`` set, ``rate`` records/s, what the
-    segments hold afterwards."""
+    segments hold afterwards (the warm-up record's batch left out).
+
+    Attributes:
+        span_ms: from the first batch's first timestamp to the last batch's (CreateTime, ms).
+        min_gap_ms: the least time between two consecutive batches' first timestamps, ms
+            (None with one batch). librdkafka closes a batch no earlier than ``linger.ms`` after
+            its first record was produced (unless ``batch.size`` or ``batch.num.messages`` fill
+            it first), and a record produced after that opens the next batch, so with batches
+            that are not full the gap is at least ``linger.ms`` (minus 1 ms: timestamps are
+            whole ms) and ``batches <= span_ms / (linger.ms - 1) + 1``.
+    """
 
     label: str
     linger_ms: int | None
@@ -122,14 +132,25 @@ class BatchingRow:
     mean_records_per_batch: float
     max_records_per_batch: int
     ack_p50_ms: float
+    span_ms: int = 0
+    min_gap_ms: int | None = None
+
+    def most_batches_for_linger(self) -> float:
+        """The most batches the linger allows in ``span_ms``: ``span_ms / (linger.ms - 1) + 1``
+        (linger.ms > 1), as ``min_gap_ms`` explains."""
+        if not self.linger_ms or self.linger_ms <= 1:
+            raise KafkalabError(f"{self.label}: no lower bound on the gap between batches without a linger > 1 ms")
+        return self.span_ms / (self.linger_ms - 1) + 1
 
 
-def run_batching(lingers: Iterable[int] = (0, 5, 50), rate: float = 2000, seconds: float = 1.0,
+def run_batching(lingers: Iterable[int] = (0, 200), rate: float = 2000, seconds: float = 1.0,
                  record_size: int = 100, batch_sizes: Iterable[int] = ()) -> list[BatchingRow]:
     """For each ``linger.ms`` (then each ``batch.size``, with ``linger.ms`` 100), send
     ``rate * seconds`` records at ``rate`` records/s to a fresh one-partition topic and read
     the batches back from the leader's segment: a record waits up to ``linger.ms`` for
-    company, and a batch closes at ``batch.size`` bytes."""
+    company, and a batch closes at ``batch.size`` bytes. Each row has the batches' first
+    timestamps' span and least gap, from which ``linger.ms`` bounds the number of batches
+    (``BatchingRow.most_batches_for_linger``); librdkafka CONFIGURATION.md, ``linger.ms``."""
     run = RunScope("batching")
     rows: list[BatchingRow] = []
     values = [b"x" * record_size] * int(rate * seconds)
@@ -140,11 +161,14 @@ def run_batching(lingers: Iterable[int] = (0, 5, 50), rate: float = 2000, second
             topic = run.topic(f"b{len(rows)}")
             admin.create_topics({topic: 1})
             acks = perf.paced_send(topic, values, rate, s)
-            counts = perf.records_per_batch(topic, 1)
-            counts = counts[1:]  # the warm-up record's own batch
+            batches = perf.data_batches(topic, 1)[1:]  # the warm-up record's own batch left out
+            counts = [b.records_count for b in batches]
+            starts = [b.base_timestamp for b in batches]
+            gaps = [b - a for a, b in zip(starts, starts[1:])]
             rows.append(BatchingRow(label, s.linger_ms, s.batch_size, rate, sum(counts), len(counts),
                                     round(statistics.mean(counts), 1), max(counts),
-                                    round(statistics.median(a for _, a in acks), 1)))
+                                    round(statistics.median(a for _, a in acks), 1), starts[-1] - starts[0],
+                                    min(gaps) if gaps else None))
         return rows
     finally:
         run.cleanup()
@@ -245,6 +269,176 @@ def run_acks(rate: float = 200, seconds: float = 1.5, rounds: int = 2,
                                 round(p50, 2), round(p99, 2)))
         return rows
     finally:
+        run.cleanup()
+
+
+@dataclass
+class FollowerWait:
+    """``run_follower_wait``: which writes the leader acknowledges while one in-sync follower is
+    frozen (SIGSTOP), and which wait for it.
+
+    Attributes:
+        leader, follower: the broker that leads both topics' partition, and the follower paused.
+        min_insync_replicas: case label -> its topic's ``min.insync.replicas``.
+        acked_while_paused: case label -> its record was acknowledged before the follower was
+            resumed.
+        isr_while_paused: the partition's ISR as the leader reported it after the acknowledged
+            writes were counted, still with the follower paused: the follower was still in it.
+        ack_ms: case label -> ms from ``produce`` to the delivery report.
+        held_ms: ms from the sends to the resume (the follower's pause seen by the writes).
+        replica_lag_time_max_ms, broker_session_timeout_ms, broker_heartbeat_interval_ms: the
+            leader's configs that bound how long a silent follower stays in the ISR.
+    """
+
+    leader: int
+    follower: int
+    min_insync_replicas: dict[str, int]
+    acked_while_paused: dict[str, bool]
+    isr_while_paused: list[int]
+    ack_ms: dict[str, float]
+    held_ms: float
+    replica_lag_time_max_ms: int
+    broker_session_timeout_ms: int
+    broker_heartbeat_interval_ms: int
+
+    @property
+    def isr_kept_ms(self) -> int:
+        """The least time a frozen follower stays in the ISR: the leader drops it after
+        ``replica.lag.time.max.ms`` without catching up, the controller fences it after
+        ``broker.session.timeout.ms`` without a heartbeat, the last of which came at most
+        ``broker.heartbeat.interval.ms`` before the pause."""
+        return min(self.replica_lag_time_max_ms, self.broker_session_timeout_ms - self.broker_heartbeat_interval_ms)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "isr_kept_ms": self.isr_kept_ms}
+
+
+#: ``run_follower_wait``'s cases: label -> (acks, the topic's ``min.insync.replicas``).
+FOLLOWER_WAIT_CASES: dict[str, tuple[str, int]] = {
+    "acks=1": ("1", 2),
+    "acks=all": ("all", 2),
+    "acks=all, min.insync.replicas=1": ("all", 1),
+}
+
+
+def run_follower_wait(leader: int = 1, follower: int = 3, hold_ms: float = 500.0,
+                      timeout_s: float = 30.0) -> FollowerWait:
+    """One record per case of ``FOLLOWER_WAIT_CASES`` while follower ``follower`` is frozen
+    (SIGSTOP, ``kafkalab.cluster.pause``) but still in the ISR. Two one-partition topics (RF 3,
+    replicas ``[leader, ...]``, ``min.insync.replicas`` 2 and 1) are created and fully
+    replicated, and one producer per case (``linger.ms=0``, no idempotence) writes a warm-up
+    record, so connections and metadata are ready. Then the follower is paused, the three
+    records are sent at once, and after the ``acks=1`` report plus ``hold_ms`` the run notes
+    which reports came and asks the leader for the ISR; then the follower is resumed and every
+    report awaited.
+
+    The leader acknowledges an ``acks=all`` write when its high watermark passes it, that is
+    when every replica in the ISR has fetched it, whatever ``min.insync.replicas`` says; a
+    frozen follower sends no fetch, so the write waits for it until it is resumed or dropped
+    from the ISR (``FollowerWait.isr_kept_ms``, at least 5 s here). ``min.insync.replicas``
+    only decides whether the leader accepts an ``acks=all`` write when the ISR is smaller
+    (NOT_ENOUGH_REPLICAS below it). ``acks=1`` is answered after the leader's own append.
+
+    The cluster is restored (follower resumed, ISR full: ``cluster.restore``) before this
+    returns or raises.
+
+    Raises:
+        KafkalabError: ``hold_ms`` not well below the configured ISR bound, a report missing
+            or failed.
+        WaitTimeout: the topics not led by ``leader`` with a full ISR within ``timeout_s``.
+
+    Sources: Kafka documentation 4.3, Design > Replication ("Replicated Logs", "Availability
+    and Durability Guarantees"), Producer Configs ``acks``, Broker Configs
+    ``replica.lag.time.max.ms``, ``broker.session.timeout.ms``; KIP-631 (KRaft fencing).
+    """
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from .. import cluster, workloads
+    from ..waiting import wait_until
+
+    replicas = [leader, *[b for b in config.BROKER_IDS if b != leader and b != follower], follower]
+    cfg = {k: int(v.value) for k, v in admin.describe_config(
+        "broker", str(leader), ["replica.lag.time.max.ms", "broker.session.timeout.ms",
+                                "broker.heartbeat.interval.ms"]).items()}
+    bound = FollowerWait(leader, follower, {}, {}, [], {}, 0.0, cfg["replica.lag.time.max.ms"],
+                         cfg["broker.session.timeout.ms"], cfg["broker.heartbeat.interval.ms"]).isr_kept_ms
+    if hold_ms > bound / 4:
+        raise KafkalabError(f"hold_ms={hold_ms} is not well below the {bound} ms a frozen follower stays in the ISR")
+    run = RunScope("ackwait")
+    producers: dict[str, Producer] = {}
+    paused = False
+    try:
+        topics = {m: run.topic(f"minisr{m}") for m in sorted({m for _, m in FOLLOWER_WAIT_CASES.values()})}
+        a = workloads.admin()
+        for m, t in topics.items():
+            a.create_topics([NewTopic(t, num_partitions=1, replica_assignment=[replicas],
+                                      config={"min.insync.replicas": str(m)})])[t].result(timeout=timeout_s)
+        at_leader = f"127.0.0.1:{config.Topology().node(leader).client_port}"
+
+        def state(t: str) -> tuple[int, list[int]]:
+            # a fresh client asks the broker it is bootstrapped on: never the paused one
+            md = AdminClient({"bootstrap.servers": at_leader, "log_level": 0}).list_topics(t, timeout=5).topics[t]
+            p = md.partitions.get(0)
+            return (p.leader, sorted(p.isrs)) if p is not None else (-1, [])
+
+        wait_until(lambda: all(state(t) == (leader, sorted(replicas)) for t in topics.values()), timeout_s=timeout_s,
+                   what=f"both topics led by broker {leader} with a full ISR {sorted(replicas)}")
+        sent: dict[str, float] = {}
+        acked: dict[str, float] = {}
+        errors: list[str] = []
+        for label, (acks, m) in FOLLOWER_WAIT_CASES.items():
+            p = Producer({"bootstrap.servers": config.bootstrap_servers(), "acks": acks, "linger.ms": 0,
+                          "enable.idempotence": False, "log_level": 0})
+            p.produce(topics[m], value=b"warm-up", partition=0)
+            if p.flush(timeout_s):
+                raise KafkalabError(f"{label}: the warm-up record was not acknowledged within {timeout_s} s")
+            producers[label] = p
+
+        def report(label: str):
+            def cb(err, msg) -> None:
+                if err is not None:
+                    errors.append(f"{label}: {err}")
+                else:
+                    acked[label] = time.monotonic()
+            return cb
+
+        cluster.pause(follower)
+        paused = True
+        for label, (_, m) in FOLLOWER_WAIT_CASES.items():
+            sent[label] = time.monotonic()
+            producers[label].produce(topics[m], value=b"during the pause", partition=0, on_delivery=report(label))
+
+        def first_acked() -> bool:
+            for p in producers.values():
+                p.poll(0.01)
+            return "acks=1" in acked or bool(errors)
+
+        wait_until(first_acked, timeout_s=timeout_s, interval_s=0, what="the acks=1 record's delivery report")
+        hold_until = time.monotonic() + hold_ms / 1000
+        while time.monotonic() < hold_until:
+            for p in producers.values():
+                p.poll(0.01)
+        while_paused = {label: label in acked for label in FOLLOWER_WAIT_CASES}
+        isr = state(topics[2])[1]
+        cluster.resume(follower)
+        resumed = time.monotonic()
+        paused = False
+        for label, p in producers.items():
+            if p.flush(timeout_s):
+                raise KafkalabError(f"{label}: no delivery report within {timeout_s} s of the resume")
+        if errors:
+            raise KafkalabError(f"writes failed: {errors}")
+        return FollowerWait(leader, follower, {label: m for label, (_, m) in FOLLOWER_WAIT_CASES.items()}, while_paused,
+                            isr, {label: round((acked[label] - sent[label]) * 1000, 1) for label in FOLLOWER_WAIT_CASES},
+                            round((resumed - min(sent.values())) * 1000, 1), cfg["replica.lag.time.max.ms"],
+                            cfg["broker.session.timeout.ms"], cfg["broker.heartbeat.interval.ms"])
+    finally:
+        if paused:
+            cluster.resume(follower)
+        for p in producers.values():
+            p.flush(5)
+        cluster.restore(max(timeout_s, 60.0))
         run.cleanup()
 
 
@@ -437,6 +631,11 @@ class ConsumerThroughputResult:
 DEFAULT_PARTITION_FETCH_BYTES = 1_048_576
 
 
+#: ``fetch.wait.max.ms`` of the measuring confluent-kafka consumers (librdkafka's default is 500):
+#: how long the broker parks a Fetch that finds no new record (the empty polls after the last one).
+PARKED_FETCH_MS = 10_000
+
+
 def run_consumer_throughput(messages: int = 5000, record_size: int = 1000,
                             fetch_bytes: Iterable[int] | None = None, producer_batch_size: int | None = None,
                             java_fetch_bytes: Iterable[int] | None = None) -> ConsumerThroughputResult:
@@ -466,7 +665,12 @@ def run_consumer_throughput(messages: int = 5000, record_size: int = 1000,
         batches = perf.data_batches(topic, 1)
         rows = []
         for size in fetch_bytes:
-            py = perf.python_consume(topic, messages, {"max.partition.fetch.bytes": size})
+            # fetch.wait.max.ms only parks a Fetch that finds nothing new: the reads run at the same
+            # speed, but after the last record librdkafka sends one parked Fetch every 10 s instead of
+            # one every 500 ms (its default), so the statistics report that counts the requests
+            # (at most seconds late on a loaded machine) holds one or two empty Fetches, not more.
+            py = perf.python_consume(topic, messages, {"max.partition.fetch.bytes": size,
+                                                       "fetch.wait.max.ms": PARKED_FETCH_MS})
             jv = perf.java_consume(topic, messages, size) if size in java_fetch_bytes else None
             rows.append(ConsumerRow(size, py, jv))
         return ConsumerThroughputResult(messages, record_size, batch, len(batches),
@@ -511,6 +715,9 @@ class ServingResult:
             one after the other (the segment reader found no gap and no trailing bytes).
         tls_bytes_consumed, tls_syscalls: the same read again through the TLS listeners
             (``config.tls_client_conf()``), with ``tls``.
+        resident_before_read: bytes of the leader's segment files in the page cache just
+            before the read (``perf.resident_bytes``, mincore): at most ``bytes_written``; what
+            is not resident is what the leader may have to read from the disk.
     """
 
     records: int
@@ -523,6 +730,7 @@ class ServingResult:
     segment_is_batches_end_to_end: bool = False
     tls_bytes_consumed: int = 0
     tls_syscalls: dict[str, int] = field(default_factory=dict)
+    resident_before_read: int = 0
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -548,13 +756,14 @@ def run_serving(records: int = 100_000, record_size: int = 200, trace: bool = Tr
         logs = [segments.read_log(f, records=False, check_crc=False) for f in files]
         end_to_end = all(lf.trailing_bytes == 0 and sum(b.batch_length + 12 for b in lf.batches) ==
                          os.path.getsize(lf.path) for lf in logs)
+        resident = sum(perf.resident_bytes(f) for f in files)
         before = perf.broker_io(leader)
         got, syscalls = _read_all(topic, records + 1, broker_pid(leader) if trace else None, {})  # + the warm-up record
         after = perf.broker_io(leader)
         tls_got, tls_syscalls = (_read_all(topic, records + 1, broker_pid(leader) if trace else None,
                                            config.tls_client_conf()) if tls else (0, {}))
         return ServingResult(records, record_size, written, got, leader, after["read_bytes"] - before["read_bytes"],
-                             syscalls, end_to_end, tls_got, tls_syscalls)
+                             syscalls, end_to_end, tls_got, tls_syscalls, resident)
     finally:
         run.cleanup()
 
