@@ -248,9 +248,16 @@ def alter_group_config(group_id: str, configs: dict[str, str | int], timeout_s: 
     The group need not exist yet: the configs apply when it forms. Deleting the group
     (``delete_groups``) deletes them too.
 
+    The controller answers once it has written the configs to the metadata log; each broker
+    applies them when it replays that log, a moment later (seconds on a loaded machine). So
+    this returns only once DescribeConfigs shows every value. A broker that knows a topic
+    created afterwards has applied them too (brokers replay the log in order): create the
+    topic the group reads after this call, and ``create_topics`` waits for every broker.
+
     Raises:
         KafkalabError: the broker refused (an unknown key, or a value outside the broker's
             bounds such as ``group.share.min.record.lock.duration.ms``), with its message.
+        WaitTimeout: DescribeConfigs did not show the values within ``timeout_s``.
 
     Source: KIP-848 and KIP-932 (group configs); Kafka documentation 4.3, "Group Configs".
     """
@@ -262,6 +269,9 @@ def alter_group_config(group_id: str, configs: dict[str, str | int], timeout_s: 
         admin().incremental_alter_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
     except KafkaException as e:
         raise KafkalabError(f"group {group_id}: could not set {configs}: {e.args[0].str()}") from None
+    wanted = {k: str(v) for k, v in configs.items()}
+    wait_until(lambda: {k: v.value for k, v in describe_config("group", group_id, list(wanted)).items()} == wanted,
+               timeout_s=timeout_s, interval_s=0.1, what=f"the brokers to show group {group_id}'s configs {wanted}")
 
 
 @dataclass

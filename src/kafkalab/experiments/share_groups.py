@@ -347,8 +347,10 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
     try:
         topic, group = run.topic("queue"), run.group("share")
         folder = workloads.run_dir(run.run_id)
-        admin.create_topics({topic: cfg.partitions})
+        # Group configs first: a broker that knows the topic (create_topics waits for all) has
+        # also applied them, so every share-partition starts with this run's lock and limit.
         admin.alter_group_config(group, group_configs(cfg))
+        admin.create_topics({topic: cfg.partitions})
         for i in range(cfg.consumers):
             name = f"share-{i}"
             role = cfg.role(i)
