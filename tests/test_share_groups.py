@@ -26,6 +26,8 @@ def test_bad_shapes_are_refused_with_the_reason() -> None:
         sg.ShareRun(delivery_count_limit=11)
     with pytest.raises(KafkalabError, match="group.share.min.record.lock.duration.ms"):
         sg.ShareRun(lock_ms=500)
+    with pytest.raises(KafkalabError, match="need at least 15 messages, not 10"):
+        sg.ShareRun(consumers=20, partitions=1, messages=10, crash_consumers=5)
 
 
 def test_fates_and_roles_follow_the_counts() -> None:

@@ -128,6 +128,10 @@ class ShareRun:
                                 f"{self.consumers} consumers: at least one must stay to receive their records")
         if self.crash_after < 1:
             raise KafkalabError(f"crash_after must be >= 1, not {self.crash_after}")
+        stopping = self.crash_consumers + self.freeze_consumers
+        if stopping * self.crash_after > self.messages:
+            raise KafkalabError(f"{stopping} consumers that stop after {self.crash_after} processed records each need "
+                                f"at least {stopping * self.crash_after} messages, not {self.messages}")
         if self.release_every < 0 or self.reject_every < 0:
             raise KafkalabError("release_every and reject_every must be >= 0")
         if not 2 <= self.delivery_count_limit <= 10:
