@@ -127,6 +127,12 @@ def test_a_torn_line_is_reported_with_its_line_number(tmp_path: Path) -> None:
         f.write('{"run_id":"r1","kind":"prod')
     with pytest.raises(ValueError, match=r"ledger.jsonl:2"):
         read_events(path)
+    # read while a writer appends: the unfinished last line is left for the next read
+    assert [e.value for e in read_events(path, growing=True)] == ["v-1"]
+    with path.open("a") as f:
+        f.write('uced", oops}\n{"run_id":')
+    with pytest.raises(ValueError, match=r"ledger.jsonl:2"):
+        read_events(path, growing=True)  # a whole line that is broken is still an error
 
 
 @pytest.mark.spark

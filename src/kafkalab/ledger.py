@@ -218,10 +218,12 @@ class Ledger:
         return f"Ledger({str(self.path)!r}, run_id={self.run_id!r}, events={self._seq})"
 
 
-def read_events(path: str | os.PathLike[str]) -> list[Event]:
+def read_events(path: str | os.PathLike[str], growing: bool = False) -> list[Event]:
     """All events of one ledger file, in file order (for small, local use; Spark: ``load``).
 
-    Blank lines are skipped.
+    Blank lines are skipped. ``growing=True``: the file is read while another process appends
+    to it, so a last line without its newline (caught mid-write) is left for the next read
+    instead of failing it.
 
     Raises:
         FileNotFoundError: no such file.
@@ -233,7 +235,7 @@ def read_events(path: str | os.PathLike[str]) -> list[Event]:
     events: list[Event] = []
     with Path(path).open(encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
-            if not line.strip():
+            if not line.strip() or (growing and not line.endswith("\n")):
                 continue
             try:
                 events.append(Event.from_json(line))

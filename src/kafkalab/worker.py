@@ -347,7 +347,7 @@ def fate_of(headers: list | None) -> str:
 def overtaken(ledger_path: str | os.PathLike[str], topic: str, partition: int, offset: int) -> bool:
     """Whether another worker of the run (another ``*.jsonl`` ledger in the folder of
     ``ledger_path``) has recorded ``processed`` for an offset above ``offset`` of ``topic``
-    ``partition``. Reads the ledgers as they stand (written through: whole lines)."""
+    ``partition``. Reads the ledgers as they stand, while their writers append."""
     from pathlib import Path
 
     from .ledger import read_events
@@ -356,7 +356,7 @@ def overtaken(ledger_path: str | os.PathLike[str], topic: str, partition: int, o
     for path in own.parent.glob("*.jsonl"):
         if path == own:
             continue
-        for e in read_events(path):
+        for e in read_events(path, growing=True):
             if (e.kind == "processed" and e.topic == topic and e.partition == partition
                     and e.offset is not None and e.offset > offset):
                 return True
@@ -370,7 +370,8 @@ def members_with_records(ledger_path: str | os.PathLike[str]) -> set[str]:
 
     from .ledger import read_events
 
-    return {e.client_id for path in Path(ledger_path).parent.glob("*.jsonl") for e in read_events(path)
+    return {e.client_id for path in Path(ledger_path).parent.glob("*.jsonl")
+            for e in read_events(path, growing=True)
             if e.kind == "consumed" and e.error is None and e.offset is not None and e.client_id}
 
 

@@ -312,7 +312,7 @@ def crash_points_missed(events: list[ledger.Event], crash_after: int, gone: set[
 def _events(folder: Path) -> list[ledger.Event]:
     out: list[ledger.Event] = []
     for p in sorted(folder.glob("*.jsonl")):
-        out.extend(ledger.read_events(p))
+        out.extend(ledger.read_events(p, growing=True))  # read while the consumers append
     return out
 
 
