@@ -445,16 +445,17 @@ class Worker:
 
     @property
     def stopped(self) -> bool:
-        """Whether the process is alive and stopped by a signal (SIGSTOP: state ``T`` in
-        ``/proc/<pid>/stat``, proc(5)): a worker that froze itself at its crash point, or one
-        ``pause`` stopped."""
+        """Whether the process is alive and stopped by a signal (SIGSTOP; psutil's
+        ``STATUS_STOPPED``, as ``cluster`` reads a paused broker): a worker that froze itself at
+        its crash point, or one ``pause`` stopped."""
+        import psutil
+
         if not self.alive:
             return False
         try:
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-        except OSError:
+            return psutil.Process(self.pid).status() == psutil.STATUS_STOPPED
+        except psutil.Error:
             return False
-        return stat[stat.rindex(")") + 2:].startswith("T")
 
     def wait(self, timeout_s: float) -> int:
         """Until the process exits; returns its exit code.
