@@ -1,6 +1,7 @@
 # kafkalab: two commands for a fresh machine (Python 3.11, OpenJDK 17, Maven).
 #   make lab    set everything up, start the cluster, open JupyterLab on notebooks/
 #   make test   set everything up, run every test and every notebook against the live cluster
+#   make check  the fast tier: every test that needs no cluster, no JVM and no Spark (seconds)
 # Everything is cached: a second run installs nothing and fetches nothing.
 
 SHELL := /bin/bash
@@ -10,7 +11,7 @@ BIN := $(VENV)/bin
 STATE := .kafkalab
 MVN := mvn -q -B -s kafka/maven-settings.xml
 
-.PHONY: lab test book setup venv jars up down status benchmark clean check-tools
+.PHONY: lab test check book setup venv jars up down status benchmark clean check-tools
 
 # JupyterLab refuses to run as root (containers, CI images) unless told --allow-root.
 lab: setup up
@@ -21,6 +22,12 @@ lab: setup up
 # --capture=sys: Python output is captured per test, but what C code writes to the process's
 # stderr (librdkafka's logs and assertion messages) is not, so an abort is never silent:
 # the assertion line is printed beside faulthandler's traceback.
+#
+# LANES pytest-xdist workers run side by side (tests/lanes.py): the first against this cluster,
+# each other one against a cluster of its own that it starts on the next port base
+# (KAFKALAB_PORT_BASE + 1000) and stops at its end. A notebook or a test file runs whole on one
+# lane (--dist loadfile). LANES=1 runs everything in one process, in order.
+LANES ?= 2
 test: setup
 	@[ -x /usr/bin/chromium ] || echo "note: /usr/bin/chromium is missing: the browser tests (tests/test_browser.py) will be skipped (Debian: apt-get install chromium)"
 	@started=0; \
@@ -28,7 +35,13 @@ test: setup
 	  $(BIN)/kafkalab up || { $(BIN)/kafkalab down; exit 1; }; started=1; \
 	fi; \
 	trap 'if [ $$started = 1 ]; then $(BIN)/kafkalab down; fi' EXIT; \
-	$(BIN)/pytest tests notebooks --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider --capture=sys
+	$(BIN)/pytest tests notebooks --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider --capture=sys \
+	  -p lanes $(if $(filter-out 1,$(LANES)),-n $(LANES) --dist loadfile --no-loadscope-reorder)
+
+# The fast tier: no cluster, no JVM, no Spark (tests/conftest.py fails a test that starts a JVM
+# without its marker). Run it after every change; make test before a commit lands.
+check: setup
+	$(BIN)/pytest tests -m "not cluster and not spark and not jvm" -p no:cacheprovider -q
 
 # The rendered book: every notebook (and every solution) executed against the live cluster by
 # Sphinx + MyST-NB (config in notebooks/_book), a static HTML site in build/book/ (open

@@ -106,6 +106,7 @@ def test_missing_jars_point_at_make_jars(monkeypatch: pytest.MonkeyPatch, tmp_pa
         cluster.broker_classpath()
 
 
+@pytest.mark.jvm
 def test_tool_adds_this_clusters_bootstrap_server_unless_given() -> None:
     cmd = cluster.tool_command("kafka-topics", ["--list"])
     assert cmd[-3:] == ["--bootstrap-server", config.bootstrap_servers(), "--list"]

@@ -209,6 +209,7 @@ def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, An
     return {"calls": calls, "set_states": set_states, "tmp": tmp_path}
 
 
+@pytest.mark.jvm
 def test_a_docker_that_answers_info_does_not_make_compose_the_default(fake_docker, monkeypatch):
     assert subprocess.run(["docker", "info"]).returncode == 0, "the stand-in docker answers info"
     empty = fake_docker["tmp"] / "no-jars"
@@ -299,6 +300,7 @@ def test_wipe_deletes_the_data_from_inside_each_container(fake_docker):
     assert not config.cluster_dir().exists()
 
 
+@pytest.mark.jvm
 def test_changing_the_controller_count_wipes_the_old_quorum_first(fake_docker, monkeypatch):
     one = cluster.ComposeCluster(Topology(1))
     config.cluster_dir().mkdir(parents=True)

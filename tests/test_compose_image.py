@@ -32,6 +32,9 @@ from kafkalab import cluster, config, spark as kspark
 from kafkalab.config import Node, Topology, parse_properties
 from kafkalab.waiting import wait_until
 
+#: Every test here runs the image's wrapper (small JVMs); the last one boots a second cluster.
+pytestmark = pytest.mark.jvm
+
 TOPOLOGIES = pytest.mark.parametrize("controllers", [1, 3], ids=["1-controller", "3-controllers"])
 
 #: The port base and the state folder (under pytest's temp folder) of the booted cluster.

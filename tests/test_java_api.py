@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kafkalab import java_api
 
 
+@pytest.mark.jvm
 def test_removed_client_calls_fail_to_compile_and_their_replacements_compile() -> None:
     old = java_api.compile_snippet("ConsumerRecords<String, String> r = consumer.poll(100);")
     new = java_api.compile_snippet("ConsumerRecords<String, String> r = consumer.poll(Duration.ofMillis(100));")
@@ -12,6 +15,7 @@ def test_removed_client_calls_fail_to_compile_and_their_replacements_compile() -
     assert new.ok and new.errors == [], new.output
 
 
+@pytest.mark.jvm
 def test_a_syntax_error_is_reported_not_raised() -> None:
     r = java_api.compile_snippet("consumer.poll(;")
     assert not r.ok and r.errors and "Snippet.java" in r.output

@@ -130,6 +130,7 @@ def test_a_java_run_fails_before_it_creates_a_topic_when_the_consumer_is_not_bui
         oc.CrashAndRestart([oc.RunConfig("auto"), oc.RunConfig("auto", client="java")])
 
 
+@pytest.mark.jvm
 def test_the_built_java_consumer_reports_the_pinned_kafka_clients_defaults() -> None:
     # a JVM, no cluster: ConsumerConfig built from nothing but a group.id (notebook 03, section 7)
     got = oc.java_consumer_defaults()

@@ -756,6 +756,29 @@ class LocalCluster:
         self._wait_serving([node], timeout_s)
         return self._node_status(node)
 
+    def start_many(self, node_ids: list[int], timeout_s: float = UP_TIMEOUT_S) -> None:
+        """``start`` for several nodes side by side: every one that is down is spawned (a paused
+        one resumed) before the one wait until all of them serve, so two restarts cost about
+        one. Raises as ``start`` (NodeFailedToStart, WaitTimeout)."""
+        nodes = [self._node(i) for i in node_ids]
+        down = []
+        for node in nodes:
+            p = self.process(node)
+            if p is None:
+                down.append(node)
+            elif p.status() == psutil.STATUS_STOPPED:
+                p.resume()
+        if down:
+            java, classpath = java_executable(), broker_classpath()
+            for node in down:
+                self._prepare(node)
+                check_ports_free(node)
+            self._format_all(down, java, classpath)
+            for node in down:
+                self._spawn(node, java, classpath)
+        if nodes:
+            self._wait_serving(nodes, timeout_s)
+
     def pause(self, node_id: int) -> None:
         """SIGSTOP node ``node_id``: its sockets stay open, it answers nothing, sends no heartbeat."""
         node, p = self._live(node_id)
@@ -948,6 +971,11 @@ class ComposeCluster(LocalCluster):
         self._compose("stop", "--timeout", str(int(timeout_s)), self._service(self._node(node_id)),
                       timeout_s=timeout_s + 60)
 
+    def start_many(self, node_ids: list[int], timeout_s: float = UP_TIMEOUT_S) -> None:
+        """``start`` for each node in turn (``docker compose start`` waits per container)."""
+        for node_id in node_ids:
+            self.start(node_id, timeout_s=timeout_s)
+
     def start(self, node_id: int, timeout_s: float = UP_TIMEOUT_S) -> NodeStatus:
         """``docker compose start`` (``unpause`` if paused) and wait until the new container
         logged "Kafka Server started" and, for a broker, it is registered. (A killed broker stays
@@ -1133,12 +1161,14 @@ def restore(timeout_s: float = 60.0) -> None:
     all brokers registered, every ISR full, every partition led by its preferred replica
     (``balance_leaders``). Use in a ``finally`` or via ``restored()``."""
     c = cluster()
+    down = []
     for n in c.topology.nodes:
         st = c._node_status(n)
         if st.paused:
             c.resume(n.node_id)
         elif not st.alive:
-            c.start(n.node_id, timeout_s=timeout_s)
+            down.append(n.node_id)
+    c.start_many(down, timeout_s=timeout_s)  # side by side: one wait for all of them
     wait_healthy(timeout_s)
     balance_leaders(timeout_s=timeout_s)
 

@@ -46,7 +46,11 @@ committed (librdkafka CONFIGURATION.md: ``enable.auto.commit``, ``enable.auto.of
 ``crash_after=K`` SIGKILLs the worker itself at ``crash_point`` of its K-th processed
 record: ``after-process`` right after the side effect, before the record's offset is stored
 or committed (the worst case for at-least-once modes); ``after-commit`` right after the
-store or commit call returned. The crash point is exact on every run.
+store or commit call returned. In ``auto`` mode there is no call: ``after-commit`` waits until
+the group coordinator reports as committed the offsets librdkafka stored on hand-over (the
+consumer's positions, read with ``Consumer.committed``), i.e. until the timer's commit of
+everything handed over has landed (at most ``AUTO_COMMIT_WAIT_S``). The crash point is exact
+on every run.
 
 Share consumer: a member of a share group (KIP-932) in explicit acknowledgement mode. It
 records ``consumed`` for every record ``poll`` returns, with the broker's delivery count;
@@ -92,6 +96,9 @@ COMMIT_MODES = ("auto", "store-after-process", "sync-per-message", "async", "non
 #: Where a consumer worker dies (``crash_after``): right after the side effect of its K-th
 #: record, before storing/committing its offset, or right after the store/commit call returned.
 CRASH_POINTS = ("after-process", "after-commit")
+#: Bound (s) of an ``auto`` consumer's wait, at ``after-commit``, for the timer's commit of
+#: what it was handed (many ``auto.commit.interval.ms`` periods on a loaded machine).
+AUTO_COMMIT_WAIT_S = 30.0
 #: Record header that tells a share consumer worker what to do with the record (``SHARE_FATES``).
 FATE_HEADER = "kafkalab-fate"
 SHARE_FATES = ("accept", "release", "reject", "slow")
@@ -247,6 +254,7 @@ def run_consumer(spec: ConsumerSpec) -> None:
     from . import config
     from .ledger import Ledger, crash
     from .sink import Sink
+    from .waiting import wait_until
 
     ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
     stop = threading.Event()
@@ -290,6 +298,13 @@ def run_consumer(spec: ConsumerSpec) -> None:
             except Exception as e:  # a failed commit is recorded, not fatal
                 note("committed", topic=m.topic(), partition=m.partition(), offset=m.offset() + 1, error=str(e))
 
+    def auto_committed() -> bool:
+        """``auto`` mode: the coordinator's committed offsets have reached the positions, the
+        offsets librdkafka stored as it handed the records over (``enable.auto.offset.store``)."""
+        positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
+        committed = {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(positions, timeout=10)}
+        return all(committed[(tp.topic, tp.partition)] >= tp.offset for tp in positions)
+
     consumer.subscribe(spec.topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
     sink = Sink(spec.sink, "ignore" if spec.dedupe else "insert") if spec.sink else None
     processed = 0
@@ -322,6 +337,9 @@ def run_consumer(spec: ConsumerSpec) -> None:
                     crash(ledger)
                 commit(m)
                 if crash_now:
+                    if spec.commit_mode == "auto":  # the timer's commit of everything handed over, seen
+                        wait_until(auto_committed, timeout_s=AUTO_COMMIT_WAIT_S, interval_s=0.01,
+                                   what="the auto-commit timer's commit of the records handed over")
                     crash(ledger)
     finally:
         consumer.close()  # leaves the group (a dynamic member) and commits stored offsets (auto modes)

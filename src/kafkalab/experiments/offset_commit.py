@@ -45,7 +45,9 @@ after each record, article 002's other snippet: the same positions, without wait
 The crash point (``crash_point``): ``after-process`` kills the consumer right after the
 side effect of its K-th record, before that record's offset is stored or committed (the
 worst case for at-least-once modes); ``after-commit`` right after the store or commit call
-returned.
+returned, or in ``auto`` mode (no call of its own) once the group coordinator reports as
+committed what librdkafka stored on hand-over (``kafkalab.worker``): the timer's commit seen,
+not raced.
 
 Notebook ``03_offset_commit.ipynb`` and ``kafkalab run offset-commit`` call the same code.
 The librdkafka consumer is a ``kafkalab.worker`` consumer process (``ConsumerSpec`` with
@@ -487,8 +489,9 @@ def verdicts(r: OffsetCommitResult) -> dict[str, bool]:
     - ``explained_by_committed_offset`` (always): the lost records are the ones in hand
       below the offset the restart resumed from, the duplicates the ones processed at or
       above it.
-    - librdkafka ``auto``, when the timer fired during the last batch by design
-      (``timer_fired_in_hand``): every record in hand at the crash is lost, none duplicated.
+    - librdkafka ``auto``, when the crash came after the timer's commit (``after-commit``) or
+      the timer fired during the last batch by design (``timer_fired_in_hand``): every record
+      in hand at the crash is lost, none duplicated.
     - ``store-after-process`` and ``async``: nothing lost; with the crash before the store or
       commit (``after-process``), at least one duplicate.
     - ``sync-per-message`` (both clients): nothing lost; exactly one duplicate
@@ -506,7 +509,7 @@ def verdicts(r: OffsetCommitResult) -> dict[str, bool]:
     cfg = RunConfig(**r.config)
     before_commit = cfg.crash_point == "after-process"
     if r.client == "librdkafka" and r.mode == "auto":
-        if timer_fired_in_hand(cfg, r.processed_from_last_batch):
+        if not before_commit or timer_fired_in_hand(cfg, r.processed_from_last_batch):
             out["auto_commit_loses_what_was_in_hand"] = r.lost == r.in_hand_at_crash and r.duplicates == 0
     elif r.client == "librdkafka" and r.mode in ("store-after-process", "async"):
         out["at_least_once"] = r.lost == 0 and (r.duplicates >= 1 or not before_commit)

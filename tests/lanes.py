@@ -1,0 +1,128 @@
+"""Lanes: ``make test`` runs in pytest-xdist workers side by side, each against a cluster of its own.
+
+Loaded with ``-p lanes`` (``pyproject.toml`` puts ``tests/`` on the path). Without xdist, or in
+its first worker (``gw0``), nothing changes: the tests use the cluster of the environment
+(``$KAFKALAB_PORT_BASE``, default 9092, and ``$KAFKALAB_STATE``), which ``make test`` starts.
+Worker ``gwN`` (N >= 1) moves its whole process, and so every kernel nbval starts and every
+process a test spawns, to a cluster of its own:
+
+- ``KAFKALAB_PORT_BASE`` = the environment's base + ``LANE_PORT_STEP`` * N (9092 -> 10092);
+- ``KAFKALAB_STATE`` = the environment's state folder + ``/lanes/gwN`` (node data, ledgers,
+  the fault proxy's control socket: nothing shared between lanes; the jars are shared,
+  ``config.jars_dir``);
+
+and starts that cluster (``kafkalab up``) before it collects, and stops it (``kafkalab down``)
+when it ends, if it started it. A lane that cannot start its cluster fails at once with the
+cluster's own error.
+
+Scheduling is ``--dist loadfile --no-loadscope-reorder`` (``make test``): a notebook's cells,
+or a test file's tests, run in order on one lane, and files are handed out in collection order,
+which ``pytest_collection_modifyitems`` makes longest first (``COSTS_S``), so that the lanes end
+together.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+#: Port distance between two lanes' clusters: a cluster uses base .. base + 205.
+LANE_PORT_STEP = 1000
+#: Seconds a lane's ``kafkalab up`` may take (four JVMs on a machine where the other lane runs).
+LANE_UP_TIMEOUT_S = 240
+#: Seconds each file took in one lane (``make test LANES=1`` with ``--durations``, 2026-11-26, this
+#: 2-core machine): the schedule's only input. Files are handed out longest first, so that the
+#: last file a lane starts is a short one; a file not listed counts as short and keeps its place.
+#: A stale figure costs balance between the lanes, never a result.
+COSTS_S = {
+    "tests/test_browser.py": 102,
+    "notebooks/08_replication.ipynb": 74,
+    "notebooks/05_transactions.ipynb": 58,
+    "notebooks/09_share_groups.ipynb": 57,
+    "tests/test_offset_commit_cluster.py": 56,
+    "notebooks/solutions/09_share_groups_solutions.ipynb": 51,
+    "tests/test_replication_cluster.py": 49,
+    "notebooks/solutions/02_rebalancing_solutions.ipynb": 49,
+    "tests/test_share_groups.py": 45,
+    "tests/test_rebalance_cluster.py": 42,
+    "tests/test_transactions.py": 40,
+    "notebooks/04_idempotent_producer.ipynb": 39,
+    "notebooks/solutions/04_idempotent_producer_solutions.ipynb": 39,
+    "tests/test_cluster.py": 37,
+    "notebooks/solutions/08_replication_solutions.ipynb": 36,
+    "tests/test_idempotence.py": 36,
+    "notebooks/solutions/01_partition_assignment_solutions.ipynb": 33,
+    "notebooks/02_rebalancing.ipynb": 33,
+    "notebooks/01_partition_assignment.ipynb": 32,
+    "notebooks/10_performance.ipynb": 30,
+    "notebooks/03_offset_commit.ipynb": 30,
+    "tests/test_ordering.py": 28,
+    "notebooks/solutions/05_transactions_solutions.ipynb": 23,
+    "notebooks/07_ordering.ipynb": 23,
+    "tests/test_cli.py": 23,
+    "notebooks/00_cluster_tour.ipynb": 21,
+    "tests/test_compose_image.py": 19,
+    "notebooks/solutions/06_segments_retention_solutions.ipynb": 18,
+    "notebooks/solutions/03_offset_commit_solutions.ipynb": 18,
+    "notebooks/06_segments_retention.ipynb": 15,
+    "notebooks/solutions/10_performance_solutions.ipynb": 14,
+    "tests/test_perf.py": 12,
+    "notebooks/solutions/07_ordering_solutions.ipynb": 12,
+    "tests/test_rebalance_analysis.py": 12,
+    "tests/test_audit.py": 11,
+    "tests/test_assignment_analysis.py": 11,
+    "tests/test_segments_live.py": 11,
+    "tests/test_runscope.py": 10,
+}
+
+_started: list[dict[str, str]] = []
+
+
+def lane_number() -> int:
+    """0 outside xdist and in worker ``gw0``; N in worker ``gwN``."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(worker.removeprefix("gw"))
+
+
+def _kafkalab(*args: str, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kafkalab.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout_s)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    n = lane_number()
+    if n == 0:
+        return
+    from kafkalab import config as kconfig
+
+    base = kconfig.port_base() + LANE_PORT_STEP * n
+    state = kconfig.state_dir() / "lanes" / f"gw{n}"
+    os.environ["KAFKALAB_PORT_BASE"] = str(base)
+    os.environ["KAFKALAB_STATE"] = str(state)
+    env = dict(os.environ)
+    if _kafkalab("status", "--check", env=env, timeout_s=60).returncode == 0:
+        return  # this lane's cluster runs already: use it, leave it running
+    up = _kafkalab("up", env=env, timeout_s=LANE_UP_TIMEOUT_S)
+    if up.returncode != 0:
+        _kafkalab("down", env=env, timeout_s=120)
+        raise pytest.UsageError(f"lane gw{n}: `kafkalab up` on port base {base} (state {state}) failed:\n"
+                                f"{(up.stdout + up.stderr)[-4000:]}")
+    _started.append(env)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _started:
+        _kafkalab("down", env=_started.pop(), timeout_s=120)
+
+
+def _cost(item: pytest.Item) -> int:
+    return COSTS_S.get(item.nodeid.split("::", 1)[0], 0)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Longest files first (stable: a file's items keep their order)."""
+    if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts the same way
+        items.sort(key=lambda item: -_cost(item))
