@@ -192,8 +192,12 @@ def run_share(*args: str) -> dict:
 
 @pytest.mark.cluster
 @pytest.mark.parametrize("consumers,partitions,messages,extra", [
-    (5, 2, 50, ["--crash-consumers", "1", "--release-every", "6", "--delivery-count-limit", "4", "--slow-first"]),
-    (3, 3, 30, ["--reject-every", "5", "--compare-consumer-group"]),
+    # --first-for-all: each member holds its first record until every member has one, so that all of them
+    # receive records whatever the scheduling (without it, four members could drain the topic before the fifth
+    # joined)
+    (5, 2, 50, ["--crash-consumers", "1", "--release-every", "6", "--delivery-count-limit", "4", "--slow-first",
+                "--first-for-all"]),
+    (3, 3, 30, ["--reject-every", "5", "--compare-consumer-group", "--first-for-all"]),
     (3, 1, 30, ["--freeze-consumers", "1", "--crash-after", "2", "--lock-ms", "60000", "--describe-held",
                 "--first-for-all"]),
 ])

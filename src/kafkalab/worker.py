@@ -99,6 +99,8 @@ CRASH_POINTS = ("after-process", "after-commit")
 #: Bound (s) of an ``auto`` consumer's wait, at ``after-commit``, for the timer's commit of
 #: what it was handed (many ``auto.commit.interval.ms`` periods on a loaded machine).
 AUTO_COMMIT_WAIT_S = 30.0
+#: Bound (s) of a consumer's wait for its ``work_until`` file, after ``process_ms`` of work.
+WORK_UNTIL_MAX_S = 180.0
 #: Record header that tells a share consumer worker what to do with the record (``SHARE_FATES``).
 FATE_HEADER = "kafkalab-fate"
 SHARE_FATES = ("accept", "release", "reject", "slow")
@@ -114,7 +116,10 @@ PARENT_ENV = "KAFKALAB_PARENT_PID"
 class ConsumerSpec:
     """What a consumer worker does. ``conf`` is passed to ``confluent_kafka.Consumer`` after
     the defaults and the commit-mode settings, so it can override them. ``batch`` > 1:
-    ``consume(num_messages=batch)``, else ``poll``. ``crash_after`` None: run until SIGTERM,
+    ``consume(num_messages=batch)``, else ``poll``. ``work_until``: path of a file; the work on
+    each record lasts ``process_ms`` and then until the file exists (at most
+    ``WORK_UNTIL_MAX_S`` more): a long piece of work that the parent ends once it has seen what
+    it waits for. ``crash_after`` None: run until SIGTERM,
     then finish the records in hand, close (a dynamic member leaves the group; auto modes
     commit stored offsets) and exit 0. ``sink``: path of a ``Sink`` written per processed
     record, mode ``ignore`` with ``dedupe``, else ``insert``. Times in ms."""
@@ -133,6 +138,7 @@ class ConsumerSpec:
     sink: str | None = None
     dedupe: bool = False
     poll_timeout_ms: int = 100
+    work_until: str | None = None
     kind: str = "consumer"
 
     def __post_init__(self) -> None:
@@ -327,6 +333,10 @@ def run_consumer(spec: ConsumerSpec) -> None:
             for m in good:  # the whole batch is processed, even after SIGTERM
                 if spec.process_ms:
                     time.sleep(spec.process_ms / 1000)  # the work itself (simulated), not a wait on Kafka
+                if spec.work_until:  # then on, until the parent says so (bounded)
+                    until = time.monotonic() + WORK_UNTIL_MAX_S
+                    while not os.path.exists(spec.work_until) and time.monotonic() < until:
+                        time.sleep(0.02)
                 value = _text(m.value())
                 if sink is not None:
                     sink.write(value, m.topic(), m.partition(), m.offset(), spec.name)

@@ -407,13 +407,15 @@ class RebalanceRun:
         return ts
 
     # --- processes
-    def start(self, slot: int, process_ms: float = 0.0, conf: dict | None = None) -> str:
-        """Start the next incarnation of consumer ``slot`` (client id ``c<slot>.<n>``)."""
+    def start(self, slot: int, process_ms: float = 0.0, conf: dict | None = None, work_until: Path | None = None) -> str:
+        """Start the next incarnation of consumer ``slot`` (client id ``c<slot>.<n>``); with
+        ``work_until``, its work on a record lasts until that file exists (at most ``process_ms``)."""
         n = self.incarnations.get(slot, -1) + 1
         self.incarnations[slot] = n
         name = f"c{slot}.{n}"
         spec = ConsumerSpec(name, self.run_id, str(self.dir / "ledgers" / f"{name}.jsonl"), self.group_id, [self.topic],
-                            conf={**self.proto.conf(slot), **(conf or {})}, commit_mode="none", process_ms=process_ms)
+                            conf={**self.proto.conf(slot), **(conf or {})}, commit_mode="none", process_ms=process_ms,
+                            work_until=str(work_until) if work_until else None)
         self.act("start", name, slot=slot)
         self.workers[name] = workloads.spawn(spec)
         self.slots[slot] = name
@@ -637,7 +639,12 @@ class RebalanceRun:
         produce_to_every_partition(self.topic, self.partitions, self.cfg.records_per_partition, self.run_id)
         slot = max(self.incarnations) + 1
         mp = self.cfg.slow_max_poll_ms
-        name = self.start(slot, process_ms=self.cfg.slow_process_ms, conf={"max.poll.interval.ms": mp})
+        # Its work on the record lasts slow_process_ms and then until this file appears: once the
+        # group has settled without it (below), so it is removed while still busy on every run,
+        # however slow the machine.
+        release = self.dir / f"slow-{slot}.release"
+        name = self.start(slot, process_ms=self.cfg.slow_process_ms, conf={"max.poll.interval.ms": mp},
+                          work_until=release)
         self.slots.pop(slot)  # not expected to stay in the group
         self.slow = name
         w = self.workers[name]
@@ -665,11 +672,13 @@ class RebalanceRun:
             # before it polls again (a zombie).
             notes.update({"removed_while_alive": w.alive, "zombie_held": sorted(self.owned(name)),
                           "processed_before_removed": sum(e.kind == "processed" for e in read_events(w.ledger))})
+            release.touch()  # now its work may end: it polls again and learns it was removed
             back_ms, notes["poll_error"] = wait_until(poll_error, timeout_s=self.cfg.slow_process_ms / 1000 + 15,
                                                       what=f"{name} to report the exceeded max.poll.interval.ms")
             self.act("kill", name, slot=slot)
             w.kill()
         else:
+            release.touch()
             back_ms, notes["poll_error"] = poll_error()
             notes.update({"removed_while_alive": False, "zombie_held": [],
                           "processed_before_removed": sum(e.kind == "processed" for e in read_events(w.ledger))})
