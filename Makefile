@@ -25,9 +25,12 @@ lab: setup up
 #
 # LANES pytest-xdist workers run side by side (tests/lanes.py): the first against this cluster,
 # each other one against a cluster of its own that it starts on the next port base
-# (KAFKALAB_PORT_BASE + 1000) and stops at its end. A notebook or a test file runs whole on one
-# lane (--dist loadfile). LANES=1 runs everything in one process, in order.
-LANES ?= 2
+# (KAFKALAB_PORT_BASE + 1000 per lane) and stops at its end. A notebook or a test file runs whole
+# on one lane (--dist loadfile), longest files first. LANES=1 runs everything in one process, in
+# order. PYTEST_ARGS goes to pytest as it is (e.g. --junitxml=build/junit.xml for
+# benchmarks/test_times.py).
+LANES ?= 3
+PYTEST_ARGS ?=
 test: setup
 	@[ -x /usr/bin/chromium ] || echo "note: /usr/bin/chromium is missing: the browser tests (tests/test_browser.py) will be skipped (Debian: apt-get install chromium)"
 	@started=0; \
@@ -36,7 +39,7 @@ test: setup
 	fi; \
 	trap 'if [ $$started = 1 ]; then $(BIN)/kafkalab down; fi' EXIT; \
 	$(BIN)/pytest tests notebooks --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider --capture=sys \
-	  -p lanes $(if $(filter-out 1,$(LANES)),-n $(LANES) --dist loadfile --no-loadscope-reorder)
+	  -p lanes $(if $(filter-out 1,$(LANES)),-n $(LANES) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 
 # The fast tier: no cluster, no JVM, no Spark (tests/conftest.py fails a test that starts a JVM
 # without its marker). Run it after every change; make test before a commit lands.
