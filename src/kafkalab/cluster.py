@@ -672,22 +672,11 @@ class LocalCluster:
                 # a quorum's voter set is fixed at format time: start from fresh storage
                 shutil.rmtree(config.cluster_dir(), ignore_errors=True)
             self.topology = Topology(controllers=controllers)
-        java = java_executable()
-        classpath = broker_classpath()
+        java_executable()  # JavaMissing before anything is written
+        broker_classpath()  # JarsMissing likewise
         config.cluster_dir().mkdir(parents=True, exist_ok=True)
         self._topology_file().write_text(json.dumps(self.topology.to_json()))
-        todo = [n for n in self.topology.nodes if self.process(n) is None]
-        for n in self.topology.nodes:
-            p = self.process(n)
-            if p is not None and p.status() == psutil.STATUS_STOPPED:
-                p.resume()
-        for n in todo:
-            self._prepare(n)
-            check_ports_free(n)
-        self._format_all(todo, java, classpath)
-        for n in todo:
-            self._spawn(n, java, classpath)
-        self._wait_serving(self.topology.nodes, timeout_s)
+        self.start_many([n.node_id for n in self.topology.nodes], timeout_s)
         return self.status()
 
     def down(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
@@ -759,7 +748,8 @@ class LocalCluster:
     def start_many(self, node_ids: list[int], timeout_s: float = UP_TIMEOUT_S) -> None:
         """``start`` for several nodes side by side: every one that is down is spawned (a paused
         one resumed) before the one wait until all of them serve, so two restarts cost about
-        one. Raises as ``start`` (NodeFailedToStart, WaitTimeout)."""
+        one (``up`` starts the whole cluster this way). Raises as ``start`` (PortInUse,
+        NodeFailedToStart, WaitTimeout)."""
         nodes = [self._node(i) for i in node_ids]
         down = []
         for node in nodes:
