@@ -170,6 +170,33 @@ def group_coordinator(group_id: str, timeout_s: float = 10.0) -> int:
     return workloads.describe_group(group_id, timeout_s).coordinator.id
 
 
+def transaction_state_leaders(timeout_s: float = 60.0) -> dict[int, int]:
+    """Partition -> leader broker id of ``__transaction_state``, every partition led; the topic
+    is created first if no transactional producer has run on this cluster yet. The broker
+    creates it when a producer first looks for a transaction coordinator (FindCoordinator,
+    key type TRANSACTION), so a producer with a transactional id of its own, used for nothing
+    else (``kafkalab-transaction-state``), calls ``init_transactions`` and closes.
+
+    Raises:
+        WaitTimeout: the topic, or a leader for each of its partitions, not there within
+            ``timeout_s``; KafkaException: ``init_transactions`` failed.
+    """
+    from confluent_kafka import Producer
+
+    from . import config
+    from .waiting import wait_until
+
+    def every_partition_led() -> dict[int, int] | None:
+        leaders = partition_leaders(TRANSACTION_STATE)
+        return leaders if leaders and min(leaders.values()) >= 0 else None
+
+    if not partition_leaders(TRANSACTION_STATE):
+        Producer({"bootstrap.servers": config.bootstrap_servers(), "log_level": 3,
+                  "transactional.id": "kafkalab-transaction-state"}).init_transactions(timeout_s)
+    return wait_until(every_partition_led, timeout_s=timeout_s,
+                      what=f"a leader for every partition of {TRANSACTION_STATE}")
+
+
 def transaction_coordinator(transactional_id: str, leaders: dict[int, int] | None = None) -> tuple[int, int]:
     """``(partition of __transaction_state, broker id of its leader)`` for ``transactional_id``,
     computed as the broker does (``partition_for``).
