@@ -42,9 +42,7 @@ COSTS_S = {
     "notebooks/08_replication.ipynb": 74,
     "notebooks/05_transactions.ipynb": 58,
     "notebooks/09_share_groups.ipynb": 57,
-    "tests/test_offset_commit_cluster.py": 56,
     "notebooks/solutions/09_share_groups_solutions.ipynb": 51,
-    "tests/test_replication_cluster.py": 49,
     "notebooks/solutions/02_rebalancing_solutions.ipynb": 49,
     "tests/test_share_groups.py": 45,
     "tests/test_rebalance_cluster.py": 42,
@@ -63,6 +61,7 @@ COSTS_S = {
     "notebooks/solutions/05_transactions_solutions.ipynb": 23,
     "notebooks/07_ordering.ipynb": 23,
     "tests/test_cli.py": 23,
+    "tests/test_offset_commit_cluster.py": 22,
     "notebooks/00_cluster_tour.ipynb": 21,
     "tests/test_compose_image.py": 19,
     "notebooks/solutions/06_segments_retention_solutions.ipynb": 18,
@@ -76,6 +75,7 @@ COSTS_S = {
     "tests/test_assignment_analysis.py": 11,
     "tests/test_segments_live.py": 11,
     "tests/test_runscope.py": 10,
+    "tests/test_replication_cluster.py": 10,
 }
 
 _started: list[dict[str, str]] = []

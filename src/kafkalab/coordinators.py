@@ -202,15 +202,14 @@ def transaction_coordinator(transactional_id: str, leaders: dict[int, int] | Non
     computed as the broker does (``partition_for``).
 
     Args:
-        leaders: ``partition_leaders("__transaction_state")`` if already read (the topic exists
-            once any transaction was used).
+        leaders: ``partition_leaders("__transaction_state")`` if already read; else
+            ``transaction_state_leaders()`` reads them, creating the topic on a cluster where
+            no transaction has run yet.
 
     Raises:
-        KafkalabError: no ``__transaction_state`` yet.
+        WaitTimeout: as ``transaction_state_leaders``.
     """
-    leaders = leaders or partition_leaders(TRANSACTION_STATE)
-    if not leaders:
-        raise KafkalabError(f"no {TRANSACTION_STATE} yet: no transactional producer has run on this cluster")
+    leaders = leaders or transaction_state_leaders()
     p = partition_for(transactional_id, len(leaders))
     return p, leaders[p]
 

@@ -439,8 +439,7 @@ def abandon_transaction(run: TxnRun, name: str = "abandoned", records: int = 20,
     tin, tout = run.topic(f"{name}-in"), run.topic(f"{name}-out")
     tid = run.transactional_id(name)
     admin.create_topics({tin: 1})
-    coordinator = coordinators.transaction_coordinator(tid, coordinators.transaction_state_leaders())[1]
-    create_topic_led_by(tout, avoid_leader=coordinator)
+    create_topic_led_by(tout, avoid_leader=coordinators.transaction_coordinator(tid)[1])
     produce_input(tin, records)
     spec = eos.ProcessorSpec(name=f"{run.prefix}-{name}-0", run_id=run.run_id, ledger=str(run.dir / f"{name}-0.jsonl"),
                               input_topic=tin, output_topic=tout, group_id=run.group(name), transactional_id=tid,
