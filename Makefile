@@ -29,7 +29,7 @@ lab: setup up
 # on one lane (--dist loadfile), longest files first. LANES=1 runs everything in one process, in
 # order. PYTEST_ARGS goes to pytest as it is (e.g. --junitxml=build/junit.xml for
 # benchmarks/test_times.py).
-LANES ?= 3
+LANES ?= 2
 PYTEST_ARGS ?=
 test: setup
 	@[ -x /usr/bin/chromium ] || echo "note: /usr/bin/chromium is missing: the browser tests (tests/test_browser.py) will be skipped (Debian: apt-get install chromium)"
