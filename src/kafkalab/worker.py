@@ -12,6 +12,8 @@ starts it and returns a handle (``workloads.Worker``). The spec's ``kind`` picks
                 processor (notebook 05)
 ``exec``        ``ExecSpec``: replaces itself with another program (a JVM client), which
                 inherits the same death with the parent (notebook 03's Java consumer)
+``program``     ``ProgramSpec``: a client program as a notebook shows it (``kafkalab.programs``),
+                run with the lab's instruments of its role (``kafkalab.instruments``)
 ``share``       ``ShareConsumerSpec``: a librdkafka share consumer (KIP-932) that acknowledges
                 each record ACCEPT, RELEASE or REJECT, with an exact crash or freeze point
                 (notebook 09)
@@ -180,6 +182,28 @@ class ExecSpec:
     argv: list[str]
     stdout: str | None = None
     kind: str = "exec"
+
+
+@dataclass
+class ProgramSpec:
+    """A worker that runs a client program (``kafkalab.programs.Program``): ``source``, the
+    program's text exactly as shown, run as ``__main__`` once ``kafkalab.instruments`` has
+    bound ``lab`` to the instruments of ``role`` (``instruments.ROLES``), made from this spec.
+    ``conf``: the settings the harness adds (addresses and names, ``lab.conf``); ``topics``:
+    the run's topics; ``options``: the instruments' settings (e.g.
+    ``instruments.consumer.ConsumerOptions``). A program that raises exits 1 with its
+    traceback in the worker's log; its lines are named ``<program NAME>``."""
+
+    name: str
+    run_id: str
+    ledger: str
+    role: str
+    program_name: str
+    source: str
+    conf: dict = field(default_factory=dict)
+    topics: list[str] = field(default_factory=list)
+    options: dict = field(default_factory=dict)
+    kind: str = "program"
 
 
 @dataclass
@@ -524,6 +548,29 @@ def run_producer(spec: ProducerSpec) -> None:
         ledger.close()
 
 
+def run_program(spec: ProgramSpec) -> int:
+    """Run a client program in this process (``ProgramSpec``): instruments installed, the
+    source compiled under the name ``<program NAME>`` (its lines appear in tracebacks) and run
+    as ``__main__``; the instruments are closed when it ends, however it ends. Returns 0, or 1
+    if the program raised (traceback on stderr)."""
+    import linecache
+    import traceback
+
+    from . import instruments
+
+    lab = instruments.install(spec)
+    filename = f"<program {spec.program_name}>"
+    linecache.cache[filename] = (len(spec.source), None, spec.source.splitlines(keepends=True), filename)
+    try:
+        exec(compile(spec.source, filename, "exec"), {"__name__": "__main__"})
+    except Exception:
+        traceback.print_exc()
+        return 1
+    finally:
+        lab.close()
+    return 0
+
+
 def run_exec(spec: ExecSpec) -> NoReturn:
     """Become ``spec.argv`` (stdout to ``spec.stdout`` if set). Never returns.
 
@@ -549,7 +596,7 @@ def spec_from_json(text: str) -> Any:
 
     d = json.loads(text)
     kinds = {"consumer": ConsumerSpec, "producer": ProducerSpec, "eos": ProcessorSpec, "exec": ExecSpec,
-             "share": ShareConsumerSpec}
+             "share": ShareConsumerSpec, "program": ProgramSpec}
     kind = d.get("kind")
     if kind not in kinds:
         raise ValueError(f"unknown worker kind {kind!r}: one of {', '.join(kinds)}")
@@ -570,6 +617,8 @@ def run(spec: Any) -> int:
         run_exec(spec)
     elif spec.kind == "share":
         run_share_consumer(spec)
+    elif spec.kind == "program":
+        return run_program(spec)
     return 0
 
 

@@ -1,0 +1,48 @@
+"""The lab's instruments: what a client program uses that is not Kafka code.
+
+A client program (``kafkalab.programs``) runs in a worker process. Its one line that is not
+Kafka code is ``from kafkalab.instruments import lab``: ``lab`` is the instrument object
+of this process, made by the worker before it runs the program (``install``), one class per
+role:
+
+============  =============================================================================
+role          instruments
+============  =============================================================================
+``consumer``  ``kafkalab.instruments.consumer.ConsumerLab``: the harness's settings
+              (``lab.conf``), the topic, the ledger (assigned, revoked, consumed, processed,
+              committed), the side effect's simulated work, the crash points (notebook 03)
+============  =============================================================================
+
+The instruments are few and named for what they do: record to the ledger, do the simulated
+work, crash here. Nothing in them sets a Kafka configuration the program does not show:
+``lab.conf`` holds only the addresses and names of the run (``bootstrap.servers``,
+``client.id``, ``group.id``, ``group.instance.id``), and the experiment prints it with its
+result.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: The instruments of the program running in this process (None outside a program worker).
+lab: Any = None
+
+#: Role -> ``module:class`` of its instruments, constructed with the worker's ``ProgramSpec``.
+ROLES: dict[str, str] = {
+    "consumer": "kafkalab.instruments.consumer:ConsumerLab",
+}
+
+
+def install(spec: Any) -> Any:
+    """Make the instruments of ``spec.role`` for this process and bind them to ``lab``.
+
+    Raises:
+        ValueError: unknown role.
+    """
+    global lab
+    if spec.role not in ROLES:
+        raise ValueError(f"unknown program role {spec.role!r}: one of {', '.join(ROLES)}")
+    module, cls = ROLES[spec.role].split(":")
+    lab = getattr(importlib.import_module(module), cls)(spec)
+    return lab
