@@ -68,19 +68,40 @@ def test_a_kip848_java_consumer_is_a_dynamic_member_without_session_timeout() ->
     assert oc.RunConfig("auto", client="java", group_protocol="consumer").name == "java auto (KIP-848)"
 
 
-def test_run_config_names_and_librdkafka_settings_per_mode() -> None:
+def test_run_config_names_and_the_program_each_librdkafka_mode_runs() -> None:
     assert oc.RunConfig("auto").name == "auto"
     assert oc.RunConfig("auto", client="java").name == "java auto"
     assert oc.RunConfig("store-after-process", dedupe=True).name == "store-after-process + dedupe"
-    conf = lambda mode: oc.consumer_conf(oc.RunConfig(mode), "g", "c", "i")  # noqa: E731
-    assert (conf("auto")["enable.auto.commit"], conf("auto")["enable.auto.offset.store"]) == (True, True)
-    assert (conf("store-after-process")["enable.auto.commit"], conf("store-after-process")["enable.auto.offset.store"]) == (True, False)
-    assert conf("sync-per-message")["enable.auto.commit"] is False and conf("async")["enable.auto.commit"] is False
-    assert conf("auto")["group.instance.id"] == "i" and conf("auto")["auto.commit.interval.ms"] == 50
+    progs = {m: oc.RunConfig(m).resolved_program() for m in oc.LIBRDKAFKA_MODES}
+    assert {m: p.name for m, p in progs.items()} == oc.MODE_PROGRAMS
+    assert oc.RunConfig("store-after-process", dedupe=True).resolved_program().name == oc.DEDUPE_PROGRAM
+    assert '"enable.auto.offset.store": False' in progs["store-after-process"].source
+    assert "store_offsets(message=msg)" in progs["store-after-process"].source
+    assert '"enable.auto.commit": False' in progs["sync-per-message"].source
+    assert "asynchronous=False" in progs["sync-per-message"].source and "asynchronous=True" in progs["async"].source
+    assert "INSERT OR IGNORE" in oc.RunConfig("store-after-process", dedupe=True).resolved_program().source
+    edited = progs["sync-per-message"].replace("asynchronous=False", "asynchronous=True", name="my_commit")
+    assert oc.RunConfig("sync-per-message", program=edited).name == "my_commit"
+    harness = oc.harness_conf("g", "c", "i")
+    assert set(harness) == {"bootstrap.servers", "group.id", "client.id", "group.instance.id", "session.timeout.ms",
+                            "log_level"}, "the harness adds addresses and names, nothing about commits"
     java = oc.java_conf(oc.RunConfig("auto", client="java", batch=7), "g", "c", "i")
     assert (java["enable.auto.commit"], java["max.poll.records"]) == ("true", "7")
     assert oc.java_conf(oc.RunConfig("commit-sync-no-args", client="java"), "g", "c", "i")["enable.auto.commit"] == "false"
     assert all(oc.describe_mode(oc.RunConfig(m)) for m in oc.LIBRDKAFKA_MODES)
+
+
+def test_a_run_config_refuses_a_program_for_java_or_a_program_that_is_no_program() -> None:
+    prog = oc.RunConfig("auto").resolved_program()
+    with pytest.raises(KafkalabError, match="librdkafka"):
+        oc.RunConfig("auto", client="java", program=prog)
+    with pytest.raises(KafkalabError, match="kafkalab.programs.Program"):
+        oc.RunConfig("auto", program=prog.source)
+
+
+def test_cli_refuses_java_settings_for_a_librdkafka_program() -> None:
+    r = CliRunner().invoke(cli_main, ["run", "offset-commit", "--batch", "1"])
+    assert r.exit_code == 1 and "edit" in r.output and "Traceback" not in r.output
 
 
 def test_cli_rejects_a_java_only_mode_for_librdkafka_with_one_line() -> None:
@@ -179,7 +200,7 @@ def summarize(cfg: oc.RunConfig, crashed: list[Event], drained: list[Event], pro
 
 
 def test_auto_commit_past_the_batch_counts_the_unprocessed_rest_as_lost() -> None:
-    cfg = oc.RunConfig("auto", messages=10, crash_after=6, batch=4, process_ms=40, auto_commit_interval_ms=20)
+    cfg = oc.RunConfig("auto", messages=10, crash_after=6, batch=4, process_ms=40, crash_point="after-commit")
     crashed = consumer("consumer-0", [[0, 1, 2, 3], [4, 5, 6, 7]], processed=6)
     drained = consumer("consumer-1", [[8, 9]], processed=2, ts0=5000)  # resumed at 8: the commit covered 0..7
     r = summarize(cfg, crashed, drained)
@@ -215,12 +236,22 @@ def test_verdicts_fail_when_the_outcome_contradicts_the_claim() -> None:
     assert oc.verdicts(summarize(java, crashed, skip))["java_auto_commit_duplicates_since_last_poll"] is False
 
 
-def test_the_auto_claim_is_made_only_when_the_timer_fired_while_records_were_in_hand() -> None:
+def test_the_auto_claim_is_made_only_when_the_crash_came_after_the_timers_commit() -> None:
     crashed = consumer("consumer-0", [[0, 1, 2, 3], [4, 5, 6, 7]], processed=6)
     drained = consumer("consumer-1", [[4, 5, 6, 7], [8, 9]], processed=6, ts0=5000)
-    slow_timer = oc.RunConfig("auto", messages=10, crash_after=6, batch=4, process_ms=40, auto_commit_interval_ms=5000)
-    assert not oc.timer_fired_in_hand(slow_timer, 2)
-    assert oc.verdicts(summarize(slow_timer, crashed, drained)) == {"explained_by_committed_offset": True}
+    before_commit = oc.RunConfig("auto", messages=10, crash_after=6, batch=4, crash_point="after-process")
+    assert oc.verdicts(summarize(before_commit, crashed, drained)) == {"explained_by_committed_offset": True}
+
+
+def test_an_edited_program_gets_only_the_accounting_verdict() -> None:
+    crashed = consumer("consumer-0", [[0, 1, 2, 3], [4, 5, 6, 7]], processed=6)
+    replay = consumer("consumer-1", [[4, 5, 6, 7], [8, 9]], processed=6, ts0=5000)
+    prog = oc.RunConfig("sync-per-message").resolved_program().replace("asynchronous=False", "asynchronous=True",
+                                                                       name="edited")
+    cfg = oc.RunConfig("sync-per-message", messages=10, crash_after=6, batch=4, program=prog)
+    r = summarize(cfg, crashed, replay)
+    assert oc.verdicts(r) == {"explained_by_committed_offset": True}
+    assert r.to_json()["config"]["program"]["name"] == "edited"
 
 
 def test_dedupe_verdict_reads_the_sink(tmp_path: Path) -> None:

@@ -49,10 +49,15 @@ returned, or in ``auto`` mode (no call of its own) once the group coordinator re
 committed what librdkafka stored on hand-over (``kafkalab.worker``): the timer's commit seen,
 not raced.
 
-Notebook ``03_offset_commit.ipynb`` and ``kafkalab run offset-commit`` call the same code.
-The librdkafka consumer is a ``kafkalab.worker`` consumer process (``ConsumerSpec`` with
-this run's commit mode and crash point); the Java consumer runs through the same entry
-point (``worker.ExecSpec``), so both die with the notebook.
+Notebook ``03_offset_commit.ipynb`` and ``kafkalab run offset-commit`` call the same code
+and run the same client programs. Each librdkafka mode is a program written in the notebook,
+a ``%%program`` cell (``kafkalab.programs``; ``MODE_PROGRAMS`` names them): plain
+confluent-kafka code with its settings, its loop and its commit written out, plus the lab's
+instruments (``kafkalab.instruments.consumer``: ledger, simulated work, crash points).
+``RunConfig.program`` is the program a run runs (by default the notebook's, read from the
+saved notebook); the harness runs it as it is in a worker process (``worker.ProgramSpec``)
+and adds only the run's addresses and names (``harness_conf``). The Java consumer runs
+through the same entry point (``worker.ExecSpec``), so both die with the notebook.
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ from typing import Any, Sequence
 
 import click
 
-from .. import admin, config, coordinators, runscope, worker, workloads
+from .. import admin, config, coordinators, programs, runscope, worker, workloads
 from ..errors import JarsMissing, KafkalabError, WaitTimeout
 from ..runscope import RunScope
 from ..waiting import wait_until
@@ -93,6 +98,16 @@ CRASH_POINTS: tuple[str, ...] = worker.CRASH_POINTS
 #: gone from its group 6 s later and the group can be deleted.
 SESSION_TIMEOUT_MS = 6000
 
+#: The notebook whose ``%%program`` cells are this experiment's librdkafka consumers.
+NOTEBOOK = "03_offset_commit"
+#: The program of each librdkafka commit mode in ``NOTEBOOK`` (``dedupe``: ``DEDUPE_PROGRAM``).
+MODE_PROGRAMS: dict[str, str] = {"auto": "auto_commit", "store-after-process": "store_after_process",
+                                 "sync-per-message": "commit_sync", "async": "commit_async"}
+#: The store-after-process consumer whose side effect is keyed by record id (``INSERT OR IGNORE``).
+DEDUPE_PROGRAM = "dedupe"
+#: The consumer configured with nothing about commits (``DefaultsProbe``).
+DEFAULTS_PROGRAM = "configured_with_nothing"
+
 
 # ----------------------------------------------------------------------------- configuration
 
@@ -105,15 +120,20 @@ class RunConfig:
         mode: commit mode, one of ``LIBRDKAFKA_MODES`` or (``client="java"``) ``JAVA_MODES``.
         client: ``"librdkafka"`` (confluent-kafka) or ``"java"`` (kafka-clients 4.3.1).
         messages: records produced before the consumer starts.
-        crash_after: the consumer dies right after its ``crash_after``-th processed record.
-        batch: records per ``consume(num_messages=batch)`` call (librdkafka) or
-            ``max.poll.records`` (Java).
+        crash_after: the consumer dies at its crash point on its ``crash_after``-th processed
+            record.
+        batch: ``max.poll.records`` of the Java consumer. A librdkafka program sets its own
+            (``consume(num_messages=...)``, on screen).
         process_ms: simulated work per record in the crashing consumer.
-        auto_commit_interval_ms: ``auto.commit.interval.ms`` (auto-commit modes and the
-            timer that commits stored offsets in ``store-after-process``).
-        crash_point: one of ``CRASH_POINTS``.
-        dedupe: the sqlite sink keys rows by record id (``INSERT OR IGNORE``), article
-            000's primary-key idea (librdkafka only: the Java consumer has no sqlite driver).
+        auto_commit_interval_ms: ``auto.commit.interval.ms`` of the Java consumer. A librdkafka
+            program sets its own.
+        crash_point: one of ``CRASH_POINTS``: which of the program's ``lab.crash_point`` lines
+            kills it.
+        dedupe: the run is the deduplicating consumer: its sqlite table is keyed by record id
+            (``INSERT OR IGNORE``), article 000's primary-key idea (librdkafka only: the Java
+            consumer has no sqlite driver). Selects ``DEDUPE_PROGRAM`` and its verdict.
+        program: the ``kafkalab.programs.Program`` a librdkafka run runs (a notebook cell, or
+            an edited copy); None: the notebook's program for ``mode`` (``MODE_PROGRAMS``).
         partitions: partitions of the topic (records are spread round-robin).
         drain_process_ms: work per record after the restart; 0 makes the drain's
             records/s a measure of what the commit mode itself costs.
@@ -137,6 +157,7 @@ class RunConfig:
     drain_process_ms: float = 0.0
     label: str | None = None
     group_protocol: str = "classic"
+    program: Any = None
 
     def __post_init__(self) -> None:
         if self.client not in CLIENTS:
@@ -160,12 +181,35 @@ class RunConfig:
             raise KafkalabError(f"group_protocol must be classic or consumer, not {self.group_protocol!r}")
         if self.group_protocol == "consumer" and self.client != "java":
             raise KafkalabError("group_protocol=consumer is run for the Java consumer only (notebook 03, section 5)")
+        if self.program is not None:
+            if self.client != "librdkafka":
+                raise KafkalabError("a program is run for the librdkafka consumer; the Java consumer is "
+                                    "kafka/src/main/java/kafkalab/clients/OffsetCommitConsumer.java")
+            if not isinstance(self.program, programs.Program):
+                raise KafkalabError(f"program must be a kafkalab.programs.Program (a %%program cell), "
+                                    f"not {type(self.program).__name__}")
+
+    @property
+    def default_program(self) -> str:
+        """Name of the notebook's program for this run's mode (``MODE_PROGRAMS``, ``DEDUPE_PROGRAM``)."""
+        return DEDUPE_PROGRAM if self.dedupe else MODE_PROGRAMS[self.mode]
+
+    def resolved_program(self) -> "programs.Program":
+        """``program``, or the notebook's program for ``mode`` as saved in ``NOTEBOOK``.
+
+        Raises:
+            ProgramError: the notebook has no such program.
+        """
+        return self.program if self.program is not None else programs.from_notebook(NOTEBOOK, self.default_program)
 
     @property
     def name(self) -> str:
-        """``label`` or ``"auto"``, ``"java auto"``, ``"store-after-process + dedupe"``..."""
+        """``label`` or ``"auto"``, ``"java auto"``, ``"store-after-process + dedupe"``...; a run
+        of a program other than its mode's is named after the program."""
         if self.label:
             return self.label
+        if self.program is not None and self.program.name != self.default_program:
+            return self.program.name
         name = f"java {self.mode}" if self.client == "java" else self.mode
         if self.group_protocol == "consumer":
             name += " (KIP-848)"
@@ -195,26 +239,20 @@ def describe_mode(cfg: RunConfig) -> str:
     return text + ("; sqlite keyed by record id (INSERT OR IGNORE)" if cfg.dedupe else "")
 
 
-def consumer_conf(cfg: RunConfig, group_id: str, client_id: str, instance_id: str) -> dict[str, Any]:
-    """The librdkafka consumer settings of a run (without the ``on_commit`` callback).
-
-    Source: librdkafka CONFIGURATION.md (2.16): ``enable.auto.commit`` (default true),
-    ``enable.auto.offset.store`` (default true), ``auto.commit.interval.ms`` (default 5000);
-    KIP-345 ``group.instance.id``.
+def harness_conf(group_id: str, client_id: str, instance_id: str) -> dict[str, Any]:
+    """What the harness adds to a consumer program's settings (``lab.conf``): the run's
+    addresses and names, the static membership that lets the restart take the crashed
+    member's partitions at once (KIP-345 ``group.instance.id``, ``session.timeout.ms`` at the
+    broker's minimum so the group can be deleted 6 s after its member stopped), and librdkafka
+    logging at errors only (``log_level`` 3). Every setting about commits is in the program.
     """
-    from ..worker import commit_mode_conf
-
-    mode = cfg.mode if cfg.mode in ("auto", "store-after-process") else "none"  # manual modes: auto-commit off
     return {
         "bootstrap.servers": config.bootstrap_servers(),
         "group.id": group_id,
         "client.id": client_id,
         "group.instance.id": instance_id,
         "session.timeout.ms": SESSION_TIMEOUT_MS,
-        "auto.offset.reset": "earliest",
-        "auto.commit.interval.ms": cfg.auto_commit_interval_ms,
         "log_level": 3,
-        **commit_mode_conf(mode),
     }
 
 
@@ -476,22 +514,15 @@ class OffsetCommitResult:
                 "records_per_s": None if self.records_per_s is None else round(self.records_per_s)}
 
 
-def timer_fired_in_hand(cfg: RunConfig, processed_from_last_batch: int) -> bool:
-    """True when, by design, the auto-commit timer fired (and its commit completed) while the
-    crashed consumer still held part of its last batch: it worked on that batch for
-    ``processed_from_last_batch * process_ms`` ms, at least 3 timer periods."""
-    return processed_from_last_batch * cfg.process_ms >= 3 * cfg.auto_commit_interval_ms
-
-
 def verdicts(r: OffsetCommitResult) -> dict[str, bool]:
     """The claims of notebook 03, checked on one result (``True`` = holds).
 
     - ``explained_by_committed_offset`` (always): the lost records are the ones in hand
       below the offset the restart resumed from, the duplicates the ones processed at or
       above it.
-    - librdkafka ``auto``, when the crash came after the timer's commit (``after-commit``) or
-      the timer fired during the last batch by design (``timer_fired_in_hand``): every record
-      in hand at the crash is lost, none duplicated.
+    - librdkafka ``auto``, when the crash came after the timer's commit (``after-commit``):
+      every record in hand at the crash is lost, none duplicated. (At ``after-process`` it
+      depends on where the timer's ticks fell: no claim.)
     - ``store-after-process`` and ``async``: nothing lost; with the crash before the store or
       commit (``after-process``), at least one duplicate.
     - ``sync-per-message`` (both clients): nothing lost; exactly one duplicate
@@ -503,13 +534,17 @@ def verdicts(r: OffsetCommitResult) -> dict[str, bool]:
       batch: every record in hand at the crash is lost (an async commit sent at least one
       record's processing time before the crash).
     - ``dedupe``: one sqlite row per produced record, nothing lost.
+
+    A run of a program other than its mode's (an edited one) gets only the first verdict.
     """
     out = {"explained_by_committed_offset": r.lost == r.in_hand_below_resume
            and r.duplicates == r.processed_at_or_after_resume}
-    cfg = RunConfig(**r.config)
+    cfg = RunConfig(**{k: v for k, v in r.config.items() if k != "program"})
+    if r.config.get("program") and r.config["program"]["name"] != cfg.default_program:
+        return out  # an edited program: only the accounting is a claim
     before_commit = cfg.crash_point == "after-process"
     if r.client == "librdkafka" and r.mode == "auto":
-        if not before_commit or timer_fired_in_hand(cfg, r.processed_from_last_batch):
+        if not before_commit:
             out["auto_commit_loses_what_was_in_hand"] = r.lost == r.in_hand_at_crash and r.duplicates == 0
     elif r.client == "librdkafka" and r.mode in ("store-after-process", "async"):
         out["at_least_once"] = r.lost == 0 and (r.duplicates >= 1 or not before_commit)
@@ -648,6 +683,7 @@ class _Run:
     crash_exit: int | None = None
     crashed_ledger: Path | None = None
     drained_ledger: Path | None = None
+    program: Any = None
 
     @property
     def sink(self) -> Path | None:
@@ -686,7 +722,9 @@ class CrashAndRestart:
         for cfg in configs:
             run = runscope.run_id()
             topic = self.scope.add_topic(f"offset-commit-{run}")
-            self.runs[cfg.name] = _Run(cfg, run, topic, self.scope.add_group(f"{topic}-group"), workloads.run_dir(run))
+            prog = cfg.resolved_program() if cfg.client == "librdkafka" else None
+            self.runs[cfg.name] = _Run(cfg, run, topic, self.scope.add_group(f"{topic}-group"), workloads.run_dir(run),
+                                       program=prog)
         self.stage = "new"
         self.closed = False
         self.scope.on_cleanup(self._kill_processes)
@@ -767,10 +805,12 @@ class CrashAndRestart:
             p = spawn_java_consumer(r.cfg, name, r.run_id, ledger, r.topic, r.group_id, r.instance_id,
                                     crash_after, process_ms)
         else:
-            p = workloads.spawn(worker.ConsumerSpec(
-                name, r.run_id, str(ledger), r.group_id, [r.topic], conf=consumer_conf(r.cfg, r.group_id, name, r.instance_id),
-                commit_mode=r.cfg.mode, batch=r.cfg.batch, process_ms=process_ms, crash_after=crash_after,
-                crash_point=r.cfg.crash_point, sink=str(r.sink), dedupe=r.cfg.dedupe, poll_timeout_ms=500))
+            prog = r.program
+            p = workloads.spawn(worker.ProgramSpec(
+                name, r.run_id, str(ledger), "consumer", prog.name, prog.source,
+                conf=harness_conf(r.group_id, name, r.instance_id), topics=[r.topic],
+                options=dict(process_ms=process_ms, crash_after=crash_after, crash_point=r.cfg.crash_point,
+                             sink=str(r.sink))))
         r.procs.append(p)
         return p
 
@@ -795,6 +835,12 @@ class CrashAndRestart:
             r.crash_exit = rc
             r.crashed_ledger = p.ledger
             r.committed_at_crash = coordinators.committed_offsets(r.group_id)
+
+    def harness_conf(self, label: str, name: str = "consumer-0") -> dict[str, Any]:
+        """The settings the harness adds to run ``label``'s program (``lab.conf``), as process
+        ``name`` gets them (``harness_conf``)."""
+        r = self.runs[label]
+        return harness_conf(r.group_id, name, r.instance_id)
 
     def describe(self, label: str) -> GroupDescribe:
         """``kafka-consumer-groups --describe`` of run ``label``'s group, as it stands now."""
@@ -886,15 +932,15 @@ class CrashAndRestart:
                                  r.committed_at_crash, r.sink, r.crash_exit, ledgers))
         return out
 
-    def sink_rows(self, label: str) -> list[tuple[str, int, int, str]]:
-        """Rows of run ``label``'s sqlite sink: ``(record_id, partition, offset, consumer)``,
+    def sink_rows(self, label: str) -> list[tuple[str, int, int]]:
+        """Rows of run ``label``'s sqlite table ``processed``: ``(record_id, partition, offset)``,
         one per applied side effect (empty for the Java consumer, which writes none)."""
         r = self.runs[label]
         if r.sink is None or not r.sink.exists():
             return []
         db = sqlite3.connect(r.sink)
         try:
-            return db.execute('SELECT record_id, partition, "offset", consumer FROM processed').fetchall()
+            return db.execute('SELECT record_id, partition, "offset" FROM processed').fetchall()
         finally:
             db.close()
 
@@ -936,23 +982,26 @@ def _end_offsets(acked: list) -> dict[int, int]:
 class DefaultsProbe:
     """A librdkafka consumer configured with *nothing* about commits (librdkafka's defaults:
     ``enable.auto.commit=true``, ``enable.auto.offset.store=true``,
-    ``auto.commit.interval.ms=5000``), in its own group on an existing topic. It is handed
-    records and never calls ``store_offsets`` or ``commit``: whatever its group commits, the
-    defaults committed. A process, started at once; ``observe`` waits for its first commit.
+    ``auto.commit.interval.ms=5000``), in its own group on an existing topic: the program
+    ``DEFAULTS_PROGRAM`` of the notebook (or ``program``). It is handed records and never
+    calls ``store_offsets`` or ``commit``: whatever its group commits, the defaults committed. A process, started at once; ``observe`` waits for its first commit.
     Alongside, a JVM reads the Java consumer's defaults (``java_consumer_defaults``).
 
     Source: librdkafka CONFIGURATION.md (2.16), ``enable.auto.commit``,
     ``enable.auto.offset.store``, ``auto.commit.interval.ms``.
     """
 
-    def __init__(self, topic: str):
+    def __init__(self, topic: str, program: "programs.Program | None" = None):
         self.scope = RunScope("defaults")  # cleanup of the probe's group
         self.run_id = self.scope.run_id
         self.topic = topic
         self.group_id = self.scope.add_group(f"{topic}-defaults-{self.run_id}")
         self.dir = workloads.run_dir(self.run_id)
-        spec = worker.ConsumerSpec("defaults-probe", self.run_id, str(self.dir / "defaults-probe.jsonl"), self.group_id,
-                                   [topic], commit_mode="defaults", batch=100, poll_timeout_ms=500)
+        self.program = program or programs.from_notebook(NOTEBOOK, DEFAULTS_PROGRAM)
+        conf = {k: v for k, v in harness_conf(self.group_id, "defaults-probe", "").items()
+                if k not in ("group.instance.id", "session.timeout.ms")}  # a dynamic member, default session
+        spec = worker.ProgramSpec("defaults-probe", self.run_id, str(self.dir / "defaults-probe.jsonl"), "consumer",
+                                  self.program.name, self.program.source, conf=conf, topics=[topic])
         from ..ledger import now_ms
 
         self.started_ms = now_ms()
@@ -1069,12 +1118,14 @@ def run_offset_commit(cfg: RunConfig, timeout_s: float = 60.0) -> OffsetCommitRe
               help="The consumer dies right after its K-th processed record.")
 @click.option("--crash-point", type=click.Choice(CRASH_POINTS), default="after-process", show_default=True,
               help="Before (after-process) or after (after-commit) the K-th record's store/commit.")
-@click.option("--batch", type=click.IntRange(1, 10_000), default=20, show_default=True,
-              help="Records per consume() (librdkafka) or max.poll.records (Java).")
+@click.option("--batch", type=click.IntRange(1, 10_000), default=None,
+              help="max.poll.records of the Java consumer [default: 20]. A librdkafka program sets its own "
+                   "consume(num_messages=...): edit it in notebook 03.")
 @click.option("--process-ms", type=click.FloatRange(0), default=25.0, show_default=True,
               help="Simulated work per record before the crash, ms.")
-@click.option("--auto-commit-interval-ms", type=click.IntRange(1), default=50, show_default=True,
-              help="auto.commit.interval.ms (both clients default to 5000).")
+@click.option("--auto-commit-interval-ms", type=click.IntRange(1), default=None,
+              help="auto.commit.interval.ms of the Java consumer [default: 50; the client's own: 5000]. A "
+                   "librdkafka program sets its own: edit it in notebook 03.")
 @click.option("--dedupe", is_flag=True, help="Key the sqlite sink by record id (INSERT OR IGNORE).")
 @click.option("--partitions", type=click.IntRange(1, 50), default=3, show_default=True)
 @click.option("--group-protocol", type=click.Choice(["classic", "consumer"]), default="classic", show_default=True,
@@ -1082,19 +1133,26 @@ def run_offset_commit(cfg: RunConfig, timeout_s: float = 60.0) -> OffsetCommitRe
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Seconds per step.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @runscope.checks_cluster_itself
-def cli_command(mode: str, client: str, messages: int, crash_after: int, crash_point: str, batch: int,
-                process_ms: float, auto_commit_interval_ms: int, dedupe: bool, partitions: int, group_protocol: str,
-                timeout_s: float, as_json: bool) -> None:
-    """Crash a consumer at an exact record, restart it, and count lost and duplicated records."""
-    cfg = RunConfig(mode=mode, client=client, messages=messages, crash_after=crash_after, batch=batch,
-                    process_ms=process_ms, auto_commit_interval_ms=auto_commit_interval_ms,
-                    crash_point=crash_point, dedupe=dedupe, partitions=partitions, group_protocol=group_protocol)
+def cli_command(mode: str, client: str, messages: int, crash_after: int, crash_point: str, batch: int | None,
+                process_ms: float, auto_commit_interval_ms: int | None, dedupe: bool, partitions: int,
+                group_protocol: str, timeout_s: float, as_json: bool) -> None:
+    """Crash a consumer at an exact record, restart it, and count lost and duplicated records.
+    A librdkafka run runs the mode's program as written in notebook 03 (its %%program cell)."""
+    if client == "librdkafka" and (batch is not None or auto_commit_interval_ms is not None):
+        raise KafkalabError("--batch and --auto-commit-interval-ms set the Java consumer; the librdkafka program "
+                            f"of mode {mode} sets its own: edit it in notebooks/{NOTEBOOK}.ipynb")
+    java = {k: v for k, v in (("batch", batch), ("auto_commit_interval_ms", auto_commit_interval_ms)) if v is not None}
+    cfg = RunConfig(mode=mode, client=client, messages=messages, crash_after=crash_after, process_ms=process_ms,
+                    crash_point=crash_point, dedupe=dedupe, partitions=partitions, group_protocol=group_protocol,
+                    **java)
     runscope.require_for_cli()
     result = run_offset_commit(cfg, timeout_s=timeout_s)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
     rate = f"{result.records_per_s:.0f} records/s" if result.records_per_s else "n/a"
+    if result.config.get("program"):
+        click.echo(f"program {result.config['program']['name']} ({result.config['program']['origin']})")
     click.echo(f"{result.label}: produced {result.produced}, processed {result.processed} "
                f"({result.processed_unique} unique), lost {result.lost}, duplicates {result.duplicates}; "
                f"drain {rate}")

@@ -9,8 +9,8 @@ What a consumer program (notebook 03) calls that is not Kafka code, each named f
 - ``lab.topic``: the run's topic. ``lab.sink_path``: the sqlite file of the side effect.
 - ``lab.on_assign`` / ``lab.on_revoke`` (for ``subscribe``) and ``lab.on_commit`` (the
   ``on_commit`` setting): record ``assigned``, ``revoked`` and ``committed`` ledger events.
-- ``lab.consumed(msg)``: records a ``consumed`` event (or the error a message carries);
-  returns False for a message that is no record (an error), True otherwise.
+- ``lab.consumed(batch)``: records a ``consumed`` event per record ``consume`` returned (or
+  the error a message carries), the whole batch before it is processed.
 - ``lab.work(msg)``: the simulated work on one record, ``process_ms`` long (then, with
   ``work_until``, until that file exists).
 - ``lab.processed(msg)``: records ``processed`` (call it once the side effect is done).
@@ -129,19 +129,23 @@ class ConsumerLab:
             self._note("committed", topic=tp.topic, partition=tp.partition, offset=tp.offset,
                        error=str(tp.error) if tp.error else None)
 
-    def consumed(self, msg) -> bool:
-        """Records one message ``consume``/``poll`` returned: ``consumed`` with its partition,
-        offset, key and value; for an error message, the error (end-of-partition events are
-        not recorded). Returns True for a record, False for an error."""
+    def consumed(self, messages) -> None:
+        """Records what one ``consume``/``poll`` call returned (a list of messages, or one
+        message, or None): a ``consumed`` event per record, with its partition, offset, key and
+        value, or the error an error message carries (end-of-partition events are not
+        recorded). Record a whole batch before processing it: the ledger then shows what the
+        consumer held at any moment."""
         from confluent_kafka import KafkaError
 
-        if msg.error() is not None:
-            if msg.error().code() != KafkaError._PARTITION_EOF:
-                self._note("consumed", topic=msg.topic() or self.topic, error=str(msg.error()))
-            return False
-        self._note("consumed", topic=msg.topic(), partition=msg.partition(), offset=msg.offset(),
-                   key=_text(msg.key()), value=_text(msg.value()))
-        return True
+        if messages is None:
+            return
+        for msg in messages if isinstance(messages, list) else [messages]:
+            if msg.error() is not None:
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    self._note("consumed", topic=msg.topic() or self.topic, error=str(msg.error()))
+                continue
+            self._note("consumed", topic=msg.topic(), partition=msg.partition(), offset=msg.offset(),
+                       key=_text(msg.key()), value=_text(msg.value()))
 
     def processed(self, msg) -> None:
         """Records ``processed`` for a record whose side effect is done."""
