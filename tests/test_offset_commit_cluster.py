@@ -1,6 +1,7 @@
 """``kafkalab run offset-commit`` against the live cluster: the verdicts of notebook 03 hold
-for other message counts, batch sizes and crash points than the notebook uses (300 records,
-batches of 20, crash after the 30th, 40 ms per record)."""
+for other message counts, batch sizes and crash points than the notebook uses (200 records,
+batches of 20, crash after the 30th, 40 ms per record); and the notebook's programs, edited as a
+learner would, change the outcome."""
 
 from __future__ import annotations
 
@@ -23,15 +24,10 @@ pytestmark = pytest.mark.cluster
 #: solutions (sync-per-message after-commit: 0 and 0; Java sync-per-message: 0 lost, 1 duplicate),
 #: with the same verdicts (``oc.verdicts``) and exact counts; their CLI cases were dropped from here.
 CASES = [
-    # auto: 3 full batches of 15, dies 8 records into the 4th, once the timer's commit of all 60 handed over
-    # is seen (after-commit): the 7 in hand are lost
-    (["--mode", "auto", "-n", "150", "--crash-after", "53", "--batch", "15", "--process-ms", "30",
-      "--crash-point", "after-commit"], {"lost": 7, "duplicates": 0}),
-    # auto with a 15 s timer, started with the consumer: the crash comes 25 x 20 ms after the group join, before
-    # the first commit; all 25 are repeated (the default 5000 ms raced the join on a loaded machine; the
-    # restarted consumer's first tick, at most 15 s later, commits the drain)
-    (["--mode", "auto", "-n", "100", "--crash-after", "25", "--batch", "10", "--process-ms", "20",
-      "--auto-commit-interval-ms", "15000"], {"lost": 0, "duplicates": 25}),
+    # auto (the notebook's auto_commit program: batches of 20): 2 full batches, dies 13 records into the 3rd,
+    # once the timer's commit of all 60 handed over is seen (after-commit): the 7 in hand are lost
+    (["--mode", "auto", "-n", "150", "--crash-after", "53", "--process-ms", "30", "--crash-point", "after-commit"],
+     {"lost": 7, "duplicates": 0}),
     # The Java consumer's poll() returns records of one partition at a time: 40 per partition,
     # a multiple of the batch, makes every poll a full one.
     # Java auto-commit: 3 polls of 10, dies 7 records into the 4th: those 7 are repeated, nothing lost
@@ -65,11 +61,47 @@ def test_cli_verdicts_hold_for_other_counts_batches_and_crash_points() -> None:
         assert d["duplicates"] == d["processed"] - d["processed_unique"], args
         assert d["verdicts"] and all(d["verdicts"].values()), f"{args}: {d['verdicts']}"
         assert {k: d[k] for k in expected} == expected, f"{args}: {({k: d[k] for k in expected})} != {expected}"
-    by_mode = {tuple(a): d for (a, _), d in zip(CASES, results)}
-    auto = by_mode[tuple(CASES[0][0])]
+    auto = results[0]
     assert "auto_commit_loses_what_was_in_hand" in auto["verdicts"], "the loss claim was checked, not skipped"
-    assert "auto_commit_loses_what_was_in_hand" not in by_mode[tuple(CASES[1][0])]["verdicts"], (
-        "with a 15 s interval the timer never fired before the crash: no loss claim to check")
+    assert auto["config"]["program"]["name"] == "auto_commit", "the CLI ran the notebook's program"
+
+
+#: The three lines of notebook 03's ``commit_sync`` that commit a record (and the crash point after them).
+COMMIT_LINES = """            committed = consumer.commit(message=msg, asynchronous=False)   # returns once the coordinator wrote it
+            lab.commit_returned(committed)
+            lab.crash_point("after-commit", msg)
+"""
+
+
+def test_editing_a_shown_program_changes_the_outcome() -> None:
+    """The programs notebook 03 shows, as a learner edits them: the commit moved before the side
+    effect (at-most-once: the record between commit and side effect is lost), and the auto-commit
+    timer set to 15 s (the crash, 25 x 20 ms after the group join, comes before its first tick:
+    nothing committed, all 25 processed records repeated; the restart's first tick, at most 15 s
+    later, commits the drain)."""
+    from kafkalab import programs
+
+    commit_sync = programs.from_notebook(oc.NOTEBOOK, "commit_sync")
+    commit_first = (commit_sync.replace(COMMIT_LINES, "")
+                    .replace("            lab.work(msg)\n", COMMIT_LINES + "            lab.work(msg)\n", name="commit_first"))
+    slow_timer = programs.from_notebook(oc.NOTEBOOK, "auto_commit").replace(
+        '"auto.commit.interval.ms": 50,', '"auto.commit.interval.ms": 15000,', name="auto_commit_15s")
+    common = dict(messages=100, crash_after=25, process_ms=20)
+    configs = [oc.RunConfig("sync-per-message", program=commit_sync, crash_point="after-commit", **common),
+               oc.RunConfig("sync-per-message", program=commit_first, crash_point="after-commit", **common),
+               oc.RunConfig("auto", program=slow_timer, **common)]
+    with oc.CrashAndRestart(configs) as exp:
+        exp.produce()
+        exp.crash()
+        exp.restart(timeout_s=90)
+        results = {r.label: r for r in exp.results()}
+    assert (results["sync-per-message"].lost, results["sync-per-message"].duplicates) == (0, 0), "as shown: nothing"
+    first = results["commit_first"]
+    assert (first.lost, first.duplicates) == (1, 0), f"commit moved first: one record lost ({first.lost_ids})"
+    slow = results["auto_commit_15s"]
+    assert (slow.lost, slow.duplicates) == (0, 25) and not any(slow.committed_at_crash.values()), (
+        f"a 15 s timer had committed nothing at the crash: {slow.committed_at_crash}, {slow.lost}, {slow.duplicates}")
+    assert all(oc.verdicts(r)["explained_by_committed_offset"] for r in results.values())
 
 
 def test_steps_must_run_in_order_and_close_removes_topics_and_groups() -> None:

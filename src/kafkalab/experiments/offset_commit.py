@@ -73,7 +73,7 @@ import subprocess
 import threading
 import time
 import zipfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -928,7 +928,8 @@ class CrashAndRestart:
             crashed = read_events(r.crashed_ledger)
             drained = read_events(r.drained_ledger)
             ledgers = [str(r.dir / "producer-0.jsonl"), str(r.crashed_ledger), str(r.drained_ledger)]
-            out.append(summarize(r.cfg, r.run_id, r.topic, r.group_id, r.acked, crashed, drained,
+            cfg = replace(r.cfg, program=r.program) if r.program is not None else r.cfg  # the program that ran
+            out.append(summarize(cfg, r.run_id, r.topic, r.group_id, r.acked, crashed, drained,
                                  r.committed_at_crash, r.sink, r.crash_exit, ledgers))
         return out
 
