@@ -6,20 +6,59 @@ import signal
 
 import pytest
 
-from kafkalab import admin, runscope, workloads
+from kafkalab import admin, config, runscope, workloads
 from kafkalab.ledger import read_events
 from kafkalab.waiting import wait_until
-from kafkalab.worker import ConsumerSpec, ExecSpec, ProducerSpec, commit_mode_conf, spec_from_json, spec_json
+from kafkalab.worker import ConsumerSpec, ExecSpec, ProducerSpec, ProgramSpec, spec_from_json, spec_json
 
 
-def test_commit_modes_map_to_librdkafka_settings() -> None:
-    assert commit_mode_conf("auto") == {"enable.auto.commit": True, "enable.auto.offset.store": True}
-    assert commit_mode_conf("store-after-process")["enable.auto.offset.store"] is False
-    assert commit_mode_conf("defaults") == {}, "nothing about commits set: librdkafka's own defaults"
-    with pytest.raises(ValueError, match="commit_mode"):
-        commit_mode_conf("sometimes")
+#: A consumer program as a notebook would show it: a synchronous commit per record, batches of 5.
+COMMIT_EACH = """
+from confluent_kafka import Consumer
+from kafkalab.instruments import lab
+
+consumer = Consumer(lab.conf | {"auto.offset.reset": "earliest", "enable.auto.commit": False})
+consumer.subscribe([lab.topic], on_assign=lab.on_assign, on_revoke=lab.on_revoke)
+try:
+    while lab.running():
+        batch = consumer.consume(num_messages=5, timeout=0.5)
+        lab.consumed(batch)
+        for msg in batch:
+            if msg.error():
+                continue
+            lab.processed(msg)
+            lab.crash_point("after-process", msg)
+            lab.commit_returned(consumer.commit(message=msg, asynchronous=False))
+            lab.crash_point("after-commit", msg)
+finally:
+    consumer.close()
+"""
+
+
+def program_spec(name: str, run: str, ledger: str, source: str, **options) -> ProgramSpec:
+    return ProgramSpec(name, run, ledger, "consumer", name.replace("-", "_"), source, topics=["t"], options=options)
+
+
+def test_a_consumer_programs_crash_point_must_be_known() -> None:
+    from kafkalab.instruments.consumer import ConsumerOptions
+
     with pytest.raises(ValueError, match="crash_point"):
-        ConsumerSpec("c", "r", "/tmp/c.jsonl", "g", ["t"], crash_point="before-lunch")
+        ConsumerOptions(crash_point="before-lunch")
+
+
+def test_a_program_that_raises_exits_1_with_its_own_lines_in_the_traceback(tmp_path) -> None:
+    w = workloads.spawn(program_spec("broken", "r", str(tmp_path / "broken.jsonl"),
+                                     "x = 1\nraise RuntimeError('the program failed')\n"))
+    assert w.wait(30) == 1
+    log = w.log_tail(20)
+    assert 'File "<program broken>", line 2' in log and "RuntimeError: the program failed" in log, log
+
+
+def test_an_unknown_role_is_refused() -> None:
+    from kafkalab import instruments
+
+    with pytest.raises(ValueError, match="unknown program role"):
+        instruments.install(ProgramSpec("p", "r", "/tmp/p.jsonl", "poet", "p", "pass\n"))
 
 
 def test_sink_modes_keep_drop_or_overwrite_a_replayed_record(tmp_path) -> None:
@@ -40,7 +79,8 @@ def test_sink_modes_keep_drop_or_overwrite_a_replayed_record(tmp_path) -> None:
 
 
 def test_every_spec_round_trips_through_the_one_entry_points_json() -> None:
-    specs = [ConsumerSpec("c", "r", "/tmp/c.jsonl", "g", ["t"], crash_after=3, crash_point="after-process"),
+    specs = [ConsumerSpec("c", "r", "/tmp/c.jsonl", "g", ["t"], process_ms=3, work_until="/tmp/w"),
+             program_spec("p", "r", "/tmp/p.jsonl", COMMIT_EACH, crash_after=3, crash_point="after-process"),
              ProducerSpec("p", "r", "/tmp/p.jsonl", "t", 3, count=5, sync_first=2),
              ExecSpec("x", "r", "/tmp/x.jsonl", ["/bin/true"], stdout="/tmp/x.out")]
     for spec in specs:
@@ -80,7 +120,7 @@ time.sleep(600)
 
 
 @pytest.mark.cluster
-def test_producer_worker_acks_every_record_and_a_crashing_consumer_stops_exactly_at_k() -> None:
+def test_producer_worker_acks_every_record_and_a_crashing_consumer_program_stops_exactly_at_k() -> None:
     run = runscope.run_id()
     topic = f"worker-{run}"
     admin.create_topics({topic: 3})
@@ -92,25 +132,19 @@ def test_producer_worker_acks_every_record_and_a_crashing_consumer_stops_exactly
         assert len(acked) == 60 and not [e for e in acked if e.error]
         assert {e.partition for e in acked} == {0, 1, 2}
 
-        c = workloads.spawn(ConsumerSpec("consumer-0", run, str(d / "consumer-0.jsonl"), f"{run}-g", [topic],
-                                         commit_mode="store-after-process", crash_after=25,
-                                         sink=str(d / "sink.db")))
-        assert c.wait(60) == -signal.SIGKILL, c.log_tail()
-        events = read_events(c.ledger)
-        assert sum(e.kind == "processed" for e in events) == 25, "the crash point is exact"
-        assert {e.partition for e in events if e.kind == "assigned"} == {0, 1, 2}
-
-        # after-process: dies after the 7th side effect, before its sync commit; the restart repeats it
-        group = f"{run}-g2"
-        c = workloads.spawn(ConsumerSpec("consumer-1", run, str(d / "consumer-1.jsonl"), group, [topic],
-                                         commit_mode="sync-per-message", batch=5, crash_after=7,
-                                         crash_point="after-process"))
+        # a program that commits each record synchronously dies after its 7th processed record, before its
+        # commit (after-process): 6 commits, each its record's offset + 1
+        c = workloads.spawn(ProgramSpec("consumer-1", run, str(d / "consumer-1.jsonl"), "consumer", "commit_each",
+                                        COMMIT_EACH, conf={"bootstrap.servers": config.bootstrap_servers(),
+                                                           "group.id": f"{run}-g", "client.id": "consumer-1"},
+                                        topics=[topic], options={"crash_after": 7, "crash_point": "after-process"}))
         assert c.wait(60) == -signal.SIGKILL, c.log_tail()
         events = read_events(c.ledger)
         done = [e for e in events if e.kind == "processed"]
         commits = [e for e in events if e.kind == "committed" and e.error is None]
-        assert len(done) == 7 and len(commits) == 6, "6 records committed, the 7th processed only"
+        assert len(done) == 7 and len(commits) == 6, "6 records committed, the 7th processed only: the crash point is exact"
         assert all(c.offset == p.offset + 1 for c, p in zip(commits, done)), "each commit is its record's offset + 1"
+        assert {e.partition for e in events if e.kind == "assigned"} == {0, 1, 2}
     finally:
         admin.delete_topics([topic])
 

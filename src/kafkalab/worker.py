@@ -4,8 +4,8 @@
 starts it and returns a handle (``workloads.Worker``). The spec's ``kind`` picks the mode:
 
 ==============  ===========================================================================
-``consumer``    ``ConsumerSpec``: a librdkafka consumer in a group, with commit modes and
-                exact crash points (notebooks 02, 03)
+``consumer``    ``ConsumerSpec``: a librdkafka consumer in a group that processes records and
+                commits nothing (notebook 02)
 ``producer``    ``ProducerSpec``: sends workload records, paced or as fast as possible,
                 optionally the first ones one Produce request at a time (notebooks 02, 04)
 ``eos``         ``kafkalab.eos.ProcessorSpec``: the exactly-once consume-transform-produce
@@ -28,31 +28,11 @@ spawn from a thread that lives as long as the worker should. Each worker appends
 did to its own ledger file (``Ledger(write_through=True)``: a SIGKILL from outside loses
 no line), and every intentional crash goes through ``crash``: ledger flushed, then SIGKILL.
 
-Consumer: records ``assigned``/``revoked`` per partition from its rebalance callbacks,
-``consumed`` for every record handed over by ``poll``/``consume``, ``processed`` once the
-side effect ran (a row in sqlite when ``sink`` is set), ``committed`` from the commit
-callback and from each synchronous commit. ``commit_mode`` decides when offsets are
-committed (librdkafka CONFIGURATION.md: ``enable.auto.commit``, ``enable.auto.offset.store``,
-``auto.commit.interval.ms``):
-
-- ``auto``: librdkafka's defaults: the offset is stored when a record is handed to the
-  application and a timer commits stored offsets;
-- ``store-after-process``: ``enable.auto.offset.store=false`` and ``store_offsets`` after
-  processing (librdkafka's at-least-once recipe), the timer commits;
-- ``sync-per-message``: auto-commit off, ``commit(message, asynchronous=False)`` after each;
-- ``async``: auto-commit off, ``commit(message, asynchronous=True)`` after each;
-- ``none``: auto-commit off, nothing committed;
-- ``defaults``: nothing about commits set at all (so ``auto``, unless ``conf`` says otherwise):
-  what a consumer configured with nothing does.
-
-``crash_after=K`` SIGKILLs the worker itself at ``crash_point`` of its K-th processed
-record: ``after-process`` right after the side effect, before the record's offset is stored
-or committed (the worst case for at-least-once modes); ``after-commit`` right after the
-store or commit call returned. In ``auto`` mode there is no call: ``after-commit`` waits until
-the group coordinator reports as committed the offsets librdkafka stored on hand-over (the
-consumer's positions, read with ``Consumer.committed``), i.e. until the timer's commit of
-everything handed over has landed (at most ``AUTO_COMMIT_WAIT_S``). The crash point is exact
-on every run.
+Consumer (notebook 02's group member): records ``assigned``/``revoked`` per partition from its
+rebalance callbacks, ``consumed`` for every record ``poll`` hands over and ``processed`` once
+its (simulated) work is done; it commits nothing (``enable.auto.commit=false``). The consumers
+whose commits are the lesson (notebook 03) are client programs (``ProgramSpec``, role
+``consumer``: ``kafkalab.instruments.consumer`` holds their crash points).
 
 Share consumer: a member of a share group (KIP-932) in explicit acknowledgement mode. It
 records ``consumed`` for every record ``poll`` returns, with the broker's delivery count;
@@ -94,13 +74,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 if TYPE_CHECKING:
     from .ledger import Ledger
 
-COMMIT_MODES = ("auto", "store-after-process", "sync-per-message", "async", "none", "defaults")
-#: Where a consumer worker dies (``crash_after``): right after the side effect of its K-th
-#: record, before storing/committing its offset, or right after the store/commit call returned.
-CRASH_POINTS = ("after-process", "after-commit")
-#: Bound (s) of an ``auto`` consumer's wait, at ``after-commit``, for the timer's commit of
-#: what it was handed (many ``auto.commit.interval.ms`` periods on a loaded machine).
-AUTO_COMMIT_WAIT_S = 30.0
 #: Bound (s) of a consumer's wait for its ``work_until`` file, after ``process_ms`` of work.
 WORK_UNTIL_MAX_S = 180.0
 #: Record header that tells a share consumer worker what to do with the record (``SHARE_FATES``).
@@ -116,15 +89,13 @@ PARENT_ENV = "KAFKALAB_PARENT_PID"
 
 @dataclass
 class ConsumerSpec:
-    """What a consumer worker does. ``conf`` is passed to ``confluent_kafka.Consumer`` after
-    the defaults and the commit-mode settings, so it can override them. ``batch`` > 1:
-    ``consume(num_messages=batch)``, else ``poll``. ``work_until``: path of a file; the work on
-    each record lasts ``process_ms`` and then until the file exists (at most
-    ``WORK_UNTIL_MAX_S`` more): a long piece of work that the parent ends once it has seen what
-    it waits for. ``crash_after`` None: run until SIGTERM,
-    then finish the records in hand, close (a dynamic member leaves the group; auto modes
-    commit stored offsets) and exit 0. ``sink``: path of a ``Sink`` written per processed
-    record, mode ``ignore`` with ``dedupe``, else ``insert``. Times in ms."""
+    """What a consumer worker does (notebook 02's group member). ``conf`` is passed to
+    ``confluent_kafka.Consumer`` after the defaults (``auto.offset.reset=earliest``, auto-commit
+    off), so it can override them. ``work_until``: path of a file; the work on each record lasts
+    ``process_ms`` and then until the file exists (at most ``WORK_UNTIL_MAX_S`` more): a long
+    piece of work that the parent ends once it has seen what it waits for. It runs until
+    SIGTERM, then finishes the record in hand, closes (a dynamic member leaves the group) and
+    exits 0. Times in ms."""
 
     name: str
     run_id: str
@@ -132,21 +103,10 @@ class ConsumerSpec:
     group_id: str
     topics: list[str]
     conf: dict = field(default_factory=dict)
-    commit_mode: str = "none"
-    batch: int = 1
     process_ms: float = 0.0
-    crash_after: int | None = None
-    crash_point: str = "after-commit"
-    sink: str | None = None
-    dedupe: bool = False
     poll_timeout_ms: int = 100
     work_until: str | None = None
     kind: str = "consumer"
-
-    def __post_init__(self) -> None:
-        if self.crash_point not in CRASH_POINTS:
-            raise ValueError(f"crash_point must be one of {', '.join(CRASH_POINTS)}, not {self.crash_point!r}")
-        commit_mode_conf(self.commit_mode)  # raises on an unknown mode
 
 
 @dataclass
@@ -253,37 +213,18 @@ def die_with_parent(parent_pid: int | None = None) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def commit_mode_conf(mode: str) -> dict:
-    """librdkafka settings for a commit mode (see the module docstring).
-
-    Raises:
-        ValueError: not one of ``COMMIT_MODES``.
-    """
-    if mode not in COMMIT_MODES:
-        raise ValueError(f"commit_mode must be one of {', '.join(COMMIT_MODES)}, not {mode!r}")
-    if mode == "defaults":
-        return {}
-    if mode == "auto":
-        return {"enable.auto.commit": True, "enable.auto.offset.store": True}
-    if mode == "store-after-process":
-        return {"enable.auto.commit": True, "enable.auto.offset.store": False}
-    return {"enable.auto.commit": False, "enable.auto.offset.store": False}
-
-
 def _text(b: bytes | None) -> str | None:
     return b.decode() if b is not None else None
 
 
 def run_consumer(spec: ConsumerSpec) -> None:
-    """The consumer loop: ``poll``/``consume(batch)``, a ``consumed`` event per record handed
-    over, then per record: work (``process_ms``), sink row, ``processed``, the mode's store or
-    commit, and the crash at ``crash_point`` of the ``crash_after``-th record. A SIGTERM ends
-    the loop after the records in hand. Ledger written through."""
+    """The consumer loop: ``poll``, a ``consumed`` event per record handed over, then the work
+    (``process_ms``, ``work_until``) and ``processed``. A SIGTERM ends the loop after the record
+    in hand. Ledger written through."""
     from confluent_kafka import Consumer, KafkaError
 
     from . import config
-    from .ledger import Ledger, crash
-    from .sink import Sink
+    from .ledger import Ledger
     from .waiting import wait_until
 
     ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
@@ -295,16 +236,9 @@ def run_consumer(spec: ConsumerSpec) -> None:
     def note(kind: str, **kw: Any) -> None:
         ledger.record(kind, client_id=spec.name, member_id=member["id"], group_instance_id=instance, **kw)
 
-    def on_commit(err, partitions) -> None:
-        for p in partitions or []:
-            if p.offset >= 0 or err or p.error:  # a partition with nothing to commit is no commit
-                note("committed", topic=p.topic, partition=p.partition, offset=p.offset,
-                     error=str(err) if err else (str(p.error) if p.error else None))
-
-    conf = {"bootstrap.servers": config.bootstrap_servers(), "group.id": spec.group_id, "client.id": spec.name,
-            "auto.offset.reset": "earliest", "log_level": 3,
-            **commit_mode_conf(spec.commit_mode), **spec.conf, "on_commit": on_commit}
-    consumer = Consumer(conf)
+    consumer = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": spec.group_id,
+                         "client.id": spec.name, "auto.offset.reset": "earliest", "log_level": 3,
+                         "enable.auto.commit": False, "enable.auto.offset.store": False, **spec.conf})
 
     def on_assign(c, partitions) -> None:
         member["id"] = c.memberid()
@@ -315,68 +249,27 @@ def run_consumer(spec: ConsumerSpec) -> None:
         for p in partitions:
             note("revoked", topic=p.topic, partition=p.partition)
 
-    def commit(m) -> None:
-        if spec.commit_mode == "store-after-process":
-            consumer.store_offsets(message=m)
-        elif spec.commit_mode in ("sync-per-message", "async"):
-            sync = spec.commit_mode == "sync-per-message"
-            try:
-                done = consumer.commit(message=m, asynchronous=not sync)
-                for tp in (done or []) if sync else []:
-                    note("committed", topic=tp.topic, partition=tp.partition, offset=tp.offset,
-                         error=str(tp.error) if tp.error else None)
-            except Exception as e:  # a failed commit is recorded, not fatal
-                note("committed", topic=m.topic(), partition=m.partition(), offset=m.offset() + 1, error=str(e))
-
-    def auto_committed() -> bool:
-        """``auto`` mode: the coordinator's committed offsets have reached the positions, the
-        offsets librdkafka stored as it handed the records over (``enable.auto.offset.store``)."""
-        positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
-        committed = {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(positions, timeout=10)}
-        return all(committed[(tp.topic, tp.partition)] >= tp.offset for tp in positions)
-
     consumer.subscribe(spec.topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
-    sink = Sink(spec.sink, "ignore" if spec.dedupe else "insert") if spec.sink else None
-    processed = 0
     try:
         while not stop.is_set():
-            if spec.batch > 1:
-                msgs = consumer.consume(num_messages=spec.batch, timeout=spec.poll_timeout_ms / 1000)
-            else:
-                m = consumer.poll(spec.poll_timeout_ms / 1000)
-                msgs = [m] if m is not None else []
-            good = []
-            for m in msgs:
-                if m.error() is not None:
-                    if m.error().code() != KafkaError._PARTITION_EOF:
-                        note("consumed", topic=m.topic() or spec.topics[0], error=str(m.error()))
-                    continue
-                good.append(m)
-                note("consumed", topic=m.topic(), partition=m.partition(), offset=m.offset(), key=_text(m.key()),
-                     value=_text(m.value()))
-            for m in good:  # the whole batch is processed, even after SIGTERM
-                if spec.process_ms:
-                    time.sleep(spec.process_ms / 1000)  # the work itself (simulated), not a wait on Kafka
-                if spec.work_until:  # then on, until the parent says so (bounded)
-                    until = time.monotonic() + WORK_UNTIL_MAX_S
-                    while not os.path.exists(spec.work_until) and time.monotonic() < until:
-                        time.sleep(0.02)
-                value = _text(m.value())
-                if sink is not None:
-                    sink.write(value, m.topic(), m.partition(), m.offset(), spec.name)
-                note("processed", topic=m.topic(), partition=m.partition(), offset=m.offset(), value=value)
-                processed += 1
-                crash_now = spec.crash_after is not None and processed >= spec.crash_after
-                if crash_now and spec.crash_point == "after-process":
-                    crash(ledger)
-                commit(m)
-                if crash_now:
-                    if spec.commit_mode == "auto":  # the timer's commit of everything handed over, seen
-                        wait_until(auto_committed, timeout_s=AUTO_COMMIT_WAIT_S, interval_s=0.01,
-                                   what="the auto-commit timer's commit of the records handed over")
-                    crash(ledger)
+            m = consumer.poll(spec.poll_timeout_ms / 1000)
+            if m is None:
+                continue
+            if m.error() is not None:
+                if m.error().code() != KafkaError._PARTITION_EOF:
+                    note("consumed", topic=m.topic() or spec.topics[0], error=str(m.error()))
+                continue
+            value = _text(m.value())
+            note("consumed", topic=m.topic(), partition=m.partition(), offset=m.offset(), key=_text(m.key()),
+                 value=value)
+            if spec.process_ms:
+                time.sleep(spec.process_ms / 1000)  # the work itself (simulated), not a wait on Kafka
+            if spec.work_until:  # then on, until the parent says so (bounded)
+                wait_until(lambda: os.path.exists(spec.work_until), timeout_s=WORK_UNTIL_MAX_S, interval_s=0.02,
+                           what=f"the file {spec.work_until} that ends the work")
+            note("processed", topic=m.topic(), partition=m.partition(), offset=m.offset(), value=value)
     finally:
-        consumer.close()  # leaves the group (a dynamic member) and commits stored offsets (auto modes)
+        consumer.close()  # leaves the group (a dynamic member)
         ledger.close()
 
 

@@ -80,6 +80,7 @@ from typing import Any, Sequence
 import click
 
 from .. import admin, config, coordinators, programs, runscope, worker, workloads
+from ..instruments import consumer as consumer_instruments
 from ..errors import JarsMissing, KafkalabError, WaitTimeout
 from ..runscope import RunScope
 from ..waiting import wait_until
@@ -89,9 +90,9 @@ LIBRDKAFKA_MODES: tuple[str, ...] = ("auto", "store-after-process", "sync-per-me
 #: Java KafkaConsumer commit modes (module docstring).
 JAVA_MODES: tuple[str, ...] = ("auto", "sync-per-message", "commit-sync-no-args", "commit-async-no-args")
 CLIENTS: tuple[str, ...] = ("librdkafka", "java")
-#: Where the consumer dies: right after the K-th side effect (before storing/committing its
-#: offset) or right after the store/commit call for it returned (``kafkalab.worker``).
-CRASH_POINTS: tuple[str, ...] = worker.CRASH_POINTS
+#: Where the consumer dies: at the program's ``lab.crash_point("after-process", ...)`` line (right
+#: after the K-th side effect) or its ``"after-commit"`` line (``kafkalab.instruments.consumer``).
+CRASH_POINTS: tuple[str, ...] = consumer_instruments.CRASH_POINTS
 
 #: ``session.timeout.ms`` of every consumer here: the broker's minimum
 #: (``group.min.session.timeout.ms``, default 6000 ms), so a static member that stopped is

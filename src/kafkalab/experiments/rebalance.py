@@ -414,7 +414,7 @@ class RebalanceRun:
         self.incarnations[slot] = n
         name = f"c{slot}.{n}"
         spec = ConsumerSpec(name, self.run_id, str(self.dir / "ledgers" / f"{name}.jsonl"), self.group_id, [self.topic],
-                            conf={**self.proto.conf(slot), **(conf or {})}, commit_mode="none", process_ms=process_ms,
+                            conf={**self.proto.conf(slot), **(conf or {})}, process_ms=process_ms,
                             work_until=str(work_until) if work_until else None)
         self.act("start", name, slot=slot)
         self.workers[name] = workloads.spawn(spec)
