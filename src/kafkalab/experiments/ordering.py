@@ -569,7 +569,8 @@ def run_partitioners(keys: Iterable[str], partitions: int = 6, timeout_s: float 
 # ----------------------------------------------------------------------------- records without a key
 
 #: The producers of ``run_unkeyed``, in the order they send.
-UNKEYED_CLIENTS: tuple[str, ...] = ("librdkafka sticky 60 s", "librdkafka sticky off", "Java console producer")
+UNKEYED_CLIENTS: tuple[str, ...] = ("librdkafka sticky 60 s", "librdkafka sticky off", "Java console producer",
+                                    "librdkafka random, sticky 60 s", "librdkafka murmur2, sticky off")
 
 #: ``sticky.partitioning.linger.ms`` of the first producer: longer than the whole burst.
 STICKY_LINGER_MS = 60000
@@ -605,7 +606,7 @@ class UnkeyedResult:
         import pandas as pd
 
         rows = {}
-        for c in UNKEYED_CLIENTS:
+        for c in self.landed:
             lengths = [n for _, n in self.runs(c)]
             rows[c] = {"partitions used": len(set(self.landed[c])), "stretches": len(lengths),
                        "longest stretch": max(lengths), "records per stretch (mean)": round(sum(lengths) / len(lengths), 1),
@@ -613,31 +614,37 @@ class UnkeyedResult:
         return pd.DataFrame(rows).T.rename_axis("producer")
 
     def to_json(self) -> dict:
-        return asdict(self) | {"runs": {c: self.runs(c) for c in UNKEYED_CLIENTS}}
+        return asdict(self) | {"runs": {c: self.runs(c) for c in self.landed}}
 
 
 def run_unkeyed(records: int = 600, partitions: int = 6, value_bytes: int = 100, timeout_s: float = 60.0
                 ) -> UnkeyedResult:
-    """Send ``records`` records without a key, each ``value_bytes`` long and numbered, from three
-    producers to one fresh topic of ``partitions`` partitions, and read back where each landed:
+    """Send ``records`` records without a key, each ``value_bytes`` long and numbered, from five
+    producers (``UNKEYED_CLIENTS``) to one fresh topic of ``partitions`` partitions, and read back
+    where each landed:
 
     - librdkafka with ``sticky.partitioning.linger.ms=60000`` (default 10): NULL keys go to a
-      *sticky* partition, picked at random and kept for that long, whatever the
-      ``partitioner``. The producer first sends one warm-up record and waits for it: librdkafka
-      keeps a sticky partition only while it is available (its leader's connection is up),
-      and picks again for every record until then;
+      *sticky* partition, picked at random and kept for that long (default partitioner
+      ``consistent_random``). The producer first sends one warm-up record and waits for it:
+      librdkafka keeps a sticky partition only while it is available (its leader's connection is
+      up), and picks again for every record until then;
     - librdkafka with ``sticky.partitioning.linger.ms=0``: each record's partition picked at
       random (``consistent_random``: "Empty and NULL keys are randomly partitioned");
     - Kafka's Java ``kafka-console-producer``: the built-in partitioner keeps one partition
-      until about ``batch.size`` bytes went to it (KIP-480 sticky, KIP-794 uniform sticky).
+      until about ``batch.size`` bytes went to it (KIP-480 sticky, KIP-794 uniform sticky);
+    - librdkafka with ``partitioner=random`` and 60 s: sticky too (warm-up first, as above);
+    - librdkafka with ``partitioner=murmur2`` and stickiness off: never sticky, and never random:
+      "NULL keys are mapped to single partition" (CONFIGURATION.md); with ``consistent``,
+      ``murmur2`` and ``fnv1a`` librdkafka calls the partitioner itself whatever the setting
+      (``rd_kafka_topic_new0``, src/rdkafka_topic.c, sets ``random_partitioner`` for them).
 
     Raises:
         KafkalabError: a producer failed.
         WaitTimeout: the topic could not be read back in ``timeout_s``.
 
-    Sources: librdkafka CONFIGURATION.md v2.16 (``partitioner``, ``sticky.partitioning.linger.ms``)
-    and ``rd_kafka_msg_partitioner`` (src/rdkafka_msg.c); KIP-480; KIP-794; Kafka clients 4.3
-    ``BuiltInPartitioner``.
+    Sources: librdkafka CONFIGURATION.md v2.16 (``partitioner``, ``sticky.partitioning.linger.ms``),
+    ``rd_kafka_topic_new0`` (src/rdkafka_topic.c) and ``rd_kafka_msg_partitioner``
+    (src/rdkafka_msg.c); KIP-480; KIP-794; Kafka clients 4.3 ``BuiltInPartitioner``.
     """
     if value_bytes < 40 or records < 1 or partitions < 1:
         raise KafkalabError(f"need value_bytes >= 40 (client name and number), records >= 1, partitions >= 1; got "
@@ -651,12 +658,16 @@ def run_unkeyed(records: int = 600, partitions: int = 6, value_bytes: int = 100,
             head = [f"{client}|{i:06d}|" for i in range(records)]
             return [h + "x" * (value_bytes - len(h)) for h in head]
 
-        c_sticky, c_nosticky, c_java = UNKEYED_CLIENTS
+        c_sticky, c_nosticky, c_java, c_random, c_murmur2 = UNKEYED_CLIENTS
         workloads.produce(topic, [(None, v.encode()) for v in values(c_sticky)], warm_up=True,
                           conf={"log_level": 3, "sticky.partitioning.linger.ms": STICKY_LINGER_MS})
         workloads.produce(topic, [(None, v.encode()) for v in values(c_nosticky)],
                           conf={"log_level": 3, "sticky.partitioning.linger.ms": 0})
         java_console_produce(topic, [(None, v) for v in values(c_java)])
+        workloads.produce(topic, [(None, v.encode()) for v in values(c_random)], warm_up=True,
+                          conf={"log_level": 3, "partitioner": "random", "sticky.partitioning.linger.ms": STICKY_LINGER_MS})
+        workloads.produce(topic, [(None, v.encode()) for v in values(c_murmur2)],
+                          conf={"log_level": 3, "partitioner": "murmur2", "sticky.partitioning.linger.ms": 0})
         landed: dict[str, list[int]] = {c: [-1] * records for c in UNKEYED_CLIENTS}
         for c in workloads.read_topic(topic, partitions, timeout_s=timeout_s):
             client, _, rest = c.value.partition("|")
