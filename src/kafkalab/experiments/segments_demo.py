@@ -252,17 +252,6 @@ def alter_topic_config(topic: str, timeout_s: float = 15.0, **settings: str | in
         fut.result(timeout=timeout_s + 5)
 
 
-def topic_config(topic: str, keys: Sequence[str], timeout_s: float = 10.0) -> dict[str, str]:
-    """Current values of topic configs ``keys`` (DescribeConfigs), as strings.
-
-    Raises:
-        KafkaException: no such topic; KeyError: a key the topic does not have.
-    """
-    res = ConfigResource(ResourceType.TOPIC, topic)
-    entries = workloads.admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
-    return {k: entries[k].value for k in keys}
-
-
 def list_offsets(topic: str, partitions: Sequence[int], spec: str = "earliest", timeout_s: float = 10.0
                  ) -> dict[int, int]:
     """Partition -> offset from ListOffsets (AdminClient): ``"earliest"`` (the log start
