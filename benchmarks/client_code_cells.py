@@ -8,7 +8,7 @@ Each code cell is put in one class, the first that fits:
 - ``client``: a ``%%program`` cell (a client program, run as shown), or a cell that calls a
   confluent-kafka constructor (``Producer``, ``Consumer``, ``ShareConsumer``, ``AdminClient``...)
   or a method of an object such a constructor made in that notebook (``consumer.poll(...)``,
-  ``admin.describe_consumer_groups(...)``), or a confluent-kafka client method (``CLIENT_METHODS``)
+  ``admin.describe_topics(...)``), or a confluent-kafka client method (``CLIENT_METHODS``)
   on anything that is not a kafkalab module (``producer.init_transactions()``);
 - ``experiment``: a cell that calls into ``kafkalab.experiments`` (a name imported from it);
 - ``check``: everything else (asserts, tables, plots, set-up, clean-up).
