@@ -20,7 +20,6 @@ instruments of ``kafkalab.instruments.transactions``) and reads what they did.
 ``wait_released`` / ``timeout_report``  what the coordinator did at transaction.timeout.ms (6)
 ``run_eos``                             a processor program under K crashes (sections 7, 8;
                                         audited by ``transactions_analysis.spark_audit``)
-``measure_throughput``                  records/s against records per transaction (section 10)
 ======================================  ==========================================================
 
 Client facts used throughout (librdkafka 2.16 via confluent-kafka 2.16.1):
@@ -47,13 +46,12 @@ import os
 import re
 import signal
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 import click
-from confluent_kafka import IsolationLevel, KafkaException, Producer, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from .. import admin, cluster, config, coordinators, dumplog, programs, runscope, workloads
@@ -63,7 +61,6 @@ from ..worker import ProgramSpec
 from ..dumplog import DumpedRecord
 from ..data import record_id_of
 from ..errors import KafkalabError
-from ..producers import produce_when_room
 from ..waiting import wait_until
 from ..sink import sink_rows
 from . import transactions_analysis as ta
@@ -345,19 +342,6 @@ def offsets_table(topic: str, readers: Sequence[Reader] = ()) -> "pd.DataFrame":
             row[f"{r.isolation_level} lag"] = hw[p] - r.position[p]
         rows.append(row)
     return pd.DataFrame(rows).set_index("partition")
-
-
-def transactional_producer(transactional_id: str, timeout_ms: int = 10000, **conf: Any) -> Producer:
-    """A confluent-kafka producer with ``transactional.id`` (idempotence is implied) and
-    ``transaction.timeout.ms=timeout_ms`` (teaching; default 60000), after ``init_transactions``.
-
-    Raises:
-        KafkaException: init_transactions failed (e.g. the coordinator is unavailable).
-    """
-    p = Producer({"bootstrap.servers": config.bootstrap_servers(), "transactional.id": transactional_id,
-                  "transaction.timeout.ms": timeout_ms, "log_level": 3, **conf})
-    p.init_transactions(30)
-    return p
 
 
 def control_records(topic: str, status: cluster.ClusterStatus | None = None) -> list[DumpedRecord]:
@@ -764,60 +748,6 @@ def incarnations_table(result: EosResult) -> "pd.DataFrame":
     plan = [f"batch {at}, {p}" for at, p in result.crash_plan] + ["(none: runs to the end)"]
     rows = [{**inc, "planned crash": plan[i]} for i, inc in enumerate(result.incarnations)]
     return pd.DataFrame(rows).set_index("name")
-
-
-# ----------------------------------------------------------------------------- section 9: the cost
-
-
-def measure_throughput(topic: str, sizes: Sequence[int] = (1, 10, 100, 1000), seconds: float = 1.0,
-                       value_bytes: int = 100, transactional_id: str | None = None,
-                       conf: dict | None = None) -> "pd.DataFrame":
-    """Records/s of one librdkafka producer writing ``value_bytes``-byte records to ``topic``
-    for ``seconds`` per point: transactions of each size in ``sizes`` (one transactional
-    producer, consecutive commits), and a baseline idempotent producer without transactions.
-    Both producers use ``linger.ms=5`` unless ``conf`` (extra librdkafka settings) says
-    otherwise. Measured, never asserted: it depends on the machine and on what else runs.
-
-    Returns:
-        DataFrame with ``records_per_txn`` (None for the baseline), ``records``, ``transactions``,
-        ``seconds``, ``records_per_s``.
-    """
-    import pandas as pd
-
-    value = b"x" * value_bytes
-    rows = []
-    extra = {"linger.ms": 5, **(conf or {})}
-    base = Producer({"bootstrap.servers": config.bootstrap_servers(), "enable.idempotence": True,
-                     "log_level": 3, **extra})
-    t0 = time.monotonic()
-    n = 0
-    while time.monotonic() - t0 < seconds:
-        for _ in range(1000):
-            try:
-                base.produce(topic, value=value)
-            except BufferError:
-                base.poll(0.01)
-                break
-            n += 1
-        base.poll(0)
-    base.flush(30)
-    dt = time.monotonic() - t0
-    rows.append({"records_per_txn": None, "records": n, "transactions": 0, "seconds": dt, "records_per_s": n / dt})
-    p = transactional_producer(transactional_id or f"throughput-{uuid.uuid4().hex[:8]}", **extra)
-    for size in sizes:
-        t0 = time.monotonic()
-        n = txns = 0
-        while time.monotonic() - t0 < seconds:
-            p.begin_transaction()
-            for _ in range(size):
-                produce_when_room(p, topic, value)
-            p.commit_transaction(30)
-            n += size
-            txns += 1
-        dt = time.monotonic() - t0
-        rows.append({"records_per_txn": size, "records": n, "transactions": txns, "seconds": dt,
-                     "records_per_s": n / dt})
-    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------- the CLI
