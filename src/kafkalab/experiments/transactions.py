@@ -1,14 +1,16 @@
 """Notebook 05: transactions, read_committed and exactly-once consume-transform-produce.
 
 The client code of every experiment is a program in the notebook (``%%program`` cells:
-``processor``, ``at_least_once``, ``reader``; sections 1, 5 call the producer API in the
+``processor``, ``at_least_once``, ``reader``; sections 1, 2, 5 and 10 call the producer API in the
 notebook itself); this module runs those programs in worker processes (``TxnRun.start``, the
 instruments of ``kafkalab.instruments.transactions``) and reads what they did.
 ``run_eos`` is also ``kafkalab run eos``, with the programs read from the saved notebook.
 
 ======================================  ==========================================================
-``Reader`` / ``read_all``               a reader program over a topic: records, positions
-                                        (sections 1, 2, 3, 6, 7)
+``TxnRun.start``, ``program_setting``   run a program in a worker process; read a setting it
+                                        writes (``isolation.level``, ``transaction.timeout.ms``)
+``Reader`` / ``read_all`` / ``read_views``  a reader program over a topic: records, positions
+                                        (sections 1, 2, 3, 5, 6, 7)
 ``end_offsets`` / ``offsets_table``     high watermark and last stable offset (ListOffsets with
                                         each isolation level) (section 2)
 ``control_records``, ``txn_index_files``  the COMMIT/ABORT markers and aborted-transaction
