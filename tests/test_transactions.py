@@ -5,6 +5,7 @@ at-least-once duplicates, the last stable offset, the coordinator, fencing, the 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -223,3 +224,37 @@ def test_an_abandoned_transaction_is_aborted_by_its_coordinator_after_its_timeou
     assert 3000 <= report.held_ms < 2 * (3000 + interval), \
         "at least the timeout, and at one of the coordinator's next checks, long before a second timeout"
     assert reader.catch_up() == [] and reader.position[0] == 6, "past 5 aborted records and the ABORT marker"
+
+
+@pytest.mark.cluster
+def test_a_processor_whose_transactional_id_a_second_instance_took_over_is_fenced_and_stops(run) -> None:
+    """The zombie as the notebook's processor meets it: instance A is frozen (SIGSTOP) after its
+    first commit; instance B starts with the same transactional.id and processes the input to the
+    end; A, resumed, fails its next transactional call with the fatal _FENCED and stops (its
+    ``raise``). The output is still exactly once. One record per transaction: A is far from the
+    end of its 200 records when it is frozen, whatever the machine's speed."""
+    from kafkalab.ledger import read_events
+    from kafkalab.waiting import wait_until
+
+    processor, (reader, _) = _program("processor"), _readers()
+    tin, tout = run.topic("zin"), run.topic("zout")
+    admin.create_topics({tin: 1, tout: 1})
+    ids = tx.produce_input(tin, 200)
+    options = dict(group_id=run.group("z"), transactional_id=run.transactional_id("z"), partitions=(0,), batch=1)
+    # each its own sqlite file: A may be frozen inside its sqlite transaction, holding that file's lock
+    a, a_ledger = run.start(processor, "transactions", "zombie", [tin, tout],
+                            options={**options, "sink": str(run.dir / "zombie-sink.db")})
+    def first_commit() -> bool:
+        assert a.alive, a.log_tail()
+        return os.path.exists(a_ledger) and any(e.kind == "committed" for e in read_events(a_ledger, growing=True))
+
+    wait_until(first_commit, timeout_s=60, what="the first instance's first commit")
+    a.pause()
+    b, _ = run.start(processor, "transactions", "successor", [tin, tout],
+                     options={**options, "sink": str(run.dir / "successor-sink.db")})
+    assert b.wait(90) == 0, b.log_tail()
+    a.resume()
+    assert a.wait(60) == 1, a.log_tail()
+    assert "_FENCED" in a.log_tail(40), a.log_tail(40)
+    out = [json.loads(r.value)["record_id"] for r in tx.read_all(run, reader, tout)]
+    assert sorted(out) == sorted(ids), "the zombie's last transaction was aborted: each input record once"
