@@ -8,8 +8,6 @@ starts it and returns a handle (``workloads.Worker``). The spec's ``kind`` picks
                 commits nothing (notebook 02)
 ``producer``    ``ProducerSpec``: sends workload records, paced or as fast as possible,
                 optionally the first ones one Produce request at a time (notebooks 02, 04)
-``eos``         ``kafkalab.eos.ProcessorSpec``: the exactly-once consume-transform-produce
-                processor (notebook 05)
 ``exec``        ``ExecSpec``: replaces itself with another program (a JVM client), which
                 inherits the same death with the parent (notebook 03's Java consumer)
 ``program``     ``ProgramSpec``: a client program as a notebook shows it (``kafkalab.programs``),
@@ -479,16 +477,14 @@ def run_exec(spec: ExecSpec) -> NoReturn:
 
 
 def spec_from_json(text: str) -> Any:
-    """The spec object of one worker (``ConsumerSpec``, ``ProducerSpec``,
-    ``eos.ProcessorSpec``, ``ExecSpec``, ``ShareConsumerSpec``) from its JSON (``spec_json``), chosen by ``kind``.
+    """The spec object of one worker (``ConsumerSpec``, ``ProducerSpec``, ``ExecSpec``,
+    ``ShareConsumerSpec``, ``ProgramSpec``) from its JSON (``spec_json``), chosen by ``kind``.
 
     Raises:
         ValueError: unknown ``kind`` or invalid fields.
     """
-    from .eos import ProcessorSpec
-
     d = json.loads(text)
-    kinds = {"consumer": ConsumerSpec, "producer": ProducerSpec, "eos": ProcessorSpec, "exec": ExecSpec,
+    kinds = {"consumer": ConsumerSpec, "producer": ProducerSpec, "exec": ExecSpec,
              "share": ShareConsumerSpec, "program": ProgramSpec}
     kind = d.get("kind")
     if kind not in kinds:
@@ -497,15 +493,11 @@ def spec_from_json(text: str) -> Any:
 
 
 def run(spec: Any) -> int:
-    """Run one worker in this process; returns its exit code (0; the EOS processor: its own)."""
+    """Run one worker in this process; returns its exit code (0; a program: its own)."""
     if spec.kind == "consumer":
         run_consumer(spec)
     elif spec.kind == "producer":
         run_producer(spec)
-    elif spec.kind == "eos":
-        from .eos import run_processor
-
-        return run_processor(spec)
     elif spec.kind == "exec":
         run_exec(spec)
     elif spec.kind == "share":

@@ -1,24 +1,27 @@
 """Notebook 05: transactions, read_committed and exactly-once consume-transform-produce.
 
-Every step of the notebook is one function here; ``run_eos`` is also ``kafkalab run eos``.
+The client code of every experiment is a program in the notebook (``%%program`` cells:
+``processor``, ``at_least_once``, ``reader``; sections 1, 2, 5 and 10 call the producer API in the
+notebook itself); this module runs those programs in worker processes (``TxnRun.start``, the
+instruments of ``kafkalab.instruments.transactions``) and reads what they did.
+``run_eos`` is also ``kafkalab run eos``, with the programs read from the saved notebook.
 
 ======================================  ==========================================================
-``write_transactions``                  a transactional producer commits and aborts (section 1)
-``read_all`` / ``Reader``               read a topic as a read_committed or read_uncommitted
-                                        consumer: records, positions (sections 1, 2)
+``TxnRun.start``, ``program_setting``   run a program in a worker process; read a setting it
+                                        writes (``isolation.level``, ``transaction.timeout.ms``)
+``Reader`` / ``read_all`` / ``read_views``  a reader program over a topic: records, positions
+                                        (sections 1, 2, 3, 5, 6, 7)
 ``end_offsets`` / ``offsets_table``     high watermark and last stable offset (ListOffsets with
                                         each isolation level) (section 2)
 ``control_records``, ``txn_index_files``  the COMMIT/ABORT markers and aborted-transaction
                                         indexes in the partition leaders' files (sections 1, 5, 6)
-``abandon_transaction``                 a processor SIGKILLed mid-transaction, never restarted
+``abandon_transaction``                 the processor SIGKILLed mid-transaction, never restarted
                                         (section 3)
 ``describe_transaction``                the transaction coordinator's view of a transactional.id
                                         (section 4; computing the coordinator: ``kafkalab.coordinators``)
-``fence_zombie``                        two producers, one transactional.id (section 5)
 ``wait_released`` / ``timeout_report``  what the coordinator did at transaction.timeout.ms (6)
-``run_eos``                             the processor under K crashes (sections 7, 8; audited by
-                                        ``transactions_analysis.spark_audit``)
-``measure_throughput``                  records/s against records per transaction (section 10)
+``run_eos``                             a processor program under K crashes (sections 7, 8;
+                                        audited by ``transactions_analysis.spark_audit``)
 ======================================  ==========================================================
 
 Client facts used throughout (librdkafka 2.16 via confluent-kafka 2.16.1):
@@ -41,22 +44,25 @@ INTRODUCTION.md ("Transactional Producer", "Exactly Once Semantics") and CONFIGU
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 import click
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from .. import admin, cluster, config, coordinators, dumplog, eos, runscope, workloads
+from .. import admin, cluster, config, coordinators, dumplog, programs, runscope, workloads
+from ..instruments.transactions import CRASH_POINTS, ProcessorOptions
+from ..programs import Program
+from ..worker import ProgramSpec
 from ..dumplog import DumpedRecord
 from ..data import record_id_of
 from ..errors import KafkalabError
-from ..producers import produce_when_room
 from ..waiting import wait_until
 from ..sink import sink_rows
 from . import transactions_analysis as ta
@@ -65,10 +71,16 @@ from ..runscope import RunScope
 if TYPE_CHECKING:
     import pandas as pd
 
+#: The notebook whose programs ``kafkalab run eos`` runs (``programs.from_notebook``).
+NOTEBOOK = "05_transactions"
+#: Processing mode -> the notebook's program for it.
+MODES = {"transactional": "processor", "at-least-once": "at_least_once"}
+
 #: Processor batches (records per transaction) in the experiments, unless given.
 DEFAULT_BATCH = 50
 
-#: Crash points cycled through by ``crash_plan`` for each mode (``kafkalab.eos.CRASH_POINTS``).
+#: Crash points cycled through by ``crash_plan`` for each mode (``CRASH_POINTS``, the
+#: ``lab.crash_point`` lines of the processor programs).
 DEFAULT_CRASH_CYCLE = {
     "transactional": ("after-produce", "after-offsets", "mid-produce", "after-commit"),
     "at-least-once": ("after-produce", "mid-produce", "after-commit"),
@@ -81,46 +93,96 @@ DEFAULT_CRASH_CYCLE = {
 class TxnRun(RunScope):
     """Names of one run's topics, groups and transactional ids (``txn-<run id>-<name>``), its
     folder for ledgers and sinks (``.kafkalab/runs/txn-<run id>/``), and its cleanup: every
-    processor it started is killed, then topics and groups are deleted (also at interpreter
-    exit if the notebook stopped early). Transactional ids cannot be deleted; the broker
-    forgets them after ``transactional.id.expiration.ms`` (7 days by default)."""
+    program process it started is killed, then topics and groups are deleted (also at
+    interpreter exit if the notebook stopped early). Transactional ids cannot be deleted; the
+    broker forgets them after ``transactional.id.expiration.ms`` (7 days by default)."""
 
     def __init__(self, prefix: str = "txn"):
         super().__init__(prefix=prefix)
         self.dir = workloads.run_dir(self.prefix)
-        self.processors: list[workloads.Worker] = []
-        self.readers: list[Reader] = []
+        self.processes: list[workloads.Worker] = []
+        self._names: dict[str, int] = {}
 
     def transactional_id(self, name: str) -> str:
         """A transactional.id for this run."""
         return self.name(name)
 
-    def reader(self, topic: str, isolation_level: str | None = None) -> "Reader":
-        """A ``Reader`` of ``topic``, closed at cleanup."""
-        r = Reader(topic, isolation_level)
-        self.readers.append(r)
-        return r
+    def unique(self, name: str) -> str:
+        """``name``, or ``name-2``, ``name-3``... the second time it is asked: a process name
+        (and ledger file) of this run."""
+        n = self._names[name] = self._names.get(name, 0) + 1
+        return name if n == 1 else f"{name}-{n}"
 
-    def spawn(self, spec: eos.ProcessorSpec) -> workloads.Worker:
-        """Start a processor incarnation (a worker process), remembered for cleanup."""
+    def start(self, program: Program, role: str, name: str, topics: Sequence[str], conf: dict | None = None,
+              options: dict | None = None) -> tuple[workloads.Worker, str]:
+        """Run ``program`` as it is in a worker process (``worker.ProgramSpec``) with the
+        instruments of ``role``; ``conf`` added to ``bootstrap.servers`` and ``client.id``
+        (``lab.conf``). The process is killed at cleanup. Returns its handle and ledger path."""
+        ledger = str(self.dir / f"{name}.jsonl")
+        spec = ProgramSpec(name=name, run_id=self.run_id, ledger=ledger, role=role, program_name=program.name,
+                           source=program.source, conf=harness_conf(name, **(conf or {})), topics=list(topics),
+                           options=options or {})
         p = workloads.spawn(spec)
-        self.processors.append(p)
-        return p
+        self.processes.append(p)
+        return p, ledger
+
+    def reader(self, program: Program, topic: str) -> "Reader":
+        """A ``Reader`` of ``topic`` running ``program``, stopped at cleanup."""
+        return Reader(self, program, topic)
 
     def cleanup(self, timeout_s: float = 30.0) -> list[str]:
-        """SIGKILL this run's processors still running, close its readers, then delete its
-        topics and groups (``RunScope.cleanup``). Returns the topics deleted.
+        """SIGKILL this run's program processes still running, then delete its topics and
+        groups (``RunScope.cleanup``). Returns the topics deleted.
 
         Raises:
             WaitTimeout: a topic is still in the metadata after ``timeout_s``.
         """
-        for p in self.processors:
+        for p in self.processes:
             if p.alive:
                 p.kill()
-        for r in self.readers:
-            r.close()
-        self.readers.clear()
         return super().cleanup(timeout_s)
+
+
+# ----------------------------------------------------------------------------- programs
+
+
+def harness_conf(client_id: str, **names: Any) -> dict[str, Any]:
+    """What the harness adds to a program's settings (``lab.conf``): ``bootstrap.servers``,
+    ``client.id``, and the names given (e.g. ``group.id``). Nothing that changes semantics."""
+    return {"bootstrap.servers": config.bootstrap_servers(), "client.id": client_id, **names}
+
+
+def program_setting(program: Program, key: str) -> str | None:
+    """The value a program writes for setting ``key`` as a literal (``"key": value``, a string
+    or a number), as text; None if the program does not set it to a literal.
+
+    >>> program_setting(Program("p", 'c = {"isolation.level": "read_committed", "x.ms": 5}'), "x.ms")
+    '5'
+    """
+    m = re.search(r'"%s"\s*:\s*(?:"([^"]*)"|(-?\d+))' % re.escape(key), program.source)
+    return None if m is None else (m.group(1) if m.group(1) is not None else m.group(2))
+
+
+def uncommitted_reader(reader: Program) -> Program:
+    """Reader program ``reader`` edited to ``isolation.level=read_uncommitted`` (the edit
+    notebook 05 shows), named ``uncommitted_reader``.
+
+    Raises:
+        ProgramError: ``reader`` does not set ``"isolation.level": "read_committed"`` once.
+    """
+    return reader.replace('"isolation.level": "read_committed"', '"isolation.level": "read_uncommitted"',
+                          name="uncommitted_reader")
+
+
+def isolation_level(program: Program) -> str:
+    """The ``isolation.level`` a reader program sets, or ``read_committed`` (librdkafka's
+    default, CONFIGURATION.md) if it sets none."""
+    return program_setting(program, "isolation.level") or "read_committed"
+
+
+def is_transactional(program: Program) -> bool:
+    """Whether a processor program sets ``transactional.id``."""
+    return '"transactional.id"' in program.source
 
 
 # ----------------------------------------------------------------------------- reading
@@ -128,7 +190,7 @@ class TxnRun(RunScope):
 
 @dataclass(frozen=True)
 class Read:
-    """One record a consumer received: where it is and its value as text."""
+    """One record a reader received: where it is and its value as text."""
 
     partition: int
     offset: int
@@ -143,41 +205,53 @@ def _partitions(client, topic: str) -> list[int]:
     return sorted(md.partitions)
 
 
-def _reader_conf(isolation_level: str | None) -> dict:
-    conf = {"bootstrap.servers": config.bootstrap_servers(), "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False, "enable.partition.eof": True, "log_level": 3}
-    if isolation_level is not None:
-        if isolation_level not in ("read_committed", "read_uncommitted"):
-            raise KafkalabError(f"isolation level must be read_committed or read_uncommitted, not {isolation_level!r}")
-        conf["isolation.level"] = isolation_level
-    return conf
-
-
 class Reader:
-    """A confluent-kafka consumer that reads every partition of ``topic`` from the beginning
-    (``assign``, no group membership, never commits) and can be asked to catch up again.
+    """A reader program (role ``reader``) running in its own process over every partition of
+    ``topic``, and what its ledger says it read: ``records`` and ``position`` per partition
+    (the offset after its last record, or where its last end-of-partition event was).
 
     Args:
+        run: the run (names, cleanup).
+        program: the reader program (e.g. notebook 05's ``reader``).
         topic: topic name.
-        isolation_level: ``"read_committed"``, ``"read_uncommitted"``, or None for librdkafka's
-            default (``read_committed``, CONFIGURATION.md).
     """
 
-    def __init__(self, topic: str, isolation_level: str | None = None):
+    def __init__(self, run: TxnRun, program: Program, topic: str):
         self.topic = topic
-        self.isolation_level = isolation_level or "read_committed (librdkafka default)"
-        self.consumer = Consumer(_reader_conf(isolation_level))
-        self.partitions = _partitions(self.consumer, topic)
-        self.consumer.assign([TopicPartition(topic, p, 0) for p in self.partitions])
+        self.program = program
+        self.isolation_level = isolation_level(program)
+        self.partitions = _partitions(workloads.admin(), topic)
+        name = run.unique(f"{run.prefix}-{program.name}")
+        self.process, self.ledger = run.start(program, "reader", name, [topic], {"group.id": run.group(name)},
+                                              {"partitions": self.partitions})
         self.position: dict[int, int] = {p: 0 for p in self.partitions}
         self.records: list[Read] = []
-        self._closed = False
+        self._seen = 0
 
-    def catch_up(self, timeout_s: float = 15.0, until_stable: bool = False) -> list[Read]:
-        """Poll until this reader's position in every partition reaches the end offset its
-        isolation level allows (the last stable offset for read_committed, the high watermark
-        for read_uncommitted, asked with ListOffsets at every round). Control records are
-        skipped by the client; the position moves past them. Returns the records read by this
+    def _read_ledger(self) -> list[Read]:
+        from ..instruments.transactions import END_OF_PARTITION
+        from ..ledger import read_events
+
+        if not os.path.exists(self.ledger):
+            return []
+        events = read_events(self.ledger, growing=True)
+        new, self._seen = events[self._seen:], len(events)
+        out = []
+        for e in new:
+            if e.error == END_OF_PARTITION:
+                self.position[e.partition] = max(self.position[e.partition], e.offset)
+            elif e.error is not None:
+                raise KafkalabError(f"reader {self.program.name} of {self.topic}: {e.error}")
+            else:
+                out.append(Read(e.partition, e.offset, e.key, e.value or ""))
+                self.position[e.partition] = max(self.position[e.partition], e.offset + 1)
+        return out
+
+    def catch_up(self, timeout_s: float = 30.0, until_stable: bool = False) -> list[Read]:
+        """Until this reader's position in every partition reaches the end offset its isolation
+        level allows (the last stable offset for read_committed, the high watermark for
+        read_uncommitted, asked with ListOffsets at every round). Control records are skipped
+        by the client; the position moves past them. Returns the records read since the last
         call.
 
         ``until_stable=True`` waits for the high watermark whatever the level: for a
@@ -188,53 +262,57 @@ class Reader:
 
         Raises:
             WaitTimeout: the position did not reach the end within ``timeout_s``.
+            KafkalabError: the reader's process ended, or its ledger has an error.
         """
         level = "read_uncommitted" if until_stable or self.isolation_level == "read_uncommitted" else "read_committed"
         new: list[Read] = []
         target: dict[int, int] = {}
 
         def reached() -> bool:
-            for m in self.consumer.consume(num_messages=1000, timeout=0.1):
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        self.position[m.partition()] = max(self.position[m.partition()], m.offset())
-                        continue
-                    raise KafkalabError(f"reader of {self.topic}: {err}")
-                r = Read(m.partition(), m.offset(), m.key().decode() if m.key() else None,
-                         m.value().decode() if m.value() is not None else "")
-                new.append(r)
-                self.position[m.partition()] = max(self.position[m.partition()], m.offset() + 1)
+            if not self.process.alive:
+                raise KafkalabError(f"reader {self.program.name} exited {self.process.returncode}:\n"
+                                    f"{self.process.log_tail()}")
+            new.extend(self._read_ledger())
             target.update(end_offsets(self.topic, level))
             return all(self.position[p] >= target[p] for p in self.partitions)
 
-        wait_until(reached, timeout_s=timeout_s, interval_s=0.0,
+        wait_until(reached, timeout_s=timeout_s, interval_s=0.05,
                    what=f"{self.isolation_level} reader of {self.topic} at the {level} end offsets",
                    on_timeout=lambda: f"positions {self.position}, end offsets {target}")
         self.records.extend(new)
         return new
 
     def close(self) -> None:
-        """Close the consumer (it never joined a group; nothing to leave). Idempotent."""
-        if not self._closed:
-            self._closed = True
-            self.consumer.close()
+        """Stop the reader's process (SIGTERM: it closes its consumer). Idempotent."""
+        self.process.terminate(10)
 
 
-def read_all(topic: str, isolation_level: str | None = None, timeout_s: float = 30.0) -> list[Read]:
-    """Every record of ``topic`` that a consumer with ``isolation_level`` receives, reading all
-    partitions from the beginning to the high watermark, once no transaction is open
+def read_all(run: TxnRun, program: Program, topic: str, timeout_s: float = 30.0) -> list[Read]:
+    """Every record of ``topic`` that reader ``program`` receives, reading all partitions from
+    the beginning to the high watermark, once no transaction is open
     (``Reader.catch_up(until_stable=True)``).
 
     Raises:
         WaitTimeout: not at the end within ``timeout_s`` (for read_committed: a transaction
             stayed open).
     """
-    r = Reader(topic, isolation_level)
+    r = run.reader(program, topic)
     try:
         return r.catch_up(timeout_s, until_stable=True)
     finally:
         r.close()
+
+
+def read_views(run: TxnRun, readers: Sequence[Program], topic: str, timeout_s: float = 30.0
+               ) -> dict[str, list[Read]]:
+    """``read_all`` of ``topic`` with each reader program at the same time (their processes
+    start side by side): reader name -> records."""
+    started = [run.reader(p, topic) for p in readers]
+    try:
+        return {r.program.name: r.catch_up(timeout_s, until_stable=True) for r in started}
+    finally:
+        for r in started:
+            r.close()
 
 
 def end_offsets(topic: str, isolation_level: str = "read_uncommitted") -> dict[int, int]:
@@ -266,57 +344,6 @@ def offsets_table(topic: str, readers: Sequence[Reader] = ()) -> "pd.DataFrame":
             row[f"{r.isolation_level} lag"] = hw[p] - r.position[p]
         rows.append(row)
     return pd.DataFrame(rows).set_index("partition")
-
-
-# ----------------------------------------------------------------------------- section 1: commit, abort
-
-
-@dataclass
-class Transaction:
-    """One transaction ``write_transactions`` ran: its values (``"<label>-<i>"``) and outcome."""
-
-    label: str
-    outcome: str  # "commit" or "abort"
-    values: list[str]
-
-
-def transactional_producer(transactional_id: str, timeout_ms: int = 10000, **conf: Any) -> Producer:
-    """A confluent-kafka producer with ``transactional.id`` (idempotence is implied) and
-    ``transaction.timeout.ms=timeout_ms`` (teaching; default 60000), after ``init_transactions``.
-
-    Raises:
-        KafkaException: init_transactions failed (e.g. the coordinator is unavailable).
-    """
-    p = Producer({"bootstrap.servers": config.bootstrap_servers(), "transactional.id": transactional_id,
-                  "transaction.timeout.ms": timeout_ms, "log_level": 3, **conf})
-    p.init_transactions(30)
-    return p
-
-
-def write_transactions(producer: Producer, topic: str, plan: Sequence[tuple[str, str, int]],
-                       partitions: int) -> list[Transaction]:
-    """Run one transaction per ``(label, "commit" | "abort", records)`` of ``plan``; record ``i``
-    goes to partition ``i % partitions``, so every transaction spans the partitions. Before an
-    abort the records are flushed: they are in the log when the abort marker follows them.
-
-    Returns:
-        The transactions, in order.
-    """
-    done = []
-    for label, outcome, n in plan:
-        if outcome not in ("commit", "abort"):
-            raise KafkalabError(f"outcome must be commit or abort, not {outcome!r}")
-        values = [f"{label}-{i}" for i in range(n)]
-        producer.begin_transaction()
-        for i, v in enumerate(values):
-            producer.produce(topic, value=v.encode(), partition=i % partitions)
-        if outcome == "commit":
-            producer.commit_transaction(30)
-        else:
-            producer.flush(30)
-            producer.abort_transaction(30)
-        done.append(Transaction(label, outcome, values))
-    return done
 
 
 def control_records(topic: str, status: cluster.ClusterStatus | None = None) -> list[DumpedRecord]:
@@ -420,35 +447,36 @@ def create_topic_led_by(topic: str, avoid_leader: int, timeout_s: float = 30.0) 
     return others[0]
 
 
-def abandon_transaction(run: TxnRun, name: str = "abandoned", records: int = 20, timeout_ms: int = 3000
-                        ) -> Abandoned:
-    """A processor reads ``records`` input records, produces their output in one transaction,
-    flushes, and is SIGKILLed before committing (crash point ``after-produce``); nobody
-    restarts it. The transaction stays open until the coordinator aborts it,
-    ``timeout_ms`` (``transaction.timeout.ms``) after it began, at its next check for expired
-    transactions (every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``).
+def abandon_transaction(run: TxnRun, program: Program, name: str = "abandoned", records: int = 20) -> Abandoned:
+    """The processor ``program`` reads ``records`` input records, produces their output in one
+    transaction, flushes, and is SIGKILLed before committing (crash point ``after-produce``);
+    nobody restarts it. The transaction stays open until the coordinator aborts it,
+    ``transaction.timeout.ms`` (as the program sets it) after it began, at its next check for
+    expired transactions (every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``).
 
     Topics ``<name>-in`` and ``<name>-out`` (one partition each) are created for it. The
     output partition is placed (``create_topic_led_by``) so that its leader is not the
     transaction coordinator of the transactional id: chosen by design, not found by luck.
 
     Raises:
-        KafkalabError: the processor did not die by its planned SIGKILL, or fewer than two
-            brokers are up.
+        KafkalabError: the program sets no literal ``transaction.timeout.ms``, the processor
+            did not die by its planned SIGKILL, or fewer than two brokers are up.
     """
+    timeout = program_setting(program, "transaction.timeout.ms")
+    if timeout is None:
+        raise KafkalabError(f"program {program.name} sets no transaction.timeout.ms")
     tin, tout = run.topic(f"{name}-in"), run.topic(f"{name}-out")
     tid = run.transactional_id(name)
     admin.create_topics({tin: 1})
     create_topic_led_by(tout, avoid_leader=coordinators.transaction_coordinator(tid)[1])
     produce_input(tin, records)
-    spec = eos.ProcessorSpec(name=f"{run.prefix}-{name}-0", run_id=run.run_id, ledger=str(run.dir / f"{name}-0.jsonl"),
-                              input_topic=tin, output_topic=tout, group_id=run.group(name), transactional_id=tid,
-                              batch=records, crash_at=1, crash_point="after-produce", transaction_timeout_ms=timeout_ms)
-    p = run.spawn(spec)
+    options = ProcessorOptions(group_id=run.group(name), transactional_id=tid, partitions=(0,), batch=records,
+                               crash_at=1, crash_point="after-produce", sink=str(run.dir / f"{name}-sink.db"))
+    p, _ = run.start(program, "transactions", f"{run.prefix}-{name}-0", [tin, tout], options=asdict(options))
     rc = p.wait(60)
     if rc != -signal.SIGKILL:
-        raise KafkalabError(f"{spec.name} exited {rc}, not by its planned SIGKILL:\n{p.log_tail()}")
-    return Abandoned(tid, tout, records, timeout_ms, int(time.time() * 1000), rc)
+        raise KafkalabError(f"{program.name} exited {rc}, not by its planned SIGKILL:\n{p.log_tail()}")
+    return Abandoned(tid, tout, records, int(timeout), int(time.time() * 1000), rc)
 
 
 def wait_released(abandoned: Abandoned, timeout_s: float = 40.0) -> int:
@@ -518,92 +546,6 @@ def describe_transaction(transactional_id: str) -> dict[str, str]:
         cluster.tool("kafka-transactions", "describe", "--transactional-id", transactional_id).stdout)
 
 
-# ----------------------------------------------------------------------------- section 5: fencing
-
-
-@dataclass
-class Fencing:
-    """What happened when a second producer took over a transactional.id.
-
-    ``error_name``/``error_code``/``error_text``: the KafkaError the old producer (the zombie)
-    got from ``commit_transaction`` (librdkafka ``_FENCED``, -144); ``fatal``,
-    ``txn_requires_abort``, ``retriable``: its flags. ``commit_again_fatal``: calling
-    ``commit_transaction`` again (what librdkafka asks after a failed commit) gave the fatal
-    error again; ``init_again_fatal``: so did the zombie's own ``init_transactions``: a fatal
-    error is final for that producer object. ``zombie_values_in_log``: the zombie's values a
-    read_uncommitted reader found (0: they never reached the log); ``committed_values``: what a
-    read_committed reader found.
-    """
-
-    transactional_id: str
-    error_name: str
-    error_code: int
-    error_text: str
-    fatal: bool
-    txn_requires_abort: bool
-    retriable: bool
-    commit_again_fatal: bool
-    init_again_fatal: bool
-    zombie_values_in_log: int
-    committed_values: list[str]
-
-
-def _quiet_logger(name: str):
-    """A ``logging.Logger`` that drops everything: librdkafka's log lines of a producer whose
-    fatal error is the point of the demo would otherwise go to the kernel's stderr."""
-    import logging
-
-    log = logging.getLogger(f"kafkalab.quiet.{name}")
-    log.addHandler(logging.NullHandler())
-    log.propagate = False
-    return log
-
-
-def _fatal(call) -> bool:
-    """True if ``call()`` raised a KafkaException whose error is fatal."""
-    try:
-        call()
-    except KafkaException as e:
-        return e.args[0].fatal()
-    return False
-
-
-def fence_zombie(topic: str, transactional_id: str) -> Fencing:
-    """Producer A (``transactional_id``) commits one record ``A-0``. Producer B starts with the
-    same id: its ``init_transactions`` makes the coordinator bump the producer epoch, which
-    fences A. A, a zombie now, begins a transaction, produces ``A-zombie`` and commits; then
-    calls ``commit_transaction`` again and ``init_transactions``. B commits ``B-0``.
-
-    ``begin_transaction`` and ``produce`` succeed (they only touch the client's own state and
-    queue); the commit, whose requests reach the coordinator with the old epoch, fails.
-
-    Raises:
-        KafkalabError: A's commit succeeded after B took over (A was not fenced).
-
-    Source: KIP-98 "Zombie fencing"; librdkafka INTRODUCTION.md, "Transactional Producer"
-    (fatal errors, ``_FENCED``); confluent-kafka ``Producer.commit_transaction``.
-    """
-    a = transactional_producer(transactional_id, logger=_quiet_logger(transactional_id))
-    write_transactions(a, topic, [("A", "commit", 1)], 1)
-    b = transactional_producer(transactional_id)
-    err: KafkaError | None = None
-    a.begin_transaction()
-    a.produce(topic, value=b"A-zombie", partition=0)
-    try:
-        a.commit_transaction(30)
-    except KafkaException as e:
-        err = e.args[0]
-    if err is None:
-        raise KafkalabError("producer A committed after B took over its transactional.id: not fenced")
-    commit_again = _fatal(lambda: a.commit_transaction(30))
-    init_again = _fatal(lambda: a.init_transactions(10))
-    write_transactions(b, topic, [("B", "commit", 1)], 1)
-    ru = [r.value for r in read_all(topic, "read_uncommitted")]
-    rc = [r.value for r in read_all(topic, "read_committed")]
-    return Fencing(transactional_id, err.name(), err.code(), err.str(), err.fatal(), err.txn_requires_abort(),
-                   err.retriable(), commit_again, init_again, sum(v == "A-zombie" for v in ru), rc)
-
-
 # ----------------------------------------------------------------------------- sections 6-7: the processor
 
 
@@ -624,8 +566,8 @@ def crash_plan(messages: int, batch: int, crashes: int, points: Sequence[str]) -
     if crashes and not points:
         raise ValueError("crash points are needed when crashes > 0")
     for p in points:
-        if p not in eos.CRASH_POINTS:
-            raise ValueError(f"unknown crash point {p!r}: one of {', '.join(eos.CRASH_POINTS)}")
+        if p not in CRASH_POINTS:
+            raise ValueError(f"unknown crash point {p!r}: one of {', '.join(CRASH_POINTS)}")
     total = -(-messages // batch)
     c = max(1, total // (crashes + 1))
     plan = [(c, points[i % len(points)]) for i in range(crashes)]
@@ -655,8 +597,11 @@ class EosResult:
     ``uncommitted``: output records the crashed incarnations produced after their last commit
     (ledger). ``incarnations``: per process, its exit code, what its ledger counts, and
     ``first_commit_ms``, from its start (spawn) to its first commit (None if it never
-    committed). ``sink``: the sqlite sink's own verdict when one was attached.
-    ``transaction_timeout_ms``: the processor's ``transaction.timeout.ms``.
+    committed). ``sink``: the sqlite sink's own verdict when the program wrote one.
+    ``transaction_timeout_ms``: the ``transaction.timeout.ms`` the program sets (None: not
+    set as a literal). ``program``: its name; ``lab_conf``: what the harness gave it besides
+    the program's own settings (``lab.conf`` of the last incarnation, and the names in
+    ``lab``: group, transactional id, topics, batch).
     """
 
     input: int
@@ -682,43 +627,49 @@ class EosResult:
     elapsed_ms: int
     sink: dict | None = None
     sink_path: str | None = None
-    transaction_timeout_ms: int = 10000
+    transaction_timeout_ms: int | None = None
+    program: str = ""
+    lab_conf: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """The result as a JSON-ready dict (``kafkalab run eos --json``)."""
         return asdict(self)
 
 
-def run_eos(run: TxnRun, mode: str = "transactional", messages: int = 500, crashes: int = 3,
+def run_eos(run: TxnRun, program: Program, readers: Sequence[Program], messages: int = 500, crashes: int = 3,
             batch: int = DEFAULT_BATCH, partitions: int = 3, points: Sequence[str] | None = None,
-            name: str | None = None, sink_mode: str | None = None, transaction_timeout_ms: int = 10000,
-            timeout_s: float = 60.0) -> EosResult:
-    """Run the consume-transform-produce processor over ``messages`` input records, SIGKILLing
-    ``crashes`` incarnations at planned points and restarting it each time with the same
-    ``transactional.id`` and consumer group, then audit the output topic.
+            name: str | None = None, timeout_s: float = 60.0) -> EosResult:
+    """Run the consume-transform-produce ``program`` over ``messages`` input records, SIGKILLing
+    ``crashes`` incarnations at planned points (its ``lab.crash_point`` lines) and restarting it
+    each time with the same ``transactional.id`` and consumer group, then audit the output
+    topic as each reader program reads it.
 
     Args:
         run: names and cleanup (``TxnRun``); topics ``<name>-in``/``<name>-out`` are created.
-        mode: ``"transactional"`` or ``"at-least-once"``.
+        program: the processor (role ``transactions``); transactional if it sets
+            ``transactional.id`` (``is_transactional``), else at-least-once.
+        readers: two reader programs (role ``reader``): one read_committed, one
+            read_uncommitted (``isolation_level``).
         messages: input records (flights).
         crashes: incarnations that crash; one more runs to the end.
-        batch: most records per batch (= per transaction).
+        batch: most records per batch (= per transaction; ``lab.batch``).
         partitions: partitions of the input and output topics.
         points: crash points to cycle (default ``DEFAULT_CRASH_CYCLE[mode]``).
         name: topic/group name stem (default ``"eos-<mode>"``).
-        sink_mode: attach a sqlite sink (``"insert"`` or ``"upsert"``), or None.
-        transaction_timeout_ms: ``transaction.timeout.ms`` of the processor, ms.
         timeout_s: longest wait for one incarnation, s.
 
     Returns:
         An ``EosResult``.
 
     Raises:
-        ValueError: a crash plan that does not fit (``crash_plan``), an unknown mode.
+        ValueError: a crash plan that does not fit (``crash_plan``); ``after-offsets`` for an
+            at-least-once program; readers not one of each isolation level.
         KafkalabError: an incarnation did not end as planned (its log tail is in the message).
     """
-    if mode not in eos.MODES:
-        raise ValueError(f"mode must be one of {', '.join(eos.MODES)}, not {mode!r}")
+    mode = "transactional" if is_transactional(program) else "at-least-once"
+    views = {isolation_level(r): r for r in readers}
+    if set(views) != {"read_committed", "read_uncommitted"}:
+        raise ValueError(f"one read_committed and one read_uncommitted reader are needed, not {sorted(views)}")
     t0 = time.monotonic()
     points = tuple(points) if points is not None else DEFAULT_CRASH_CYCLE[mode]
     plan = crash_plan(messages, batch, crashes, points)
@@ -730,36 +681,33 @@ def run_eos(run: TxnRun, mode: str = "transactional", messages: int = 500, crash
     tid = run.transactional_id(name) if mode == "transactional" else None
     admin.create_topics({tin: partitions, tout: partitions})
     ids = produce_input(tin, messages)
-    sink_path = str(run.dir / f"{name}-sink.db") if sink_mode else None
+    sink_path = str(run.dir / f"{name}-sink.db")
     ledgers, incs = [], []
     for i, (at, point) in enumerate([*plan, (None, "after-produce")]):
-        ledger = str(run.dir / f"{name}-{i}.jsonl")
-        spec = eos.ProcessorSpec(name=f"{name}-{i}", run_id=run.run_id, ledger=ledger, input_topic=tin,
-                                  output_topic=tout, group_id=group, mode=mode, transactional_id=tid, batch=batch,
-                                  crash_at=at, crash_point=point, transaction_timeout_ms=transaction_timeout_ms,
-                                  sink=sink_path, sink_mode=sink_mode or "insert", max_runtime_s=timeout_s)
+        options = ProcessorOptions(group_id=group, transactional_id=tid, partitions=tuple(range(partitions)),
+                                   batch=batch, crash_at=at, crash_point=point, sink=sink_path,
+                                   max_runtime_s=timeout_s)
         started_ms = int(time.time() * 1000)
-        p = run.spawn(spec)
+        p, ledger = run.start(program, "transactions", f"{name}-{i}", [tin, tout], options=asdict(options))
         rc = p.wait(timeout_s + 15)
         expected = -signal.SIGKILL if at is not None else 0
         if rc != expected:
-            raise KafkalabError(f"{spec.name} exited {rc}, expected {expected} "
+            raise KafkalabError(f"{name}-{i} exited {rc}, expected {expected} "
                                 f"({'its planned SIGKILL at ' + point if at else 'the end of the input'}):\n{p.log_tail()}")
         ledgers.append(ledger)
-        incs.append((spec.name, rc, started_ms))
+        incs.append((f"{name}-{i}", rc, started_ms))
     from ..ledger import read_events
 
     events = [e for path in ledgers for e in read_events(path)]
     by_name = {inc.name: inc for inc in ta.incarnations(events)}
-    rc_reads = read_all(tout, "read_committed")
-    ru_reads = read_all(tout, "read_uncommitted")
+    read = read_views(run, [views["read_committed"], views["read_uncommitted"]], tout)
+    rc_reads, ru_reads = read[views["read_committed"].name], read[views["read_uncommitted"].name]
     verdict = ta.audit_ids(ids, (record_id_of(r.value.encode()) for r in rc_reads))
     left = {o for inc in by_name.values() for o in inc.uncommitted_offsets}
     aborted_reads = len(left & {(r.partition, r.offset) for r in rc_reads}) if mode == "transactional" else 0
     sink = None
-    if sink_path:
-        rows = sink_rows(sink_path)
-        sink = ta.audit_ids(ids, (r for r, _ in rows)).to_json()
+    if os.path.exists(sink_path):
+        sink = ta.audit_ids(ids, (r for r, _ in sink_rows(sink_path))).to_json()
     first_commit = {}
     for e in events:
         if e.kind == "committed" and e.client_id not in first_commit:
@@ -771,14 +719,18 @@ def run_eos(run: TxnRun, mode: str = "transactional", messages: int = 500, crash
                              "transactions": inc.transactions, "uncommitted": inc.uncommitted,
                              "sink_writes": inc.sink_writes, "uncommitted_sink_writes": inc.uncommitted_sink_writes,
                              "first_commit_ms": first_commit[n] - started_ms if n in first_commit else None})
+    timeout = program_setting(program, "transaction.timeout.ms")
     return EosResult(
         input=verdict.input, output_read_committed=len(rc_reads), output_read_uncommitted=len(ru_reads),
         duplicates=verdict.duplicates, lost=verdict.lost, mode=mode, exactly_once=verdict.exactly_once,
         duplicated_ids=verdict.duplicated_ids, unexpected=verdict.unexpected, aborted_reads=aborted_reads,
         crashes=crashes, crash_plan=plan, batch=batch, uncommitted=sum(i["uncommitted"] for i in incarnations),
         incarnations=incarnations, input_topic=tin, output_topic=tout, group_id=group, transactional_id=tid,
-        ledgers=ledgers, elapsed_ms=int((time.monotonic() - t0) * 1000), sink=sink, sink_path=sink_path,
-        transaction_timeout_ms=transaction_timeout_ms,
+        ledgers=ledgers, elapsed_ms=int((time.monotonic() - t0) * 1000), sink=sink,
+        sink_path=sink_path if sink else None, transaction_timeout_ms=int(timeout) if timeout else None,
+        program=program.name,
+        lab_conf={**harness_conf(incs[-1][0]), "lab.group_id": group, "lab.transactional_id": tid,
+                  "lab.input_topic": tin, "lab.output_topic": tout, "lab.batch": batch},
     )
 
 
@@ -800,66 +752,13 @@ def incarnations_table(result: EosResult) -> "pd.DataFrame":
     return pd.DataFrame(rows).set_index("name")
 
 
-# ----------------------------------------------------------------------------- section 9: the cost
-
-
-def measure_throughput(topic: str, sizes: Sequence[int] = (1, 10, 100, 1000), seconds: float = 1.0,
-                       value_bytes: int = 100, transactional_id: str | None = None,
-                       conf: dict | None = None) -> "pd.DataFrame":
-    """Records/s of one librdkafka producer writing ``value_bytes``-byte records to ``topic``
-    for ``seconds`` per point: transactions of each size in ``sizes`` (one transactional
-    producer, consecutive commits), and a baseline idempotent producer without transactions.
-    Both producers use ``linger.ms=5`` unless ``conf`` (extra librdkafka settings) says
-    otherwise. Measured, never asserted: it depends on the machine and on what else runs.
-
-    Returns:
-        DataFrame with ``records_per_txn`` (None for the baseline), ``records``, ``transactions``,
-        ``seconds``, ``records_per_s``.
-    """
-    import pandas as pd
-
-    value = b"x" * value_bytes
-    rows = []
-    extra = {"linger.ms": 5, **(conf or {})}
-    base = Producer({"bootstrap.servers": config.bootstrap_servers(), "enable.idempotence": True,
-                     "log_level": 3, **extra})
-    t0 = time.monotonic()
-    n = 0
-    while time.monotonic() - t0 < seconds:
-        for _ in range(1000):
-            try:
-                base.produce(topic, value=value)
-            except BufferError:
-                base.poll(0.01)
-                break
-            n += 1
-        base.poll(0)
-    base.flush(30)
-    dt = time.monotonic() - t0
-    rows.append({"records_per_txn": None, "records": n, "transactions": 0, "seconds": dt, "records_per_s": n / dt})
-    p = transactional_producer(transactional_id or f"throughput-{uuid.uuid4().hex[:8]}", **extra)
-    for size in sizes:
-        t0 = time.monotonic()
-        n = txns = 0
-        while time.monotonic() - t0 < seconds:
-            p.begin_transaction()
-            for _ in range(size):
-                produce_when_room(p, topic, value)
-            p.commit_transaction(30)
-            n += size
-            txns += 1
-        dt = time.monotonic() - t0
-        rows.append({"records_per_txn": size, "records": n, "transactions": txns, "seconds": dt,
-                     "records_per_s": n / dt})
-    return pd.DataFrame(rows)
-
-
 # ----------------------------------------------------------------------------- the CLI
 
 
 @click.command("eos")
-@click.option("--mode", type=click.Choice(list(eos.MODES)), default="transactional", show_default=True,
-              help="transactional: Kafka transactions; at-least-once: the same loop committing offsets after producing.")
+@click.option("--mode", type=click.Choice(list(MODES)), default="transactional", show_default=True,
+              help="transactional: notebook 05's program `processor`; at-least-once: its program `at_least_once` "
+                   "(the same loop committing offsets after producing).")
 @click.option("--messages", type=click.IntRange(1, 100_000), default=500, show_default=True, help="Input records.")
 @click.option("--crashes", type=click.IntRange(0, 50), default=3, show_default=True,
               help="Incarnations SIGKILLed at planned points (one more runs to the end).")
@@ -867,7 +766,7 @@ def measure_throughput(topic: str, sizes: Sequence[int] = (1, 10, 100, 1000), se
               help="Most records per batch (= per transaction).")
 @click.option("--partitions", type=click.IntRange(1, 12), default=3, show_default=True,
               help="Partitions of the input and output topics.")
-@click.option("--point", "points", multiple=True, type=click.Choice(list(eos.CRASH_POINTS)),
+@click.option("--point", "points", multiple=True, type=click.Choice(list(CRASH_POINTS)),
               help="Crash points to cycle through (repeat); default depends on --mode.")
 @click.option("--keep", is_flag=True, help="Keep this run's topics (for a look with Spark or kafka-dump-log).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -875,7 +774,9 @@ def measure_throughput(topic: str, sizes: Sequence[int] = (1, 10, 100, 1000), se
 def cli_command(mode: str, messages: int, crashes: int, batch: int, partitions: int, points: tuple[str, ...],
                 keep: bool, as_json: bool) -> None:
     """The consume-transform-produce processor under planned SIGKILLs, audited:
-    output set = input set, no duplicates (read_committed view)."""
+    output set = input set, no duplicates (read_committed view). Runs the programs of
+    notebooks/05_transactions.ipynb as saved (the processor, and its `reader` with
+    isolation.level read_committed and, edited as the notebook does, read_uncommitted)."""
     try:
         crash_plan(messages, batch, crashes, points or DEFAULT_CRASH_CYCLE[mode])
         if mode == "at-least-once" and "after-offsets" in points:
@@ -885,8 +786,10 @@ def cli_command(mode: str, messages: int, crashes: int, batch: int, partitions: 
     runscope.require_for_cli()
     run = TxnRun()
     try:
-        r = run_eos(run, mode=mode, messages=messages, crashes=crashes, batch=batch, partitions=partitions,
-                    points=points or None)
+        program = programs.from_notebook(NOTEBOOK, MODES[mode])
+        reader = programs.from_notebook(NOTEBOOK, "reader")
+        r = run_eos(run, program, (reader, uncommitted_reader(reader)), messages=messages, crashes=crashes,
+                    batch=batch, partitions=partitions, points=points or None)
     finally:
         if keep:
             run.keep()
