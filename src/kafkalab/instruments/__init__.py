@@ -11,6 +11,9 @@ role          instruments
 ``consumer``  ``kafkalab.instruments.consumer.ConsumerLab``: the harness's settings
               (``lab.conf``), the topic, the ledger (assigned, revoked, consumed, processed,
               committed), the side effect's simulated work, the crash points (notebook 03)
+``producer``  ``kafkalab.instruments.producer.ProducerLab``: the harness's settings
+              (``lab.conf``), the topic, the records to send, the ledger (produced, acked:
+              the delivery report) (notebook 04)
 ============  =============================================================================
 
 The instruments are few and named for what they do: record to the ledger, do the simulated
@@ -31,6 +34,7 @@ lab: Any = None
 #: Role -> ``module:class`` of its instruments, constructed with the worker's ``ProgramSpec``.
 ROLES: dict[str, str] = {
     "consumer": "kafkalab.instruments.consumer:ConsumerLab",
+    "producer": "kafkalab.instruments.producer:ProducerLab",
 }
 
 
