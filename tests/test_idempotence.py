@@ -216,7 +216,10 @@ def test_without_retries_a_lost_ack_is_a_failed_report_for_a_record_in_the_log()
 
 @pytest.mark.cluster
 def test_in_flight_idempotent_at_most_five_plain_pipelines() -> None:
-    res = idem.run_in_flight(records=100, batch=10, hold_ms=300)
+    shown = programs.from_notebook(idem.NOTEBOOK, "pipelining_producer")
+    plain = shown.replace('"enable.idempotence": True,', '"enable.idempotence": False,')
+    res = idem.run_in_flight({False: plain, True: shown}, records=100, hold_ms=300)
+    assert not res[False].idempotence and res[True].idempotence
     assert res[True].max_in_flight <= 5 < res[False].max_in_flight
     assert min(res[True].requests, res[False].requests) >= 10, "batch.num.messages=10 caps a request at 10 records"
 
@@ -292,10 +295,6 @@ def test_records_in_flight_at_send_counts_records_awaiting_a_response() -> None:
                                            _event("request", 2, 2, conn=1)]) == [(3, 0), (2, 3)]
 
 
-def test_run_in_flight_by_batch_refuses_a_batch_below_one_or_a_part_filled_last_batch() -> None:
-    with pytest.raises(KafkalabError, match=r"not of \[0\]"):
-        idem.run_in_flight_by_batch(batches=(1, 0))
-    with pytest.raises(KafkalabError, match=r"records \(200\) must be a positive multiple of every batch, not of \[3\]"):
-        idem.run_in_flight_by_batch(batches=(1, 3), records=200)
-    with pytest.raises(KafkalabError, match="batches is empty"):
-        idem.run_in_flight_by_batch(batches=())
+def test_run_in_flight_needs_a_program() -> None:
+    with pytest.raises(KafkalabError, match="programs is empty"):
+        idem.run_in_flight({})

@@ -769,8 +769,9 @@ class InFlight:
     librdkafka counted to stop there.
 
     Attributes:
-        batch: ``batch.num.messages`` of the producer.
-        records_per_request: most records one of its Produce requests carried.
+        batch: most records one of its Produce requests carried (its ``batch.num.messages``
+            when every request is a full batch).
+        records_per_request: the same.
         max_records_in_flight_at_send: most records already awaiting a response (on that
             connection) at the moment one of its Produce requests was sent.
         min_records_per_request: fewest records one of its Produce requests carried (equal to
@@ -804,100 +805,60 @@ def records_in_flight_at_send(events: Iterable[ProxyEvent]) -> list[tuple[int, i
     return out
 
 
-# A request leaves only when its batch is full (batch.num.messages reached) or at flush():
-# with linger.ms=0 a loaded machine can let the sender thread take a part-filled first batch
-# while the produce loop is descheduled, and a part-filled request leaves room for another.
-FULL_BATCH_LINGER_MS = 10_000
-
-
-def _in_flight_once(proxy: FaultProxy, topic: str, cid: str, idempotence: bool, records: int, batch: int,
-                    hold_ms: int) -> InFlight:
+def _in_flight_once(program: Program, proxy: FaultProxy, topic: str, cid: str, run_id: str, records: int,
+                    hold_ms: int, timeout_s: float) -> InFlight:
     rule = proxy.add_rule(Rule("delay_response", "Produce", client_id=cid, times=1, delay_ms=hold_ms))
     try:
-        p = make_producer(producer_conf(cid, proxy.bootstrap_servers, idempotence,
-                                        extra={"batch.num.messages": batch, "linger.ms": FULL_BATCH_LINGER_MS}))
-        p.list_topics(topic, timeout=10)
-        for key, value, part in records_for(records, 1):
-            p.produce(topic, key=key.encode(), value=value.encode(), partition=part)
-            p.poll(0)
-        if p.flush(30):
-            raise KafkalabError(f"{cid}: records undelivered after 30 s")
-        p.close()
+        child = spawn_program(program, proxy, topic, records_for(records, 1), cid, run_id,
+                              workloads.run_dir(run_id) / f"{cid}.jsonl")
+        if child.wait(timeout_s) != 0:
+            raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
     finally:
         proxy.remove_rule(rule)
     reqs = proxy.events(api="Produce", kind="request", client_id=cid)
     sends = records_in_flight_at_send(proxy.events(api="Produce", client_id=cid))
-    return InFlight(idempotence, records, len(reqs), max((e.in_flight for e in reqs), default=0),
-                    sorted({e.acks for e in reqs if e.acks is not None}), batch,
+    return InFlight(any(b["producer_id"] >= 0 for e in reqs for b in e.batches), records, len(reqs),
+                    max((e.in_flight for e in reqs), default=0),
+                    sorted({e.acks for e in reqs if e.acks is not None}), max((n for n, _ in sends), default=0),
                     max((n for n, _ in sends), default=0), max((w for _, w in sends), default=0),
                     min((n for n, _ in sends), default=0))
 
 
-def run_in_flight(records: int = 200, batch: int = 10, hold_ms: int = 300, proxy: FaultProxy | None = None
-                  ) -> dict[bool, InFlight]:
-    """For idempotence off and on: produce ``records`` records to one partition in batches of
-    ``batch`` (``batch.num.messages``) while the proxy holds the *first* Produce response for
-    ``hold_ms``; count the requests each producer sends meanwhile without an answer.
+def run_in_flight(programs: dict[Any, Program], records: int = 200, hold_ms: int = 300,
+                  proxy: FaultProxy | None = None, timeout_s: float = 60.0) -> dict[Any, InFlight]:
+    """Run each producer program of ``programs`` (label -> ``Program``, role ``producer``), one
+    after the other, on one fresh one-partition topic, bootstrapped on the fault proxy, which
+    holds the program's *first* Produce response for ``hold_ms``; count the requests it sends
+    meanwhile without an answer. The program sends ``records`` records (``lab.records()``)
+    without waiting for reports; notebook 04's ``pipelining_producer`` makes each request a
+    full batch of ``batch.num.messages`` records (a long ``linger.ms``).
 
-    librdkafka caps them at ``max.in.flight.requests.per.connection``: 1000000 by default,
-    5 when idempotent (CONFIGURATION.md). But librdkafka 2.16's idempotent producer counts
-    *records*, not requests, against that 5: it sends another Produce request to a partition
-    only while fewer than 5 of the partition's records await a response
+    librdkafka caps the requests in flight at ``max.in.flight.requests.per.connection``:
+    1000000 by default, 5 when idempotent (CONFIGURATION.md). But librdkafka 2.16's idempotent
+    producer counts *records*, not requests, against that 5: it sends another Produce request
+    to a partition only while fewer than 5 of the partition's records await a response
     (``RD_KAFKA_IDEMP_MAX_INFLIGHT - rktp_msgs_inflight`` in ``rd_kafka_toppar_producer_serve``,
     src/rdkafka_broker.c; librdkafka PR #4989 proposes to count requests). So batches of 5
-    records or more go one request at a time (``run_in_flight_by_batch`` varies the batch).
+    records or more go one request at a time.
 
     Returns:
-        ``{False: plain, True: idempotent}``.
-
-    Each request is a full batch: ``linger.ms`` is long (``FULL_BATCH_LINGER_MS``), so a batch
-    leaves when it holds ``batch`` records, whatever the machine's load.
+        ``{label: InFlight}``; ``InFlight.idempotence`` is read from the requests (a producer id).
 
     Raises:
-        KafkalabError: records undelivered after 30 s, or ``records`` not a multiple of ``batch``.
+        KafkalabError: a program failed. WaitTimeout: one ran longer than ``timeout_s``.
     """
-    plain, idempotent = _in_flight_runs([(False, batch), (True, batch)], records, hold_ms, proxy)
-    return {False: plain, True: idempotent}
-
-
-def run_in_flight_by_batch(batches: Iterable[int] = (1, 2, 5, 10), records: int = 200, hold_ms: int = 300,
-                           proxy: FaultProxy | None = None) -> dict[int, InFlight]:
-    """``run_in_flight``'s idempotent producer once per ``batch.num.messages`` in ``batches``:
-    how many requests it keeps in flight when each carries that many records. librdkafka 2.16
-    sends while fewer than 5 records are in flight, so ``ceil(5 / batch)`` requests.
-
-    Returns:
-        ``{batch: InFlight}``.
-
-    Raises:
-        KafkalabError: records undelivered after 30 s, a batch below 1, or ``records`` not a
-            multiple of every batch.
-    """
-    batches = list(batches)
-    if not batches:
-        raise KafkalabError("batches is empty: give at least one batch.num.messages")
-    return dict(zip(batches, _in_flight_runs([(True, b) for b in batches], records, hold_ms, proxy)))
-
-
-def _in_flight_runs(settings: list[tuple[bool, int]], records: int, hold_ms: int, proxy: FaultProxy | None
-                    ) -> list[InFlight]:
-    """One ``_in_flight_once`` per ``(idempotence, batch)``, in order, on one fresh topic."""
-    bad = sorted({b for _, b in settings if b < 1 or records % b})
-    if bad:
-        raise KafkalabError(f"records ({records}) must be a positive multiple of every batch, not of {bad}: "
-                            "each request is then a full batch")
+    if not programs:
+        raise KafkalabError("programs is empty: give at least one producer program")
     own = proxy is None
     if own:
         proxy = FaultProxy().start()
     run = RunScope("inflight")
-    out: list[InFlight] = []
     try:
         topic = run.topic("t")
         admin.create_topics({topic: 1})
-        for idempotence, batch in settings:
-            cid = f"{run.run_id}-{'idempotent' if idempotence else 'plain'}-b{batch}"
-            out.append(_in_flight_once(proxy, topic, cid, idempotence, records, batch, hold_ms))
-        return out
+        return {label: _in_flight_once(p, proxy, topic, f"{run.run_id}-{i}-{p.name}", run.run_id, records, hold_ms,
+                                       timeout_s)
+                for i, (label, p) in enumerate(programs.items())}
     finally:
         run.cleanup()
         if own:
