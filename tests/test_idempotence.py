@@ -199,6 +199,17 @@ def test_java_client_switches_idempotence_off_unless_it_was_written_true() -> No
     assert r.log == ["Idempotence will be disabled because acks is set to 1, not set to 'all'."]
 
 
+def test_written_settings_reads_the_programs_settings_lines() -> None:
+    source = '''producer = Producer(lab.conf | {
+    "enable.idempotence": False,        # a comment
+    "acks": "all",
+    "socket.timeout.ms": 2000,
+    "on_delivery": report
+})'''
+    assert idem.written_settings(source) == {"enable.idempotence": False, "acks": "all", "socket.timeout.ms": 2000,
+                                             "on_delivery": "report"}
+
+
 def test_parse_java_settings_reads_tab_separated_lines_and_the_switch_off_log() -> None:
     out = "\tenable.idempotence=true\nacks=1\tenable.idempotence=false\nnoise\n"
     err = "ProducerConfig values:\n\tenable.idempotence = true\nIdempotence will be disabled because acks is set to 1\n"
@@ -226,8 +237,9 @@ def test_in_flight_idempotent_at_most_five_plain_pipelines() -> None:
 
 @pytest.mark.cluster
 def test_retry_timeline_against_a_blackhole() -> None:
-    tl = idem.run_retry_timeline({"a": {"socket.timeout.ms": 1000, "message.timeout.ms": 3000},
-                                  "r0": {"socket.timeout.ms": 1000, "message.timeout.ms": 3000, "retries": 0}})
+    shown = programs.from_notebook(idem.NOTEBOOK, "one_record_producer")
+    short = shown.replace('"message.timeout.ms": 5000,', '"message.timeout.ms": 3000,')
+    tl = idem.run_retry_timeline({"a": short, "r0": short.replace('"retries": 2147483647,', '"retries": 0,')})
     a, r0 = tl.producers["a"], tl.producers["r0"]
     assert a.error == r0.error == "_MSG_TIMED_OUT"
     assert len(a.attempts) >= 2 and a.connections == len(a.attempts) and a.report_ms >= 3000
@@ -271,7 +283,7 @@ def test_defaults_table_shows_both_clients_and_what_one_lacks() -> None:
 
 @pytest.mark.cluster
 def test_client_defaults_librdkafka_plain_java_idempotent_with_the_documented_settings() -> None:
-    d = idem.run_client_defaults(records=3)
+    d = idem.run_client_defaults(programs.from_notebook(idem.NOTEBOOK, "default_producer"), records=3)
     assert d.librdkafka_producer_ids == [-1]
     assert d.java_producer_ids == [d.java_logged_producer_id] and d.java_producer_epochs == [0]
     assert d.java_config == idem.JAVA_DEFAULTS

@@ -254,12 +254,15 @@ def lost_ack_conf(proxy: FaultProxy, client_id: str) -> dict[str, str]:
     return {"bootstrap.servers": proxy.bootstrap_servers, "client.id": client_id}
 
 
-def spawn_program(program: Program, proxy: FaultProxy, topic: str, records: list[tuple[str, str, int]],
+def spawn_program(program: Program, proxy: FaultProxy | None, topic: str, records: list[tuple[str, str, int]],
                   client_id: str, run_id: str, ledger: Path, together: int = 0) -> workloads.Worker:
-    """Start ``program`` (role ``producer``) in a worker process, bootstrapped on the proxy,
-    with ``records`` to send and the last ``together`` of them to send in one batch."""
+    """Start ``program`` (role ``producer``) in a worker process, bootstrapped on the proxy
+    (``proxy`` None: on the CLIENT listeners), with ``records`` to send and the last
+    ``together`` of them to send in one batch."""
+    conf = lost_ack_conf(proxy, client_id) if proxy is not None else {
+        "bootstrap.servers": config.bootstrap_servers(), "client.id": client_id}
     return workloads.spawn(ProgramSpec(client_id, run_id, str(ledger), "producer", program.name, program.source,
-                                       conf=lost_ack_conf(proxy, client_id), topics=[topic],
+                                       conf=conf, topics=[topic],
                                        options={"records": [list(r) for r in records], "together": together}))
 
 
@@ -466,17 +469,17 @@ class Attempt:
 
 @dataclass
 class ProducerTimeline:
-    """What one producer configuration did while the broker was blackholed: its attempts
-    (Produce requests the proxy swallowed), when its delivery report came (ms) with which
-    error, librdkafka's request-timeout log lines, and ``broker_timeout_ms``: the
-    ``timeout_ms`` its Produce requests carried (the time the leader may wait for replicas)."""
+    """What one producer program did while the broker was blackholed: the settings it writes
+    (``conf``, ``written_settings``), its attempts (Produce requests the proxy swallowed), when
+    its delivery report came (ms) with which error, librdkafka's request-timeout log lines, and
+    ``broker_timeout_ms``: the ``timeout_ms`` its Produce requests carried (the time the leader
+    may wait for replicas)."""
 
     name: str
     conf: dict
     attempts: list[Attempt]
     report_ms: float | None
     error: str | None
-    retriable: bool | None
     timeouts_logged: list[tuple[float, str]]
     broker_timeout_ms: list[int] = field(default_factory=list)
 
@@ -510,74 +513,84 @@ class RetryTimeline:
         return asdict(self)
 
 
-def run_retry_timeline(configs: dict[str, dict], proxy: FaultProxy | None = None, timeout_s: float = 30.0
+_SETTING = re.compile(r'^\s*"([a-z][a-z0-9_.]*)":\s*([^,#]+?)\s*,?\s*(#.*)?$')
+
+
+def written_settings(source: str) -> dict[str, Any]:
+    """The Kafka settings a program writes one per line (``"key": value,``), as Python values
+    where they are literals (``True``, ``1000``, ``"all"``), else as text."""
+    import ast
+
+    out: dict[str, Any] = {}
+    for line in source.splitlines():
+        m = _SETTING.match(line)
+        if m:
+            try:
+                out[m.group(1)] = ast.literal_eval(m.group(2))
+            except (ValueError, SyntaxError):
+                out[m.group(1)] = m.group(2)
+    return out
+
+
+def _librdkafka_log_ms(line: str) -> float | None:
+    """The time (ms since the Unix epoch) of a librdkafka log line ``%LEVEL|SECONDS|...``."""
+    parts = line.split("|")
+    try:
+        return float(parts[1]) * 1000
+    except (IndexError, ValueError):
+        return None
+
+
+def run_retry_timeline(programs: dict[str, Program], proxy: FaultProxy | None = None, timeout_s: float = 30.0
                        ) -> RetryTimeline:
     """Blackhole the Produce requests to the leader of a fresh one-partition topic (the proxy
-    swallows them; the broker itself runs on, and replication is untouched) and send one
-    record from each producer configuration at the same time; return when each got its
-    delivery report.
+    swallows them; the broker itself runs on, and replication is untouched) and run each
+    producer program of ``programs`` (name -> ``Program``, role ``producer``; notebook 04's
+    ``one_record_producer`` and its edits) at the same time, each sending one record; return
+    when each got its delivery report.
 
-    ``configs`` maps a name to librdkafka settings added to ``producer_conf(name, ...,
-    idempotence=None, socket_timeout_ms=None, message_timeout_ms=None)``: librdkafka's
-    defaults except what the configuration sets. Each attempt is a Produce request the proxy
-    received; with ``socket.max.fails=1`` (default) a timed-out request also closes the
-    connection, so each attempt comes on a new one.
+    Each attempt is a Produce request the proxy received; with ``socket.max.fails=1``
+    (default) a timed-out request also closes the connection, so each attempt comes on a new
+    one. Times are ms since the program handed its record to ``produce`` (its ledger's
+    ``produced`` line, wall clock, as the proxy's events).
 
     Raises:
-        KafkalabError: a producer got no delivery report within ``timeout_s``.
+        KafkalabError: a program failed, or got no delivery report.
+        WaitTimeout: a program ran longer than ``timeout_s``.
     """
     own = proxy is None
     if own:
         proxy = FaultProxy().start()
     run = RunScope("retries")
     rule = None
-    producers: dict[str, Any] = {}
     try:
         topic = run.topic("t")
         admin.create_topics({topic: 1})
-        t0 = time.monotonic()
-        captures = {name: LogCapture(t0) for name in configs}
-        for name, extra in configs.items():
-            cid = f"{run.run_id}-{name}"
-            producers[name] = make_producer(producer_conf(cid, proxy.bootstrap_servers, None, None, None,
-                                                          extra={"log_level": 5, **extra, "logger": captures[name].logger}))
-        # metadata first, so the only thing the blackhole meets is the Produce request
-        for p in producers.values():
-            p.list_topics(topic, timeout=10)
         leader = workloads.admin().list_topics(topic, timeout=10).topics[topic].partitions[0].leader
         rule = proxy.add_rule(Rule("drop_request", "Produce", brokers=(leader,)))
-        reports: dict[str, tuple[float, str | None, bool | None]] = {}
-        t_produce = time.monotonic()
-        t_proxy = proxy.now_ms()
-        for name, p in producers.items():
-            p.produce(topic, value=name.encode(), partition=0,
-                      on_delivery=lambda err, msg, name=name: reports.setdefault(
-                          name, ((time.monotonic() - t_produce) * 1000, err.name() if err else None,
-                                 err.retriable() if err else None)))
-        threads = [threading.Thread(target=p.flush, args=(timeout_s,)) for p in producers.values()]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(timeout_s + 5)
-        missing = set(configs) - set(reports)
-        if missing:
-            raise KafkalabError(f"no delivery report within {timeout_s} s for {sorted(missing)}")
+        rdir = workloads.run_dir(run.run_id)
+        children = {name: spawn_program(p, proxy, topic, [(name, name, 0)], f"{run.run_id}-{i}", run.run_id,
+                                        rdir / f"{run.run_id}-{i}.jsonl")
+                    for i, (name, p) in enumerate(programs.items())}
         out: dict[str, ProducerTimeline] = {}
-        for name in configs:
-            cid = f"{run.run_id}-{name}"
-            requests = proxy.events(api="Produce", kind="request", client_id=cid)
-            attempts = [Attempt(round(e.t_ms - t_proxy, 1), e.conn) for e in requests]
-            ms, err, retriable = reports[name]
-            timeouts = [(round(t - (t_produce - t0) * 1000, 1), line) for t, line in captures[name].lines
-                        if "Timed out ProduceRequest" in line]
-            out[name] = ProducerTimeline(name, configs[name], attempts, round(ms, 1), err, retriable, timeouts,
-                                         sorted({e.timeout_ms for e in requests if e.timeout_ms is not None}))
+        for name, child in children.items():
+            if child.wait(timeout_s) != 0:
+                raise KafkalabError(f"program {name} exited {child.returncode}:\n{child.log_tail()}")
+            events = read_events(child.ledger)
+            sent = next((e for e in events if e.kind == "produced"), None)
+            report = next((e for e in events if e.kind == "acked"), None)
+            if sent is None or report is None:
+                raise KafkalabError(f"program {name} wrote no send and delivery report to its ledger")
+            requests = proxy.events(api="Produce", kind="request", client_id=child.name)
+            attempts = [Attempt(round(e.wall_ms - sent.ts_ms, 1), e.conn) for e in requests]
+            timeouts = [(round(t - sent.ts_ms, 1), line) for line in librdkafka_lines(child.log_path)
+                        if "Timed out ProduceRequest" in line and (t := _librdkafka_log_ms(line)) is not None]
+            out[name] = ProducerTimeline(name, written_settings(programs[name].source), attempts,
+                                         float(report.ts_ms - sent.ts_ms), report.error, timeouts, sorted({e.timeout_ms for e in requests if e.timeout_ms is not None}))
         return RetryTimeline(topic, leader, out)
     finally:
         if rule is not None:
             proxy.remove_rule(rule)
-        for p in producers.values():
-            p.close()
         run.cleanup()
         if own:
             proxy.stop()
@@ -646,13 +659,15 @@ def parse_producer_config_log(text: str) -> tuple[dict[str, str], int | None]:
     return values, int(pid.group(1)) if pid else None
 
 
-def run_client_defaults(records: int = 5) -> DefaultsCheck:
+def run_client_defaults(program: Program, records: int = 5, timeout_s: float = 60.0) -> DefaultsCheck:
     """Send ``records`` records with each client at its defaults to its own fresh topic, read
     the producer ids from the segments (one ``kafka-dump-log`` run for both), and the Java
-    client's effective settings from its start-up log.
+    client's effective settings from its start-up log. The librdkafka producer is ``program``
+    (role ``producer``, notebook 04's ``default_producer``) on the CLIENT listeners; the Java
+    one is Kafka's own ``kafka-producer-perf-test``.
 
     Raises:
-        KafkalabError: a tool failed (with its output).
+        KafkalabError: a tool or the program failed (with its output).
 
     Sources: librdkafka CONFIGURATION.md (``enable.idempotence`` false); Kafka Producer
     Configs and KIP-679 (Java ``enable.idempotence`` true since 3.0).
@@ -663,7 +678,11 @@ def run_client_defaults(records: int = 5) -> DefaultsCheck:
     try:
         t_c, t_java = run.topic("librdkafka"), run.topic("java")
         admin.create_topics({t_c: 1, t_java: 1})
-        workloads.produce(t_c, [(None, f"r{i}".encode()) for i in range(records)], conf={"log_level": 3})
+        cid = f"{run.run_id}-librdkafka"
+        child = spawn_program(program, None, t_c, records_for(records, 1), cid, run.run_id,
+                              workloads.run_dir(run.run_id) / f"{cid}.jsonl")
+        if child.wait(timeout_s) != 0:
+            raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
         log4j = config.write_state_file("tools/log4j2-info.properties", TOOLS_INFO_LOG4J2)
         cmd = [f"-Dlog4j2.configurationFile={log4j}" if a.startswith("-Dlog4j2.configurationFile=") else a
                for a in cluster.tool_command("kafka-producer-perf-test", ["--topic", t_java, "--num-records", str(records),
