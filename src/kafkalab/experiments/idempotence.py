@@ -8,21 +8,27 @@ it with the offset of the first copy. A new producer instance gets a new PID, so
 the *application* sends again after a crash is a new record to the broker (idempotence
 works within one producer session).
 
-``kafkalab.faults.FaultProxy`` makes each of these happen on every run, not by luck: it
-forwards exactly the chosen Produce requests and drops their responses. The producer here
-sends one record per Produce request and waits for its delivery report, and the proxy loses
-the ack of one request in two (``Rule(every=2)``), so each lost ack is followed by a retry
-that gets through, and K lost acks touch K different records.
+The producers are the notebook's ``%%program`` cells (``kafkalab.programs``), run as they are
+in worker processes (``worker.ProgramSpec``, role ``producer``: ``kafkalab.instruments.producer``).
+Their ``lab.conf`` points ``bootstrap.servers`` at ``kafkalab.faults.FaultProxy``, the lab's
+instrument that makes each of these happen on every run, not by luck: it forwards exactly the
+chosen Produce requests and drops their responses. The notebook's programs send one record per
+Produce request and wait for its delivery report, and the proxy loses the ack of one request in
+two (``Rule(every=2)``), so each lost ack is followed by a retry that gets through, and K lost
+acks touch K different records.
 
 Experiments (each one function, returning a result object that is also JSON):
 
 ==========================  ==============================================================
-``run_lost_ack``            ``kafkalab run lost-ack``: N records, K lost acks, idempotence
-                            on or off, optionally a producer restart; counts the log
+``run_lost_ack``            ``kafkalab run lost-ack``: a producer program sends N records
+                            while K acks are lost, optionally crashed and run again; counts
+                            the log
 ``run_retry_timeline``      a blackholed broker: each Produce attempt as the proxy saw it,
-                            and the delivery report's error, per producer configuration
-``run_in_flight``           how many Produce requests each producer keeps in flight while
-                            the proxy holds the first response
+                            and the delivery report's error, per producer program
+``run_in_flight``           how many Produce requests each producer program keeps in flight
+                            while the proxy holds the first response
+``run_client_defaults``     each client at its defaults: producer ids on disk, Java's settings
+``run_java_settings``       what the Java producer's configuration makes of conflicting settings
 ``measure_throughput``      records/s with and without idempotence (shown, never asserted)
 ==========================  ==============================================================
 
@@ -38,10 +44,8 @@ KIP-679; ``delivery.timeout.ms`` 120000, ``request.timeout.ms`` 30000).
 from __future__ import annotations
 
 import json
-import logging
 import re
 import subprocess
-import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
@@ -56,7 +60,7 @@ from ..errors import KafkalabError
 from ..faults import FaultProxy, ProxyEvent, Rule
 from ..ledger import read_events
 from ..programs import Program, from_notebook
-from ..producers import Delivery, make_producer, producer_conf, records_for, timed_burst
+from ..producers import Delivery, records_for, timed_burst
 from ..runscope import RunScope
 from ..waiting import wait_until
 from ..worker import ProgramSpec
@@ -109,29 +113,6 @@ def defaults_table(java_config: dict[str, str] | None = None) -> "pd.DataFrame":
                     java.get(k, "(no such setting)")}
             for k, v in LIBRDKAFKA_DEFAULTS.items()}
     return pd.DataFrame(rows).T
-
-
-# ----------------------------------------------------------------------------- kafka-dump-log
-
-
-# ----------------------------------------------------------------------------- producing
-
-
-class LogCapture(logging.Handler):
-    """Collects librdkafka's log lines (given to a client as ``"logger"``) with the time
-    they reached Python, ms since ``t0`` (monotonic)."""
-
-    def __init__(self, t0: float | None = None):
-        super().__init__(logging.DEBUG)
-        self.t0 = t0 if t0 is not None else time.monotonic()
-        self.lines: list[tuple[float, str]] = []
-        self.logger = logging.getLogger(f"kafkalab.rdkafka.{id(self)}")
-        self.logger.setLevel(logging.DEBUG)
-        self.logger.propagate = False
-        self.logger.addHandler(self)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append((round((time.monotonic() - self.t0) * 1000, 1), record.getMessage()))
 
 
 # ----------------------------------------------------------------------------- the lost-ack experiment
