@@ -9,10 +9,13 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kafkalab import dumplog, workloads
+from kafkalab import dumplog, programs, workloads
 from kafkalab.errors import KafkalabError
 from kafkalab.experiments import idempotence as idem
+from kafkalab.instruments.producer import ProducerLab, ProducerOptions
+from kafkalab.ledger import read_events
 from kafkalab.producers import Delivery
+from kafkalab.worker import ProgramSpec
 from kafkalab.workloads import Copy
 from test_dumplog import DUMP_PLAIN
 
@@ -25,12 +28,12 @@ from test_dumplog import DUMP_PLAIN
 ])
 def test_run_lost_ack_refuses_bad_arguments_before_touching_the_cluster(kwargs: dict, message: str) -> None:
     with pytest.raises(KafkalabError, match=message):
-        idem.run_lost_ack(idempotence=False, **kwargs)
+        idem.run_lost_ack(programs.Program("p", "pass\n"), **kwargs)
 
 
 def _result(**kw) -> idem.LostAckResult:
-    base = dict(topic="t", partitions=1, idempotence=False, drop_acks=1, restart_producer=False, retries=None,
-                ack_loss="timeout", sent=2, acked=2, failed=0, records_in_log=3, unique_in_log=2, duplicates=1,
+    base = dict(topic="t", partitions=1, program="plain_producer", lab_conf={"client.id": "r-producer"}, drop_acks=1,
+                restart_producer=False, ack_loss="timeout", sent=2, acked=2, failed=0, records_in_log=3, unique_in_log=2, duplicates=1,
                 duplicated_values=1, producer_ids=[-1], producer_epochs=[-1], dropped_responses=1, lost_ack_records=1,
                 retry_offsets=[[0, 1]], resent=0, produce_requests=3, acks_on_the_wire=[-1], elapsed_ms=1, run_id="r",
                 ledger_glob="x/*.jsonl", client_ids=["r-producer"])
@@ -55,10 +58,78 @@ def test_copies_table_puts_the_duplicate_first_with_what_the_producer_was_told()
     assert df.loc["a", "delivery reports"] == ["0:1"]
 
 
-def test_cli_needs_the_idempotence_choice() -> None:
-    r = CliRunner().invoke(idem.cli_command, ["--messages", "3"])
-    assert r.exit_code == 2 and "--idempotence" in r.output
+def test_cli_offers_only_the_notebooks_programs() -> None:
+    r = CliRunner().invoke(idem.cli_command, ["--program", "hidden_producer"])
+    assert r.exit_code == 2 and "plain_producer" in r.output
     assert idem.cli_command.name == "lost-ack"
+
+
+def test_cli_runs_the_notebooks_programs_edited_only_where_a_flag_asks() -> None:
+    shown = programs.notebook_programs(idem.NOTEBOOK)
+    assert set(idem.PROGRAMS) <= set(shown), "every program the CLI offers is a cell of notebook 04"
+    assert idem.cli_program("idempotent_producer", None, False, None) == shown["idempotent_producer"]
+    assert idem.cli_program(None, "off", False, None) == shown["plain_producer"]
+    assert idem.cli_program(None, "on", False, None) == shown["idempotent_producer"]
+    assert idem.cli_program(None, "on", True, None) == shown["restartable_producer"]
+    off_restart = idem.cli_program(None, "off", True, None)
+    assert '"enable.idempotence": False,' in off_restart.source and off_restart.origin.startswith("edited")
+    assert idem.cli_program(None, "off", False, 0) == shown["at_most_once_producer"]
+    assert '"retries": 3,' in idem.cli_program(None, "off", False, 3).source
+    assert idem.cli_program(None, None, False, None) == shown["plain_producer"]
+    for bad in [("plain_producer", "on", False, None), (None, "on", False, 0)]:
+        with pytest.raises(KafkalabError):
+            idem.cli_program(*bad)
+
+
+def test_shown_producers_differ_from_plain_producer_only_where_the_text_says() -> None:
+    shown = programs.notebook_programs(idem.NOTEBOOK)
+    plain = shown["plain_producer"].source.splitlines()
+    for name, changed in [("idempotent_producer", ['"enable.idempotence": True']), ("at_most_once_producer", ['"retries": 0'])]:
+        other = shown[name].source.splitlines()
+        assert [line for line in other if line not in plain] and all(
+            any(c in line for c in changed) for line in other if line not in plain), name
+    for source in (p.source for p in shown.values() if p.name in idem.PROGRAMS):
+        assert "lab.conf |" in source and "lab.delivered(err, msg)" in source, "settings and reports go through the lab"
+
+
+class _Msg:
+    def __init__(self, value: bytes, offset: int):
+        self._value, self._offset = value, offset
+
+    def topic(self): return "t"
+    def partition(self): return 1
+    def offset(self): return self._offset
+    def key(self): return b"k"
+    def value(self): return self._value
+
+
+class _Err:
+    def name(self): return "_MSG_TIMED_OUT"
+
+
+def test_producer_instruments_give_the_records_and_write_sends_and_reports_to_the_ledger(tmp_path) -> None:
+    spec = ProgramSpec("p", "run", str(tmp_path / "p.jsonl"), "producer", "plain_producer", "pass\n",
+                       conf={"bootstrap.servers": "proxy:1", "client.id": "p"}, topics=["t"],
+                       options={"records": [["k", "v1", 1], ["k", "v2", 0]], "together": 1})
+    lab = ProducerLab(spec)
+    assert lab.records() == [("k", "v1", 1), ("k", "v2", 0)] and lab.together == 1 and lab.topic == "t"
+    assert lab.conf == {"bootstrap.servers": "proxy:1", "client.id": "p"}, "the harness adds addresses and names only"
+    lab.produced("k", "v1", 1)
+    lab.delivered(None, _Msg(b"v1", 7))
+    lab.delivered(_Err(), _Msg(b"v2", -1001))
+    lab.close()
+    events = [(e.kind, e.value, e.offset, e.error) for e in read_events(tmp_path / "p.jsonl")]
+    assert events == [("produced", "v1", None, None), ("acked", "v1", 7, None), ("acked", "v2", None, "_MSG_TIMED_OUT")]
+    assert [d.offset for d in idem.deliveries_of(tmp_path / "p.jsonl")] == [7, None]
+    with pytest.raises(ValueError, match="together"):
+        ProducerOptions(records=[["k", "v", 0]], together=2)
+
+
+def test_librdkafka_lines_are_the_percent_lines_of_a_worker_log(tmp_path) -> None:
+    log = tmp_path / "w.log"
+    log.write_text("%5|1.0|REQTMOUT|rdkafka#producer-1| Timed out ProduceRequest\nTraceback (most recent call last):\n")
+    assert idem.librdkafka_lines(log) == ["%5|1.0|REQTMOUT|rdkafka#producer-1| Timed out ProduceRequest"]
+    assert idem.librdkafka_lines(tmp_path / "none.log") == []
 
 
 # ----------------------------------------------------------------------------- live: other N and K than the notebook
@@ -101,6 +172,54 @@ def test_cli_restart_producer_duplicates_with_or_without_idempotence(idempotence
 
 
 @pytest.mark.cluster
+def test_editing_the_shown_producer_changes_the_outcome_idempotence_on_leaves_no_duplicate() -> None:
+    plain = programs.from_notebook(idem.NOTEBOOK, "plain_producer")
+    edited = plain.replace('"enable.idempotence": False,', '"enable.idempotence": True,')
+    before = idem.run_lost_ack(plain, messages=6, drop_acks=2, ack_loss="disconnect", dump=False)
+    after = idem.run_lost_ack(edited, messages=6, drop_acks=2, ack_loss="disconnect")
+    assert before.lost_ack_records == after.lost_ack_records == 2, "the same two acks were lost"
+    assert before.duplicates == 2 and after.duplicates == 0, "the one edited line removes the duplicates"
+    assert len(after.producer_ids) == 1 and after.producer_ids[0] >= 0, "the edited program ran idempotent"
+    assert after.lab_conf["client.id"] == after.client_ids[0] and set(after.lab_conf) == {"bootstrap.servers", "client.id"}
+
+
+@pytest.mark.cluster
+def test_a_program_librdkafka_refuses_fails_the_run_with_its_traceback() -> None:
+    refused = programs.from_notebook(idem.NOTEBOOK, "idempotent_producer").replace('"acks": "all",', '"acks": 1,')
+    with pytest.raises(KafkalabError, match="acks"):
+        idem.run_lost_ack(refused, messages=2, drop_acks=0, dump=False)
+
+
+@pytest.mark.jvm
+def test_java_client_switches_idempotence_off_unless_it_was_written_true() -> None:
+    r = idem.run_java_settings(["", "acks=1", "enable.idempotence=true,acks=1"])
+    assert r.results[""].startswith("enable.idempotence=true,acks=-1")
+    assert r.results["acks=1"].startswith("enable.idempotence=false,acks=1")
+    assert r.results["enable.idempotence=true,acks=1"].startswith("ConfigException: Must set acks to all")
+    assert r.log == ["Idempotence will be disabled because acks is set to 1, not set to 'all'."]
+
+
+def test_written_settings_reads_the_programs_settings_lines() -> None:
+    source = '''producer = Producer(lab.conf | {
+    "enable.idempotence": False,        # a comment
+    "acks": "all",
+    "socket.timeout.ms": 2000,
+    "on_delivery": report
+})'''
+    assert idem.written_settings(source) == {"enable.idempotence": False, "acks": "all", "socket.timeout.ms": 2000,
+                                             "on_delivery": "report"}
+
+
+def test_parse_java_settings_reads_tab_separated_lines_and_the_switch_off_log() -> None:
+    out = "\tenable.idempotence=true\nacks=1\tenable.idempotence=false\nnoise\n"
+    err = "ProducerConfig values:\n\tenable.idempotence = true\nIdempotence will be disabled because acks is set to 1\n"
+    r = idem.parse_java_settings(out, err)
+    assert r.results == {"": "enable.idempotence=true", "acks=1": "enable.idempotence=false"}
+    assert r.log == ["Idempotence will be disabled because acks is set to 1"]
+    assert r.table().index.tolist() == ["(none: the defaults)", "acks=1"]
+
+
+@pytest.mark.cluster
 def test_without_retries_a_lost_ack_is_a_failed_report_for_a_record_in_the_log() -> None:
     r = _run_cli("--idempotence", "off", "--messages", "6", "--drop-acks", "3", "--retries", "0", "--ack-loss", "disconnect")
     assert (r["failed"], r["acked"], r["records_in_log"], r["duplicates"]) == (3, 3, 6, 0)
@@ -108,15 +227,19 @@ def test_without_retries_a_lost_ack_is_a_failed_report_for_a_record_in_the_log()
 
 @pytest.mark.cluster
 def test_in_flight_idempotent_at_most_five_plain_pipelines() -> None:
-    res = idem.run_in_flight(records=100, batch=10, hold_ms=300)
+    shown = programs.from_notebook(idem.NOTEBOOK, "pipelining_producer")
+    plain = shown.replace('"enable.idempotence": True,', '"enable.idempotence": False,')
+    res = idem.run_in_flight({False: plain, True: shown}, records=100, hold_ms=300)
+    assert not res[False].idempotence and res[True].idempotence
     assert res[True].max_in_flight <= 5 < res[False].max_in_flight
     assert min(res[True].requests, res[False].requests) >= 10, "batch.num.messages=10 caps a request at 10 records"
 
 
 @pytest.mark.cluster
 def test_retry_timeline_against_a_blackhole() -> None:
-    tl = idem.run_retry_timeline({"a": {"socket.timeout.ms": 1000, "message.timeout.ms": 3000},
-                                  "r0": {"socket.timeout.ms": 1000, "message.timeout.ms": 3000, "retries": 0}})
+    shown = programs.from_notebook(idem.NOTEBOOK, "one_record_producer")
+    short = shown.replace('"message.timeout.ms": 5000,', '"message.timeout.ms": 3000,')
+    tl = idem.run_retry_timeline({"a": short, "r0": short.replace('"retries": 2147483647,', '"retries": 0,')})
     a, r0 = tl.producers["a"], tl.producers["r0"]
     assert a.error == r0.error == "_MSG_TIMED_OUT"
     assert len(a.attempts) >= 2 and a.connections == len(a.attempts) and a.report_ms >= 3000
@@ -160,7 +283,7 @@ def test_defaults_table_shows_both_clients_and_what_one_lacks() -> None:
 
 @pytest.mark.cluster
 def test_client_defaults_librdkafka_plain_java_idempotent_with_the_documented_settings() -> None:
-    d = idem.run_client_defaults(records=3)
+    d = idem.run_client_defaults(programs.from_notebook(idem.NOTEBOOK, "default_producer"), records=3)
     assert d.librdkafka_producer_ids == [-1]
     assert d.java_producer_ids == [d.java_logged_producer_id] and d.java_producer_epochs == [0]
     assert d.java_config == idem.JAVA_DEFAULTS
@@ -184,10 +307,6 @@ def test_records_in_flight_at_send_counts_records_awaiting_a_response() -> None:
                                            _event("request", 2, 2, conn=1)]) == [(3, 0), (2, 3)]
 
 
-def test_run_in_flight_by_batch_refuses_a_batch_below_one_or_a_part_filled_last_batch() -> None:
-    with pytest.raises(KafkalabError, match=r"not of \[0\]"):
-        idem.run_in_flight_by_batch(batches=(1, 0))
-    with pytest.raises(KafkalabError, match=r"records \(200\) must be a positive multiple of every batch, not of \[3\]"):
-        idem.run_in_flight_by_batch(batches=(1, 3), records=200)
-    with pytest.raises(KafkalabError, match="batches is empty"):
-        idem.run_in_flight_by_batch(batches=())
+def test_run_in_flight_needs_a_program() -> None:
+    with pytest.raises(KafkalabError, match="programs is empty"):
+        idem.run_in_flight({})

@@ -8,21 +8,27 @@ it with the offset of the first copy. A new producer instance gets a new PID, so
 the *application* sends again after a crash is a new record to the broker (idempotence
 works within one producer session).
 
-``kafkalab.faults.FaultProxy`` makes each of these happen on every run, not by luck: it
-forwards exactly the chosen Produce requests and drops their responses. The producer here
-sends one record per Produce request and waits for its delivery report, and the proxy loses
-the ack of one request in two (``Rule(every=2)``), so each lost ack is followed by a retry
-that gets through, and K lost acks touch K different records.
+The producers are the notebook's ``%%program`` cells (``kafkalab.programs``), run as they are
+in worker processes (``worker.ProgramSpec``, role ``producer``: ``kafkalab.instruments.producer``).
+Their ``lab.conf`` points ``bootstrap.servers`` at ``kafkalab.faults.FaultProxy``, the lab's
+instrument that makes each of these happen on every run, not by luck: it forwards exactly the
+chosen Produce requests and drops their responses. The notebook's programs send one record per
+Produce request and wait for its delivery report, and the proxy loses the ack of one request in
+two (``Rule(every=2)``), so each lost ack is followed by a retry that gets through, and K lost
+acks touch K different records.
 
 Experiments (each one function, returning a result object that is also JSON):
 
 ==========================  ==============================================================
-``run_lost_ack``            ``kafkalab run lost-ack``: N records, K lost acks, idempotence
-                            on or off, optionally a producer restart; counts the log
+``run_lost_ack``            ``kafkalab run lost-ack``: a producer program sends N records
+                            while K acks are lost, optionally crashed and run again; counts
+                            the log
 ``run_retry_timeline``      a blackholed broker: each Produce attempt as the proxy saw it,
-                            and the delivery report's error, per producer configuration
-``run_in_flight``           how many Produce requests each producer keeps in flight while
-                            the proxy holds the first response
+                            and the delivery report's error, per producer program
+``run_in_flight``           how many Produce requests each producer program keeps in flight
+                            while the proxy holds the first response
+``run_client_defaults``     each client at its defaults: producer ids on disk, Java's settings
+``run_java_settings``       what the Java producer's configuration makes of conflicting settings
 ``measure_throughput``      records/s with and without idempotence (shown, never asserted)
 ==========================  ==============================================================
 
@@ -38,10 +44,8 @@ KIP-679; ``delivery.timeout.ms`` 120000, ``request.timeout.ms`` 30000).
 from __future__ import annotations
 
 import json
-import logging
 import re
 import subprocess
-import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
@@ -54,11 +58,12 @@ from .. import admin, cluster, config, coordinators, dumplog, workloads
 from ..dumplog import DumpedBatch, DumpedRecord
 from ..errors import KafkalabError
 from ..faults import FaultProxy, ProxyEvent, Rule
-from ..ledger import Ledger, read_events
+from ..ledger import read_events
+from ..programs import Program, from_notebook
+from ..producers import Delivery, records_for, timed_burst
 from ..runscope import RunScope
-from ..producers import make_producer, producer_conf, records_for, send_one_by_one, timed_burst, Delivery
 from ..waiting import wait_until
-from ..worker import ProducerSpec
+from ..worker import ProgramSpec
 from ..workloads import Copy, read_topic
 
 if TYPE_CHECKING:
@@ -110,29 +115,6 @@ def defaults_table(java_config: dict[str, str] | None = None) -> "pd.DataFrame":
     return pd.DataFrame(rows).T
 
 
-# ----------------------------------------------------------------------------- kafka-dump-log
-
-
-# ----------------------------------------------------------------------------- producing
-
-
-class LogCapture(logging.Handler):
-    """Collects librdkafka's log lines (given to a client as ``"logger"``) with the time
-    they reached Python, ms since ``t0`` (monotonic)."""
-
-    def __init__(self, t0: float | None = None):
-        super().__init__(logging.DEBUG)
-        self.t0 = t0 if t0 is not None else time.monotonic()
-        self.lines: list[tuple[float, str]] = []
-        self.logger = logging.getLogger(f"kafkalab.rdkafka.{id(self)}")
-        self.logger.setLevel(logging.DEBUG)
-        self.logger.propagate = False
-        self.logger.addHandler(self)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append((round((time.monotonic() - self.t0) * 1000, 1), record.getMessage()))
-
-
 # ----------------------------------------------------------------------------- the lost-ack experiment
 
 
@@ -146,6 +128,9 @@ class LostAckResult:
     """What ``run_lost_ack`` saw. Counts are records.
 
     Attributes:
+        program: the name of the program that ran (``kafkalab.programs.Program``).
+        lab_conf: what the harness added to the program's settings (``lab.conf`` of its first
+            run): ``bootstrap.servers`` (the fault proxy's ports) and ``client.id``.
         ack_loss: how the proxy lost the acks (``ACK_LOSS``: ``timeout`` or ``disconnect``).
         sent: records the application sent (each once, unless a restart resent some).
         acked: records with a successful delivery report (any producer instance).
@@ -162,14 +147,15 @@ class LostAckResult:
             answer to the retry]`` (equal when the broker recognised the retry as a duplicate).
         resent: records a new producer instance sent again (``restart_producer``).
         batches: the topic's record batches as ``kafka-dump-log`` shows them.
+        librdkafka_log: librdkafka's log lines of the program's first run (its stderr).
     """
 
     topic: str
     partitions: int
-    idempotence: bool
+    program: str
+    lab_conf: dict[str, str]
     drop_acks: int
     restart_producer: bool
-    retries: int | None
     ack_loss: str
     sent: int
     acked: int
@@ -193,7 +179,7 @@ class LostAckResult:
     batches: list[DumpedBatch] = field(default_factory=list)
     log: list[Copy] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
-    librdkafka_log: list[tuple[float, str]] = field(default_factory=list)
+    librdkafka_log: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         """The result as JSON: every count, the batches (without their records); not the
@@ -243,52 +229,91 @@ def _retry_offsets(proxy: FaultProxy, client_id: str) -> list[list[int]]:
 ACK_LOSS = {"timeout": "drop_response", "disconnect": "cut_at_response"}
 
 
-def run_lost_ack(idempotence: bool, messages: int, drop_acks: int, restart_producer: bool = False,
-                 partitions: int = 1, retries: int | None = None, ack_loss: str = "timeout", every: int = 2,
-                 proxy: FaultProxy | None = None, keep_topic: bool = False, dump: bool = True,
-                 timeout_s: float = 90.0) -> LostAckResult:
-    """Send ``messages`` records through the fault proxy while ``drop_acks`` acks are lost,
-    then count what the log holds.
+def lost_ack_conf(proxy: FaultProxy, client_id: str) -> dict[str, str]:
+    """``lab.conf`` of a producer program in these runs: the fault proxy's ports as
+    ``bootstrap.servers`` (the proxy's rules pick the producer by ``client_id``), nothing else."""
+    return {"bootstrap.servers": proxy.bootstrap_servers, "client.id": client_id}
 
-    Without ``restart_producer``: one producer sends each record in its own Produce request
-    and waits for its delivery report; the proxy drops the responses of the 1st, 3rd, 5th...
-    Produce request (``drop_acks`` of them), so each lost ack is retried once, successfully.
-    Without idempotence every lost ack leaves one extra copy in the log; with it, none.
 
-    With ``restart_producer``: a producer *process* sends the first ``messages - drop_acks``
-    records one by one, then the last ``drop_acks`` together; the proxy drops the responses
-    of those last requests; once the broker has appended them (the proxy saw its answer,
-    error NONE) the process is killed with SIGKILL, and a new producer instance sends the
-    records that never got a delivery report again. It has a new producer id (with
-    idempotence), so the broker cannot tell: ``drop_acks`` duplicates either way.
+def spawn_program(program: Program, proxy: FaultProxy | None, topic: str, records: list[tuple[str, str, int]],
+                  client_id: str, run_id: str, ledger: Path, together: int = 0) -> workloads.Worker:
+    """Start ``program`` (role ``producer``) in a worker process, bootstrapped on the proxy
+    (``proxy`` None: on the CLIENT listeners), with ``records`` to send and the last
+    ``together`` of them to send in one batch."""
+    conf = lost_ack_conf(proxy, client_id) if proxy is not None else {
+        "bootstrap.servers": config.bootstrap_servers(), "client.id": client_id}
+    return workloads.spawn(ProgramSpec(client_id, run_id, str(ledger), "producer", program.name, program.source,
+                                       conf=conf, topics=[topic],
+                                       options={"records": [list(r) for r in records], "together": together}))
+
+
+def run_to_end(child: workloads.Worker, timeout_s: float) -> list[Delivery]:
+    """Wait for a producer program to end; its delivery reports, from its ledger.
+
+    Raises:
+        KafkalabError: the program failed (its log's tail in the message).
+        WaitTimeout: it ran longer than ``timeout_s``.
+    """
+    if child.wait(timeout_s) != 0:
+        raise KafkalabError(f"program {child.spec.program_name} exited {child.returncode}:\n{child.log_tail()}")
+    return deliveries_of(child.ledger)
+
+
+def deliveries_of(ledger: Path) -> list[Delivery]:
+    """The delivery reports a producer program recorded (``lab.delivered``)."""
+    return [Delivery(e.key, e.value, e.partition, e.offset, e.error, e.client_id)
+            for e in read_events(ledger) if e.kind == "acked"]
+
+
+def librdkafka_lines(log: Path) -> list[str]:
+    """librdkafka's log lines (``%LEVEL|time|FAC|name| ...``) in a worker's log."""
+    return [line for line in log.read_text(errors="replace").splitlines() if line.startswith("%")] if log.exists() else []
+
+
+def run_lost_ack(program: Program, messages: int, drop_acks: int, restart_producer: bool = False,
+                 partitions: int = 1, ack_loss: str = "timeout", every: int = 2, proxy: FaultProxy | None = None,
+                 keep_topic: bool = False, dump: bool = True, timeout_s: float = 90.0) -> LostAckResult:
+    """Run the producer ``program`` (a notebook's ``%%program`` cell, role ``producer``) in a
+    worker process bootstrapped on the fault proxy, sending ``messages`` records while the
+    proxy loses ``drop_acks`` acks; then count what the log holds.
+
+    Without ``restart_producer``: the proxy drops the responses of the 1st, 3rd, 5th...
+    Produce request of the program (``drop_acks`` of them). The notebook's programs send each
+    record in its own request and wait for its report, so each lost ack is retried once,
+    successfully: without idempotence every lost ack leaves one extra copy in the log; with
+    it, none.
+
+    With ``restart_producer``: the program sends its last ``drop_acks`` records together
+    (``lab.together``); the proxy drops the responses of those last requests; once the broker
+    has appended them (the proxy saw its answer, error NONE) the process is killed with
+    SIGKILL, and the same program runs again with the records the first run got no delivery
+    report for (``lab.records()``, read from its ledger). With idempotence the new run has a
+    new producer id, so the broker cannot tell: ``drop_acks`` duplicates either way.
 
     Args:
-        idempotence: ``enable.idempotence`` of every producer.
+        program: the producer program (``kafkalab.programs.Program``), run as it is.
         messages: records to send, >= 1.
         drop_acks: records whose ack is lost, 0 <= drop_acks <= messages (>= 1 with a restart).
-        restart_producer: crash the producer after unacknowledged appends and resend.
+        restart_producer: crash the producer after unacknowledged appends, and run it again.
         partitions: partitions of the fresh topic (records go round-robin).
-        retries: ``retries`` of the producer (None: librdkafka's default, INT32_MAX); 0 means a
-            lost ack becomes a failed delivery report instead of a retry (needs idempotence off).
-        ack_loss: ``"timeout"`` (the client waits ``socket.timeout.ms``, 2000 ms here, 60000 ms
-            by default) or ``"disconnect"`` (the connection closes at the lost response); see
-            ``ACK_LOSS``. The crashed producer of ``restart_producer`` always just waits.
+        ack_loss: ``"timeout"`` (the client waits its ``socket.timeout.ms``) or ``"disconnect"``
+            (the connection closes at the lost response); see ``ACK_LOSS``.
         every: the proxy loses the ack of one Produce request in ``every`` (default 2: each
-            lost ack's retry gets through; 1: a record can lose several acks in a row, and
-            then the other counts change too).
+            lost ack's retry gets through; 1: a record can lose several acks in a row).
         proxy: a running ``FaultProxy`` to use (the notebook's); default: one started here.
         keep_topic: leave the topic in place (the notebook reads it with Spark, then deletes it).
         dump: read the batches with ``kafka-dump-log`` (about 1 s); without it ``batches``,
             ``producer_ids`` and ``producer_epochs`` are empty.
-        timeout_s: for each wait.
+        timeout_s: for each wait (a program run may take ``timeout_s`` per lost ack).
 
     Returns:
         LostAckResult.
 
     Raises:
-        KafkalabError: bad arguments, librdkafka refused the configuration, or a delivery
-            report did not come.
-        WaitTimeout: the crashed producer's batch was not appended within ``timeout_s``.
+        KafkalabError: bad arguments, or the program failed (e.g. librdkafka refused its
+            configuration; the message has its traceback).
+        WaitTimeout: the program did not end, or the crashed producer's batch was not appended,
+            within the time allowed.
     """
     if messages < 1 or not 0 <= drop_acks <= messages:
         raise KafkalabError(f"need messages >= 1 and 0 <= drop-acks <= messages, got {messages} and {drop_acks}")
@@ -307,52 +332,41 @@ def run_lost_ack(idempotence: bool, messages: int, drop_acks: int, restart_produ
         topic = run.topic("flights")
         admin.create_topics({topic: partitions})
         rdir = workloads.run_dir(run.run_id)
-        capture = LogCapture()
         recs = records_for(messages, partitions)
-        deliveries: list[Delivery] = []
         resent = 0
         if not restart_producer:
             cid = f"{run.run_id}-producer"
             client_ids = [cid]
             rule = proxy.add_rule(Rule(ACK_LOSS[ack_loss], "Produce", client_id=cid, every=every, times=drop_acks))
             try:
-                producer = make_producer(producer_conf(cid, proxy.bootstrap_servers, idempotence, retries=retries,
-                                                       extra={"logger": capture.logger}))
-                try:
-                    with Ledger(rdir / f"{cid}.jsonl", run.run_id) as ledger:
-                        deliveries = send_one_by_one(producer, topic, recs, cid, ledger, timeout_s=timeout_s)
-                finally:
-                    producer.close()
+                child = spawn_program(program, proxy, topic, recs, cid, run.run_id, rdir / f"{cid}.jsonl")
+                deliveries = run_to_end(child, timeout_s * (1 + drop_acks))
             finally:
                 proxy.remove_rule(rule)
         else:
-            deliveries, resent, client_ids = _run_with_restart(proxy, topic, recs, idempotence, drop_acks, retries,
-                                                               run.run_id, rdir, capture, timeout_s)
+            deliveries, resent, client_ids = _run_with_restart(program, proxy, topic, recs, drop_acks, run.run_id,
+                                                               rdir, timeout_s)
         log = read_topic(topic, partitions, timeout_s=timeout_s)
         batches = dumplog.run(coordinators.leader_log_files(topic, partitions), print_data=True).batches if dump else []
         counts = Counter(c.value for c in log)
         produce_events = [e for e in proxy.events(api="Produce") if e.client_id in set(client_ids)]
         dropped = [e for e in produce_events if e.kind == "response" and e.action in ("dropped", "cut")]
-        requests = {(e.conn, e.correlation_id): e for e in produce_events if e.kind == "request"}
-        lost_ack_records = sum(
-            requests[(e.conn, e.correlation_id)].records for e in dropped
-            if (e.conn, e.correlation_id) in requests and all(r["error_code"] == 0 for r in e.results))
         return LostAckResult(
-            topic=topic, partitions=partitions, idempotence=idempotence, drop_acks=drop_acks,
-            restart_producer=restart_producer, retries=retries, ack_loss=ack_loss, sent=messages,
+            topic=topic, partitions=partitions, program=program.name, lab_conf=lost_ack_conf(proxy, client_ids[0]),
+            drop_acks=drop_acks, restart_producer=restart_producer, ack_loss=ack_loss, sent=messages,
             acked=sum(1 for d in deliveries if d.error is None), failed=sum(1 for d in deliveries if d.error),
             records_in_log=len(log), unique_in_log=len(counts), duplicates=len(log) - len(counts),
             duplicated_values=sum(1 for n in counts.values() if n > 1),
             producer_ids=sorted({b.producer_id for b in batches if not b.is_control}),
             producer_epochs=sorted({b.producer_epoch for b in batches if not b.is_control}),
-            dropped_responses=len(dropped), lost_ack_records=lost_ack_records,
-            retry_offsets=[] if restart_producer or retries == 0 else _retry_offsets(proxy, client_ids[0]),
+            dropped_responses=len(dropped), lost_ack_records=sum(_lost_ack_records(proxy, c) for c in client_ids),
+            retry_offsets=[] if restart_producer else _retry_offsets(proxy, client_ids[0]),
             resent=resent,
             produce_requests=sum(1 for e in produce_events if e.kind == "request"),
             acks_on_the_wire=sorted({e.acks for e in produce_events if e.kind == "request" and e.acks is not None}),
             elapsed_ms=int((time.monotonic() - t_start) * 1000), run_id=run.run_id,
             ledger_glob=str(rdir / "*.jsonl"), client_ids=client_ids, batches=batches, log=log,
-            deliveries=deliveries, librdkafka_log=capture.lines,
+            deliveries=deliveries, librdkafka_log=librdkafka_lines(rdir / f"{client_ids[0]}.log"),
         )
     finally:
         if not keep_topic:
@@ -361,24 +375,13 @@ def run_lost_ack(idempotence: bool, messages: int, drop_acks: int, restart_produ
             proxy.stop()
 
 
-def _run_with_restart(proxy: FaultProxy, topic: str, recs: list[tuple[str, str, int]], idempotence: bool,
-                      drop_acks: int, retries: int | None, run_id: str, rdir: Path, capture: LogCapture,
-                      timeout_s: float) -> tuple[list[Delivery], int, list[str]]:
+def _run_with_restart(program: Program, proxy: FaultProxy, topic: str, recs: list[tuple[str, str, int]],
+                      drop_acks: int, run_id: str, rdir: Path, timeout_s: float) -> tuple[list[Delivery], int, list[str]]:
     """The crash-and-resend part of ``run_lost_ack``: returns deliveries, records resent and
-    the client ids of both producer instances."""
+    the client ids of both runs of the program."""
     first, second = f"{run_id}-producer-1", f"{run_id}-producer-2"
-    n_sync = len(recs) - drop_acks
-    rule = proxy.add_rule(Rule("drop_response", "Produce", client_id=first, skip=n_sync))
-    ledger1 = rdir / f"{first}.jsonl"
-    # the client waits 60 s (librdkafka's default) for the lost acks: it is killed long before it retries
-    # linger.ms=1000: the last records wait in the queue until the final flush() sends them in one
-    # request (flush() ignores linger.ms, so the records sent one by one do not wait)
-    # recs are records_for(len(recs), partitions): the worker's producer sends the same records
-    spec = ProducerSpec(first, run_id, str(ledger1), topic, partitions=max(p for _, _, p in recs) + 1,
-                        count=len(recs), sync_first=n_sync, flush_timeout_s=300,
-                        conf=producer_conf(first, proxy.bootstrap_servers, idempotence, socket_timeout_ms=60000,
-                                           message_timeout_ms=120000, retries=retries, extra={"linger.ms": 1000}))
-    child = workloads.spawn(spec)
+    rule = proxy.add_rule(Rule("drop_response", "Produce", client_id=first, skip=len(recs) - drop_acks))
+    child = spawn_program(program, proxy, topic, recs, first, run_id, rdir / f"{first}.jsonl", together=drop_acks)
     try:
         def appended_unacked() -> bool:
             if not child.alive:
@@ -390,19 +393,13 @@ def _run_with_restart(proxy: FaultProxy, topic: str, recs: list[tuple[str, str, 
     finally:
         child.kill()  # SIGKILL: a crash, nothing flushed, no retry
         proxy.remove_rule(rule)
-    events = read_events(ledger1)
-    acked = {e.value for e in events if e.kind == "acked" and e.error is None}
-    unacked = [(e.key, e.value, e.partition) for e in events if e.kind == "produced" and e.value not in acked]
-    deliveries = [Delivery(e.key, e.value, e.partition, e.offset, e.error, first)
-                  for e in events if e.kind == "acked"]
-    producer = make_producer(producer_conf(second, proxy.bootstrap_servers, idempotence, retries=retries,
-                                           extra={"logger": capture.logger}))
-    try:
-        with Ledger(rdir / f"{second}.jsonl", run_id) as ledger:
-            deliveries += send_one_by_one(producer, topic, unacked, second, ledger, timeout_s=timeout_s)
-    finally:
-        producer.close()
-    return deliveries, len(unacked), [first, second]
+    deliveries = deliveries_of(child.ledger)
+    acked = {d.value for d in deliveries if d.error is None}
+    unacked = [(e.key, e.value, e.partition) for e in read_events(child.ledger)
+               if e.kind == "produced" and e.value not in acked]
+    again = spawn_program(program, proxy, topic, unacked, second, run_id, rdir / f"{second}.jsonl",
+                          together=min(drop_acks, len(unacked)))
+    return deliveries + run_to_end(again, timeout_s), len(unacked), [first, second]
 
 
 def _lost_ack_records(proxy: FaultProxy, client_id: str) -> int:
@@ -453,17 +450,17 @@ class Attempt:
 
 @dataclass
 class ProducerTimeline:
-    """What one producer configuration did while the broker was blackholed: its attempts
-    (Produce requests the proxy swallowed), when its delivery report came (ms) with which
-    error, librdkafka's request-timeout log lines, and ``broker_timeout_ms``: the
-    ``timeout_ms`` its Produce requests carried (the time the leader may wait for replicas)."""
+    """What one producer program did while the broker was blackholed: the settings it writes
+    (``conf``, ``written_settings``), its attempts (Produce requests the proxy swallowed), when
+    its delivery report came (ms) with which error, librdkafka's request-timeout log lines, and
+    ``broker_timeout_ms``: the ``timeout_ms`` its Produce requests carried (the time the leader
+    may wait for replicas)."""
 
     name: str
     conf: dict
     attempts: list[Attempt]
     report_ms: float | None
     error: str | None
-    retriable: bool | None
     timeouts_logged: list[tuple[float, str]]
     broker_timeout_ms: list[int] = field(default_factory=list)
 
@@ -497,74 +494,84 @@ class RetryTimeline:
         return asdict(self)
 
 
-def run_retry_timeline(configs: dict[str, dict], proxy: FaultProxy | None = None, timeout_s: float = 30.0
+_SETTING = re.compile(r'^\s*"([a-z][a-z0-9_.]*)":\s*([^,#]+?)\s*,?\s*(#.*)?$')
+
+
+def written_settings(source: str) -> dict[str, Any]:
+    """The Kafka settings a program writes one per line (``"key": value,``), as Python values
+    where they are literals (``True``, ``1000``, ``"all"``), else as text."""
+    import ast
+
+    out: dict[str, Any] = {}
+    for line in source.splitlines():
+        m = _SETTING.match(line)
+        if m:
+            try:
+                out[m.group(1)] = ast.literal_eval(m.group(2))
+            except (ValueError, SyntaxError):
+                out[m.group(1)] = m.group(2)
+    return out
+
+
+def _librdkafka_log_ms(line: str) -> float | None:
+    """The time (ms since the Unix epoch) of a librdkafka log line ``%LEVEL|SECONDS|...``."""
+    parts = line.split("|")
+    try:
+        return float(parts[1]) * 1000
+    except (IndexError, ValueError):
+        return None
+
+
+def run_retry_timeline(programs: dict[str, Program], proxy: FaultProxy | None = None, timeout_s: float = 30.0
                        ) -> RetryTimeline:
     """Blackhole the Produce requests to the leader of a fresh one-partition topic (the proxy
-    swallows them; the broker itself runs on, and replication is untouched) and send one
-    record from each producer configuration at the same time; return when each got its
-    delivery report.
+    swallows them; the broker itself runs on, and replication is untouched) and run each
+    producer program of ``programs`` (name -> ``Program``, role ``producer``; notebook 04's
+    ``one_record_producer`` and its edits) at the same time, each sending one record; return
+    when each got its delivery report.
 
-    ``configs`` maps a name to librdkafka settings added to ``producer_conf(name, ...,
-    idempotence=None, socket_timeout_ms=None, message_timeout_ms=None)``: librdkafka's
-    defaults except what the configuration sets. Each attempt is a Produce request the proxy
-    received; with ``socket.max.fails=1`` (default) a timed-out request also closes the
-    connection, so each attempt comes on a new one.
+    Each attempt is a Produce request the proxy received; with ``socket.max.fails=1``
+    (default) a timed-out request also closes the connection, so each attempt comes on a new
+    one. Times are ms since the program handed its record to ``produce`` (its ledger's
+    ``produced`` line, wall clock, as the proxy's events).
 
     Raises:
-        KafkalabError: a producer got no delivery report within ``timeout_s``.
+        KafkalabError: a program failed, or got no delivery report.
+        WaitTimeout: a program ran longer than ``timeout_s``.
     """
     own = proxy is None
     if own:
         proxy = FaultProxy().start()
     run = RunScope("retries")
     rule = None
-    producers: dict[str, Any] = {}
     try:
         topic = run.topic("t")
         admin.create_topics({topic: 1})
-        t0 = time.monotonic()
-        captures = {name: LogCapture(t0) for name in configs}
-        for name, extra in configs.items():
-            cid = f"{run.run_id}-{name}"
-            producers[name] = make_producer(producer_conf(cid, proxy.bootstrap_servers, None, None, None,
-                                                          extra={"log_level": 5, **extra, "logger": captures[name].logger}))
-        # metadata first, so the only thing the blackhole meets is the Produce request
-        for p in producers.values():
-            p.list_topics(topic, timeout=10)
         leader = workloads.admin().list_topics(topic, timeout=10).topics[topic].partitions[0].leader
         rule = proxy.add_rule(Rule("drop_request", "Produce", brokers=(leader,)))
-        reports: dict[str, tuple[float, str | None, bool | None]] = {}
-        t_produce = time.monotonic()
-        t_proxy = proxy.now_ms()
-        for name, p in producers.items():
-            p.produce(topic, value=name.encode(), partition=0,
-                      on_delivery=lambda err, msg, name=name: reports.setdefault(
-                          name, ((time.monotonic() - t_produce) * 1000, err.name() if err else None,
-                                 err.retriable() if err else None)))
-        threads = [threading.Thread(target=p.flush, args=(timeout_s,)) for p in producers.values()]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(timeout_s + 5)
-        missing = set(configs) - set(reports)
-        if missing:
-            raise KafkalabError(f"no delivery report within {timeout_s} s for {sorted(missing)}")
+        rdir = workloads.run_dir(run.run_id)
+        children = {name: spawn_program(p, proxy, topic, [(name, name, 0)], f"{run.run_id}-{i}", run.run_id,
+                                        rdir / f"{run.run_id}-{i}.jsonl")
+                    for i, (name, p) in enumerate(programs.items())}
         out: dict[str, ProducerTimeline] = {}
-        for name in configs:
-            cid = f"{run.run_id}-{name}"
-            requests = proxy.events(api="Produce", kind="request", client_id=cid)
-            attempts = [Attempt(round(e.t_ms - t_proxy, 1), e.conn) for e in requests]
-            ms, err, retriable = reports[name]
-            timeouts = [(round(t - (t_produce - t0) * 1000, 1), line) for t, line in captures[name].lines
-                        if "Timed out ProduceRequest" in line]
-            out[name] = ProducerTimeline(name, configs[name], attempts, round(ms, 1), err, retriable, timeouts,
-                                         sorted({e.timeout_ms for e in requests if e.timeout_ms is not None}))
+        for name, child in children.items():
+            if child.wait(timeout_s) != 0:
+                raise KafkalabError(f"program {name} exited {child.returncode}:\n{child.log_tail()}")
+            events = read_events(child.ledger)
+            sent = next((e for e in events if e.kind == "produced"), None)
+            report = next((e for e in events if e.kind == "acked"), None)
+            if sent is None or report is None:
+                raise KafkalabError(f"program {name} wrote no send and delivery report to its ledger")
+            requests = proxy.events(api="Produce", kind="request", client_id=child.name)
+            attempts = [Attempt(round(e.wall_ms - sent.ts_ms, 1), e.conn) for e in requests]
+            timeouts = [(round(t - sent.ts_ms, 1), line) for line in librdkafka_lines(child.log_path)
+                        if "Timed out ProduceRequest" in line and (t := _librdkafka_log_ms(line)) is not None]
+            out[name] = ProducerTimeline(name, written_settings(programs[name].source), attempts,
+                                         float(report.ts_ms - sent.ts_ms), report.error, timeouts, sorted({e.timeout_ms for e in requests if e.timeout_ms is not None}))
         return RetryTimeline(topic, leader, out)
     finally:
         if rule is not None:
             proxy.remove_rule(rule)
-        for p in producers.values():
-            p.close()
         run.cleanup()
         if own:
             proxy.stop()
@@ -633,13 +640,15 @@ def parse_producer_config_log(text: str) -> tuple[dict[str, str], int | None]:
     return values, int(pid.group(1)) if pid else None
 
 
-def run_client_defaults(records: int = 5) -> DefaultsCheck:
+def run_client_defaults(program: Program, records: int = 5, timeout_s: float = 60.0) -> DefaultsCheck:
     """Send ``records`` records with each client at its defaults to its own fresh topic, read
     the producer ids from the segments (one ``kafka-dump-log`` run for both), and the Java
-    client's effective settings from its start-up log.
+    client's effective settings from its start-up log. The librdkafka producer is ``program``
+    (role ``producer``, notebook 04's ``default_producer``) on the CLIENT listeners; the Java
+    one is Kafka's own ``kafka-producer-perf-test``.
 
     Raises:
-        KafkalabError: a tool failed (with its output).
+        KafkalabError: a tool or the program failed (with its output).
 
     Sources: librdkafka CONFIGURATION.md (``enable.idempotence`` false); Kafka Producer
     Configs and KIP-679 (Java ``enable.idempotence`` true since 3.0).
@@ -650,7 +659,11 @@ def run_client_defaults(records: int = 5) -> DefaultsCheck:
     try:
         t_c, t_java = run.topic("librdkafka"), run.topic("java")
         admin.create_topics({t_c: 1, t_java: 1})
-        workloads.produce(t_c, [(None, f"r{i}".encode()) for i in range(records)], conf={"log_level": 3})
+        cid = f"{run.run_id}-librdkafka"
+        child = spawn_program(program, None, t_c, records_for(records, 1), cid, run.run_id,
+                              workloads.run_dir(run.run_id) / f"{cid}.jsonl")
+        if child.wait(timeout_s) != 0:
+            raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
         log4j = config.write_state_file("tools/log4j2-info.properties", TOOLS_INFO_LOG4J2)
         cmd = [f"-Dlog4j2.configurationFile={log4j}" if a.startswith("-Dlog4j2.configurationFile=") else a
                for a in cluster.tool_command("kafka-producer-perf-test", ["--topic", t_java, "--num-records", str(records),
@@ -671,6 +684,82 @@ def run_client_defaults(records: int = 5) -> DefaultsCheck:
         run.cleanup()
 
 
+# ----------------------------------------------------------------------------- Java: settings in conflict
+
+
+#: The Java program that builds a producer configuration per set of settings (``make jars``).
+JAVA_SETTINGS_CLASS = "kafkalab.clients.IdempotenceSettings"
+#: Its source, under ``kafka/src/main/java`` (``programs.java_source``).
+JAVA_SETTINGS_SOURCE = "kafkalab/clients/IdempotenceSettings.java"
+#: The settings section 6 gives it: the defaults, then each setting idempotence needs set against
+#: it, once with ``enable.idempotence`` left at its default and once written ``true``.
+JAVA_SETTINGS_CASES = ("", "acks=1", "enable.idempotence=true,acks=1", "retries=0", "enable.idempotence=true,retries=0",
+                       "max.in.flight.requests.per.connection=6",
+                       "enable.idempotence=true,max.in.flight.requests.per.connection=6")
+
+
+@dataclass
+class JavaSettings:
+    """What the Java producer's configuration made of each set of settings: ``results`` maps
+    the settings (``"k=v,k=v"``, ``""`` for none) to ``enable.idempotence=...,acks=...,...``
+    or ``ConfigException: ...``; ``log``: the client's INFO/WARN lines about idempotence
+    (``Idempotence will be disabled because ...``)."""
+
+    results: dict[str, str]
+    log: list[str]
+
+    def table(self) -> "pd.DataFrame":
+        """One row per set of settings: what the Java client did with it."""
+        import pandas as pd
+
+        return pd.DataFrame([{"settings": k or "(none: the defaults)", "Java client": v} for k, v in self.results.items()]
+                            ).set_index("settings")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def parse_java_settings(stdout: str, stderr: str = "") -> JavaSettings:
+    """``IdempotenceSettings``' output: one ``SETTINGS<TAB>RESULT`` line per set of settings;
+    the lines of ``stderr`` that say idempotence will be disabled."""
+    results = {}
+    for line in stdout.splitlines():
+        k, sep, v = line.partition("\t")
+        if sep:
+            results[k] = v
+    return JavaSettings(results, [line.strip() for line in stderr.splitlines() if "Idempotence will be" in line])
+
+
+def run_java_settings(cases: Iterable[str] = JAVA_SETTINGS_CASES, timeout_s: float = 60.0) -> JavaSettings:
+    """Run ``JAVA_SETTINGS_CLASS`` (kafka-clients of the broker's jars) on ``cases``: what the
+    Java producer's ``ProducerConfig`` makes of each. No cluster needed: nothing is sent.
+
+    Raises:
+        JarsMissing: ``make jars`` has not built the program.
+        KafkalabError: the JVM failed (its stderr in the message).
+
+    Source: ``ProducerConfig.postProcessAndValidateIdempotenceConfigs`` (KIP-679, KAFKA-13598).
+    """
+    import zipfile
+
+    from ..errors import JarsMissing
+
+    jar = config.jars_dir() / "clients" / "kafkalab-clients.jar"
+    try:
+        with zipfile.ZipFile(jar) as z:
+            z.getinfo(JAVA_SETTINGS_CLASS.replace(".", "/") + ".class")
+    except (OSError, KeyError, zipfile.BadZipFile) as e:
+        raise JarsMissing(f"{JAVA_SETTINGS_CLASS} is not in {jar} ({type(e).__name__}). Run `make jars`.") from None
+    log4j = config.write_state_file("tools/log4j2-info.properties", TOOLS_INFO_LOG4J2)
+    argv = [cluster.java_executable(), "-Xmx64m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+            f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{jar}:{cluster.broker_classpath()}", JAVA_SETTINGS_CLASS,
+            *cases]
+    cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    if cp.returncode != 0:
+        raise KafkalabError(f"{JAVA_SETTINGS_CLASS} exited {cp.returncode}:\n{cp.stderr[-2000:]}")
+    return parse_java_settings(cp.stdout, cp.stderr)
+
+
 # ----------------------------------------------------------------------------- in flight, throughput
 
 
@@ -680,8 +769,9 @@ class InFlight:
     librdkafka counted to stop there.
 
     Attributes:
-        batch: ``batch.num.messages`` of the producer.
-        records_per_request: most records one of its Produce requests carried.
+        batch: most records one of its Produce requests carried (its ``batch.num.messages``
+            when every request is a full batch).
+        records_per_request: the same.
         max_records_in_flight_at_send: most records already awaiting a response (on that
             connection) at the moment one of its Produce requests was sent.
         min_records_per_request: fewest records one of its Produce requests carried (equal to
@@ -715,100 +805,60 @@ def records_in_flight_at_send(events: Iterable[ProxyEvent]) -> list[tuple[int, i
     return out
 
 
-# A request leaves only when its batch is full (batch.num.messages reached) or at flush():
-# with linger.ms=0 a loaded machine can let the sender thread take a part-filled first batch
-# while the produce loop is descheduled, and a part-filled request leaves room for another.
-FULL_BATCH_LINGER_MS = 10_000
-
-
-def _in_flight_once(proxy: FaultProxy, topic: str, cid: str, idempotence: bool, records: int, batch: int,
-                    hold_ms: int) -> InFlight:
+def _in_flight_once(program: Program, proxy: FaultProxy, topic: str, cid: str, run_id: str, records: int,
+                    hold_ms: int, timeout_s: float) -> InFlight:
     rule = proxy.add_rule(Rule("delay_response", "Produce", client_id=cid, times=1, delay_ms=hold_ms))
     try:
-        p = make_producer(producer_conf(cid, proxy.bootstrap_servers, idempotence,
-                                        extra={"batch.num.messages": batch, "linger.ms": FULL_BATCH_LINGER_MS}))
-        p.list_topics(topic, timeout=10)
-        for key, value, part in records_for(records, 1):
-            p.produce(topic, key=key.encode(), value=value.encode(), partition=part)
-            p.poll(0)
-        if p.flush(30):
-            raise KafkalabError(f"{cid}: records undelivered after 30 s")
-        p.close()
+        child = spawn_program(program, proxy, topic, records_for(records, 1), cid, run_id,
+                              workloads.run_dir(run_id) / f"{cid}.jsonl")
+        if child.wait(timeout_s) != 0:
+            raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
     finally:
         proxy.remove_rule(rule)
     reqs = proxy.events(api="Produce", kind="request", client_id=cid)
     sends = records_in_flight_at_send(proxy.events(api="Produce", client_id=cid))
-    return InFlight(idempotence, records, len(reqs), max((e.in_flight for e in reqs), default=0),
-                    sorted({e.acks for e in reqs if e.acks is not None}), batch,
+    return InFlight(any(b["producer_id"] >= 0 for e in reqs for b in e.batches), records, len(reqs),
+                    max((e.in_flight for e in reqs), default=0),
+                    sorted({e.acks for e in reqs if e.acks is not None}), max((n for n, _ in sends), default=0),
                     max((n for n, _ in sends), default=0), max((w for _, w in sends), default=0),
                     min((n for n, _ in sends), default=0))
 
 
-def run_in_flight(records: int = 200, batch: int = 10, hold_ms: int = 300, proxy: FaultProxy | None = None
-                  ) -> dict[bool, InFlight]:
-    """For idempotence off and on: produce ``records`` records to one partition in batches of
-    ``batch`` (``batch.num.messages``) while the proxy holds the *first* Produce response for
-    ``hold_ms``; count the requests each producer sends meanwhile without an answer.
+def run_in_flight(programs: dict[Any, Program], records: int = 200, hold_ms: int = 300,
+                  proxy: FaultProxy | None = None, timeout_s: float = 60.0) -> dict[Any, InFlight]:
+    """Run each producer program of ``programs`` (label -> ``Program``, role ``producer``), one
+    after the other, on one fresh one-partition topic, bootstrapped on the fault proxy, which
+    holds the program's *first* Produce response for ``hold_ms``; count the requests it sends
+    meanwhile without an answer. The program sends ``records`` records (``lab.records()``)
+    without waiting for reports; notebook 04's ``pipelining_producer`` makes each request a
+    full batch of ``batch.num.messages`` records (a long ``linger.ms``).
 
-    librdkafka caps them at ``max.in.flight.requests.per.connection``: 1000000 by default,
-    5 when idempotent (CONFIGURATION.md). But librdkafka 2.16's idempotent producer counts
-    *records*, not requests, against that 5: it sends another Produce request to a partition
-    only while fewer than 5 of the partition's records await a response
+    librdkafka caps the requests in flight at ``max.in.flight.requests.per.connection``:
+    1000000 by default, 5 when idempotent (CONFIGURATION.md). But librdkafka 2.16's idempotent
+    producer counts *records*, not requests, against that 5: it sends another Produce request
+    to a partition only while fewer than 5 of the partition's records await a response
     (``RD_KAFKA_IDEMP_MAX_INFLIGHT - rktp_msgs_inflight`` in ``rd_kafka_toppar_producer_serve``,
     src/rdkafka_broker.c; librdkafka PR #4989 proposes to count requests). So batches of 5
-    records or more go one request at a time (``run_in_flight_by_batch`` varies the batch).
+    records or more go one request at a time.
 
     Returns:
-        ``{False: plain, True: idempotent}``.
-
-    Each request is a full batch: ``linger.ms`` is long (``FULL_BATCH_LINGER_MS``), so a batch
-    leaves when it holds ``batch`` records, whatever the machine's load.
+        ``{label: InFlight}``; ``InFlight.idempotence`` is read from the requests (a producer id).
 
     Raises:
-        KafkalabError: records undelivered after 30 s, or ``records`` not a multiple of ``batch``.
+        KafkalabError: a program failed. WaitTimeout: one ran longer than ``timeout_s``.
     """
-    plain, idempotent = _in_flight_runs([(False, batch), (True, batch)], records, hold_ms, proxy)
-    return {False: plain, True: idempotent}
-
-
-def run_in_flight_by_batch(batches: Iterable[int] = (1, 2, 5, 10), records: int = 200, hold_ms: int = 300,
-                           proxy: FaultProxy | None = None) -> dict[int, InFlight]:
-    """``run_in_flight``'s idempotent producer once per ``batch.num.messages`` in ``batches``:
-    how many requests it keeps in flight when each carries that many records. librdkafka 2.16
-    sends while fewer than 5 records are in flight, so ``ceil(5 / batch)`` requests.
-
-    Returns:
-        ``{batch: InFlight}``.
-
-    Raises:
-        KafkalabError: records undelivered after 30 s, a batch below 1, or ``records`` not a
-            multiple of every batch.
-    """
-    batches = list(batches)
-    if not batches:
-        raise KafkalabError("batches is empty: give at least one batch.num.messages")
-    return dict(zip(batches, _in_flight_runs([(True, b) for b in batches], records, hold_ms, proxy)))
-
-
-def _in_flight_runs(settings: list[tuple[bool, int]], records: int, hold_ms: int, proxy: FaultProxy | None
-                    ) -> list[InFlight]:
-    """One ``_in_flight_once`` per ``(idempotence, batch)``, in order, on one fresh topic."""
-    bad = sorted({b for _, b in settings if b < 1 or records % b})
-    if bad:
-        raise KafkalabError(f"records ({records}) must be a positive multiple of every batch, not of {bad}: "
-                            "each request is then a full batch")
+    if not programs:
+        raise KafkalabError("programs is empty: give at least one producer program")
     own = proxy is None
     if own:
         proxy = FaultProxy().start()
     run = RunScope("inflight")
-    out: list[InFlight] = []
     try:
         topic = run.topic("t")
         admin.create_topics({topic: 1})
-        for idempotence, batch in settings:
-            cid = f"{run.run_id}-{'idempotent' if idempotence else 'plain'}-b{batch}"
-            out.append(_in_flight_once(proxy, topic, cid, idempotence, records, batch, hold_ms))
-        return out
+        return {label: _in_flight_once(p, proxy, topic, f"{run.run_id}-{i}-{p.name}", run.run_id, records, hold_ms,
+                                       timeout_s)
+                for i, (label, p) in enumerate(programs.items())}
     finally:
         run.cleanup()
         if own:
@@ -875,27 +925,74 @@ def throughput_table(bursts: Iterable[Throughput]) -> "pd.DataFrame":
 # ----------------------------------------------------------------------------- CLI
 
 
+#: The notebook whose ``%%program`` cells are the producers of ``run_lost_ack``.
+NOTEBOOK = "04_idempotent_producer"
+#: The notebook's producer programs (``kafkalab run lost-ack --program``).
+PROGRAMS = ("plain_producer", "idempotent_producer", "restartable_producer", "at_most_once_producer")
+
+
+def cli_program(program: str | None, idempotence: str | None, restart: bool, retries: int | None) -> Program:
+    """The notebook's program ``kafkalab run lost-ack`` runs: ``program`` by name, or else the
+    one the flags pick: with ``--retries N``, ``at_most_once_producer``; with
+    ``--restart-producer``, ``restartable_producer``; otherwise ``plain_producer``
+    (``idempotent_producer`` with ``--idempotence on``). Where a flag asks for what the
+    program does not say (``--idempotence off`` with a restart, ``--retries`` other than 0),
+    its ``enable.idempotence`` or ``retries`` line is edited, as a learner would edit the cell.
+
+    Raises:
+        KafkalabError: both ``program`` and ``idempotence``, or ``retries`` with idempotence on.
+        ProgramError: the notebook lacks the program, or a line to edit.
+    """
+    if program is not None and idempotence is not None:
+        raise KafkalabError("give --program NAME or --idempotence on|off, not both: the program says it")
+    if program is not None:
+        return from_notebook(NOTEBOOK, program)
+    if retries is not None:
+        if idempotence == "on":
+            raise KafkalabError("--retries needs idempotence off: librdkafka refuses retries=0 with idempotence")
+        p = from_notebook(NOTEBOOK, "at_most_once_producer")
+        return p if retries == 0 else p.replace('"retries": 0,', f'"retries": {retries},')
+    if restart:
+        p = from_notebook(NOTEBOOK, "restartable_producer")
+        return p.replace('"enable.idempotence": True,', '"enable.idempotence": False,') if idempotence == "off" else p
+    return from_notebook(NOTEBOOK, "idempotent_producer" if idempotence == "on" else "plain_producer")
+
+
 @click.command("lost-ack")
-@click.option("--idempotence", type=click.Choice(["on", "off"]), required=True, help="enable.idempotence of the producer.")
+@click.option("--program", type=click.Choice(PROGRAMS), default=None,
+              help=f"The producer program of notebook {NOTEBOOK} to run (default: the one the other flags pick).")
+@click.option("--idempotence", type=click.Choice(["on", "off"]), default=None,
+              help="Instead of --program: plain_producer (off) or idempotent_producer (on); with --restart-producer, "
+                   "restartable_producer (its enable.idempotence line edited for off).")
 @click.option("--messages", type=click.IntRange(1, 5000), default=20, show_default=True, help="Records to send (N).")
 @click.option("--drop-acks", type=click.IntRange(0), default=3, show_default=True,
               help="Records whose ack the proxy drops (K <= N).")
 @click.option("--restart-producer", is_flag=True,
-              help="Kill the producer after the broker appended records it never acknowledged; a new instance resends them.")
+              help="Kill the producer after the broker appended records it never acknowledged; it runs again and resends them.")
 @click.option("--partitions", type=click.IntRange(1, 50), default=1, show_default=True)
-@click.option("--retries", type=click.IntRange(0), default=None, help="Producer retries (default: librdkafka's, INT32_MAX).")
+@click.option("--retries", type=click.IntRange(0), default=None,
+              help="With --idempotence off: at_most_once_producer, its retries line set to this.")
 @click.option("--ack-loss", type=click.Choice(list(ACK_LOSS)), default="timeout", show_default=True,
-              help="timeout: the client waits socket.timeout.ms (2000 ms here); disconnect: the connection closes.")
+              help="timeout: the client waits its socket.timeout.ms; disconnect: the connection closes.")
+@click.option("--show", is_flag=True, help="Print the program before running it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def cli_command(idempotence: str, messages: int, drop_acks: int, restart_producer: bool, partitions: int,
-                retries: int | None, ack_loss: str, as_json: bool) -> None:
-    """Lost acks through the fault proxy: does the log hold duplicates?"""
-    r = run_lost_ack(idempotence == "on", messages, drop_acks, restart_producer=restart_producer,
-                     partitions=partitions, retries=retries, ack_loss=ack_loss)
+def cli_command(program: str | None, idempotence: str | None, messages: int, drop_acks: int, restart_producer: bool,
+                partitions: int, retries: int | None, ack_loss: str, show: bool, as_json: bool) -> None:
+    """Lost acks through the fault proxy: does the log hold duplicates? Runs a producer
+    program of notebook 04 as the notebook shows it."""
+    try:
+        prog = cli_program(program, idempotence, restart_producer, retries)
+    except KafkalabError as e:
+        raise click.UsageError(str(e)) from None
+    if show:
+        click.echo(f"# {prog.name} ({prog.origin})\n{prog.source}")
+    r = run_lost_ack(prog, messages, drop_acks, restart_producer=restart_producer, partitions=partitions,
+                     ack_loss=ack_loss)
     if as_json:
         click.echo(json.dumps(r.to_json(), indent=2))
         return
+    click.echo(f"{r.program} with lab.conf {r.lab_conf}")
     click.echo(f"{r.topic}: sent {r.sent}, acked {r.acked}, failed {r.failed}; proxy dropped {r.dropped_responses} "
                f"responses covering {r.lost_ack_records} appended records")
     click.echo(f"log: {r.records_in_log} records, {r.unique_in_log} unique, {r.duplicates} duplicates; "
-               f"producer ids {r.producer_ids}" + (f"; resent by a new producer: {r.resent}" if r.restart_producer else ""))
+               f"producer ids {r.producer_ids}" + (f"; resent by the restarted producer: {r.resent}" if r.restart_producer else ""))

@@ -5,18 +5,23 @@ Kafka code is ``from kafkalab.instruments import lab``: ``lab`` is the instrumen
 of this process, made by the worker before it runs the program (``install``), one class per
 role:
 
-============  =============================================================================
-role          instruments
-============  =============================================================================
-``consumer``  ``kafkalab.instruments.consumer.ConsumerLab``: the harness's settings
-              (``lab.conf``), the topic, the ledger (assigned, revoked, consumed, processed,
-              committed), the side effect's simulated work, the crash points (notebook 03)
-``transactions``  ``kafkalab.instruments.transactions.TransactionsLab``: a consume-transform-
-              produce processor's names (group, transactional.id, topics, batch, sink), its
-              ledger, its crash points, the end of its input (notebook 05)
-``reader``    ``kafkalab.instruments.transactions.ReaderLab``: a reader's ledger of records
-              and end-of-partition positions (notebook 05)
-============  =============================================================================
+================  =========================================================================
+role              instruments
+================  =========================================================================
+``consumer``      ``kafkalab.instruments.consumer.ConsumerLab``: the harness's settings
+                  (``lab.conf``), the topic, the ledger (assigned, revoked, consumed,
+                  processed, committed), the side effect's simulated work, the crash points
+                  (notebook 03)
+``producer``      ``kafkalab.instruments.producer.ProducerLab``: the harness's settings
+                  (``lab.conf``), the topic, the records to send, the ledger (produced,
+                  acked: the delivery report) (notebook 04)
+``transactions``  ``kafkalab.instruments.transactions.TransactionsLab``: a
+                  consume-transform-produce processor's names (group, transactional.id,
+                  topics, batch, sink), its ledger, its crash points, the end of its input
+                  (notebook 05)
+``reader``        ``kafkalab.instruments.transactions.ReaderLab``: a reader's ledger of
+                  records and end-of-partition positions (notebook 05)
+================  =========================================================================
 
 The instruments are few and named for what they do: record to the ledger, do the simulated
 work, crash here. Nothing in them sets a Kafka configuration the program does not show:
@@ -36,6 +41,7 @@ lab: Any = None
 #: Role -> ``module:class`` of its instruments, constructed with the worker's ``ProgramSpec``.
 ROLES: dict[str, str] = {
     "consumer": "kafkalab.instruments.consumer:ConsumerLab",
+    "producer": "kafkalab.instruments.producer:ProducerLab",
     "transactions": "kafkalab.instruments.transactions:TransactionsLab",
     "reader": "kafkalab.instruments.transactions:ReaderLab",
 }
