@@ -11,6 +11,9 @@ role          instruments
 ``consumer``  ``kafkalab.instruments.consumer.ConsumerLab``: the harness's settings
               (``lab.conf``), the topic, the ledger (assigned, revoked, consumed, processed,
               committed), the side effect's simulated work, the crash points (notebook 03)
+``share``     ``kafkalab.instruments.share.ShareLab``: the harness's settings, the topic, the
+              ledger (consumed with delivery count, processed, acknowledged), the simulated
+              work, the crash or freeze point, the barrier and the overtaking wait (notebook 09)
 ============  =============================================================================
 
 The instruments are few and named for what they do: record to the ledger, do the simulated
@@ -31,6 +34,7 @@ lab: Any = None
 #: Role -> ``module:class`` of its instruments, constructed with the worker's ``ProgramSpec``.
 ROLES: dict[str, str] = {
     "consumer": "kafkalab.instruments.consumer:ConsumerLab",
+    "share": "kafkalab.instruments.share:ShareLab",
 }
 
 
