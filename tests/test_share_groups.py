@@ -1,5 +1,6 @@
-"""Share groups (notebook 09): the run's settings, the worker's record fates, the audit on planted
-ledgers, and `kafkalab run share-group` on the live cluster with other shapes than the notebook's."""
+"""Share groups (notebook 09): the run's settings, the share program's instruments, the audit on
+planted ledgers, `kafkalab run share-group` on the live cluster with other shapes than the
+notebook's, and the notebook's program edited (RELEASE -> REJECT) changing the outcome."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kafkalab import ledger, worker
+from kafkalab import ledger, programs, worker
 from kafkalab.cli import main
 from kafkalab.errors import KafkalabError
 from kafkalab.experiments import share_groups as sg
 from kafkalab.experiments import share_groups_analysis as sga
+from kafkalab.instruments import share as share_lab
 from kafkalab.ledger import Event
+from kafkalab.programs import Program
 
 
-# ----------------------------------------------------------------------------- settings, fates
+# ----------------------------------------------------------------------------- settings, programs, instruments
 
 
 def test_bad_shapes_are_refused_with_the_reason() -> None:
@@ -30,41 +33,85 @@ def test_bad_shapes_are_refused_with_the_reason() -> None:
         sg.ShareRun(consumers=20, partitions=1, messages=10, crash_consumers=5)
 
 
-def test_fates_and_roles_follow_the_counts() -> None:
+def test_values_and_roles_follow_the_counts() -> None:
     cfg = sg.ShareRun(consumers=5, messages=20, release_every=5, reject_every=4, crash_consumers=1, freeze_consumers=2)
-    fates = [cfg.fate(i) for i in range(20)]
-    assert [i for i, f in enumerate(fates) if f == "release"] == [4, 9, 14, 19]
-    assert [i for i, f in enumerate(fates) if f == "reject"] == [3, 7, 11, 15]  # 19 is released, not rejected
+    prefixes = [cfg.prefix(i) for i in range(20)]
+    assert [i for i, f in enumerate(prefixes) if f == sg.LATER] == [4, 9, 14, 19]
+    assert [i for i, f in enumerate(prefixes) if f == sg.POISON] == [3, 7, 11, 15]  # 19 is later:, not poison:
     assert [cfg.role(i) for i in range(5)] == ["crash", "freeze", "freeze", "run", "run"]
     assert [cfg.process_ms_of(i) for i in range(5)] == [20.0, 40.0, 60.0, 80.0, 20.0]
+    assert sg.ShareRun(lock_ms=4000).wait_max_ms == 2000, "a held record is acknowledged within half the lock"
+    values = [v.decode() for _, v, _, _ in sg._records(sg.ShareRun(partitions=3, messages=6, release_every=3))]
+    assert [v.split(":")[0] for v in values if ":" in v] == ["later", "later"] and len(set(values)) == 6
 
 
-def test_the_fate_header_is_read_and_checked() -> None:
-    assert worker.fate_of(None) == "accept"
-    assert worker.fate_of([("other", b"x"), (worker.FATE_HEADER, b"reject")]) == "reject"
-    assert worker.fate_of([(worker.FATE_HEADER, b"slow")]) == "slow"
-    with pytest.raises(ValueError, match="expected one of accept, release, reject, slow"):
-        worker.fate_of([(worker.FATE_HEADER, b"drop")])
-    assert {f: worker.SHARE_ACKS[f] for f in worker.SHARE_FATES} == \
-        {"accept": "ACCEPT", "release": "RELEASE", "reject": "REJECT", "slow": "ACCEPT"}
+def test_each_member_runs_the_program_with_only_addresses_and_names_added(tmp_path) -> None:
+    program = Program("p", "from kafkalab.instruments import lab\n")
+    cfg = sg.ShareRun(consumers=3, freeze_consumers=1, crash_after=2, lock_ms=6000)
+    spec = sg._member_spec(cfg, program, "r", tmp_path, "g", "t", 0)
+    assert (spec.kind, spec.role, spec.source, spec.topics) == ("program", "share", program.source, ["t"])
+    assert set(spec.conf) == {"bootstrap.servers", "group.id", "client.id"} and spec.conf["client.id"] == "share-0"
+    assert spec.options == {"process_ms": 20.0, "crash_after": 2, "crash_signal": "SIGSTOP", "members": 3,
+                            "wait_max_ms": 3000.0}
+    assert sg._member_spec(cfg, program, "r", tmp_path, "g", "t", 2).options["crash_after"] is None
+    assert worker.spec_from_json(worker.spec_json(spec)) == spec
+    with pytest.raises(ValueError, match="SIGKILL, SIGSTOP"):
+        share_lab.ShareOptions(crash_signal="SIGTERM")
 
 
-def test_slow_first_makes_the_first_record_of_each_partition_slow_unless_released_or_rejected() -> None:
-    cfg = sg.ShareRun(partitions=3, messages=12, reject_every=2, slow_first=True, lock_ms=4000)
-    assert [cfg.fate(i) for i in range(6)] == ["slow", "reject", "slow", "reject", "accept", "reject"]
-    assert cfg.slow_max_ms == 2000, "a slow record is acknowledged within half the lock"
-    assert "slow" not in [sg.ShareRun(partitions=3, messages=12).fate(i) for i in range(12)]
+def test_the_notebook_programs_compile_and_show_the_settings_and_arrangements() -> None:
+    share, member = sg.share_program(), sg.group_program()
+    for line in ('"share.acknowledgement.mode": "explicit"', "consumer.acknowledge(msg, ack)", "consumer.commit_sync()",
+                 "AcknowledgeType.RELEASE", "AcknowledgeType.REJECT", "AcknowledgeType.ACCEPT",
+                 'lab.barrier("first record")', "lab.wait_until_overtaken(msg)", "lab.crash_point(msg)"):
+        assert line in share.source, line
+    assert '"partition.assignment.strategy": "range"' in member.source
+    assert "kafkalab-fate" not in share.source and "headers()" not in share.source
 
 
-def test_the_first_record_waits_for_every_member_that_has_consumed_one(tmp_path) -> None:
-    with ledger.Ledger(tmp_path / "share-0.jsonl", "r") as a:
-        a.record("consumed", topic=T, partition=0, offset=0, client_id="share-0", delivery_count=1)
-    with ledger.Ledger(tmp_path / "share-1.jsonl", "r") as b:
-        b.record("consumed", topic=T, client_id="share-1", error="_TIMED_OUT")  # an error is no record
-    assert worker.members_with_records(tmp_path / "share-1.jsonl") == {"share-0"}
-    with ledger.Ledger(tmp_path / "share-1.jsonl", "r") as b:
-        b.record("consumed", topic=T, partition=0, offset=1, client_id="share-1", delivery_count=1)
-    assert worker.members_with_records(tmp_path / "share-0.jsonl") == {"share-0", "share-1"}
+def _lab(tmp_path, name: str, **options) -> share_lab.ShareLab:
+    spec = worker.ProgramSpec(name, "r", str(tmp_path / f"{name}.jsonl"), "share", "p", "", conf={}, topics=[T],
+                              options=options)
+    return share_lab.ShareLab(spec)
+
+
+def test_a_barrier_waits_once_for_every_member(tmp_path) -> None:
+    a, b = _lab(tmp_path, "share-0", members=2, wait_max_ms=100), _lab(tmp_path, "share-1", members=2, wait_max_ms=100)
+    assert a.barrier("first record") is False, "alone at the barrier: the wait runs out"
+    assert share_lab.arrived(tmp_path, "first record") == {"share-0"}
+    assert b.barrier("first record") is True, "the second member finds the first there"
+    assert a.barrier("first record") is True, "a barrier is passed once"
+    assert share_lab.arrived(tmp_path, "another") == set()
+    a.close(), b.close()
+
+
+class FakeMessage:
+    def __init__(self, offset: int, partition: int = 0, value: bytes = b"v", count: int = 1, error=None):
+        self._o, self._p, self._v, self._c, self._e = offset, partition, value, count, error
+
+    def topic(self): return T
+    def partition(self): return self._p
+    def offset(self): return self._o
+    def key(self): return None
+    def value(self): return self._v
+    def delivery_count(self): return self._c
+    def error(self): return self._e
+
+
+def test_the_ledger_gets_deliveries_and_each_acknowledgement_with_its_commit_error(tmp_path) -> None:
+    from confluent_kafka import AcknowledgeType, TopicPartition
+
+    lab = _lab(tmp_path, "share-0")
+    m0, m1 = FakeMessage(0, value=b"a", count=2), FakeMessage(1, partition=1, value=b"b")
+    assert lab.consumed(m0) and not lab.consumed(FakeMessage(-1, error="_TRANSPORT"))
+    lab.processed(m0)
+    lab.acknowledged([(m0, AcknowledgeType.ACCEPT), (m1, AcknowledgeType.REJECT)],
+                     {TopicPartition(T, 0): None, TopicPartition(T, 1): "INVALID_RECORD_STATE"})
+    lab.close()
+    events = ledger.read_events(tmp_path / "share-0.jsonl")
+    assert [(e.kind, e.value, e.delivery_count, e.ack, e.error) for e in events] == [
+        ("consumed", "a", 2, None, None), ("consumed", None, None, None, "_TRANSPORT"), ("processed", "a", 2, None, None),
+        ("acknowledged", "a", 2, "ACCEPT", None), ("acknowledged", "b", 1, "REJECT", "INVALID_RECORD_STATE")]
 
 
 def test_held_offsets_and_missed_crash_points_are_read_from_the_ledgers() -> None:
@@ -78,26 +125,19 @@ def test_held_offsets_and_missed_crash_points_are_read_from_the_ledgers() -> Non
         sg.ShareRun(describe_held=True)
 
 
-def test_a_slow_record_is_overtaken_only_by_a_later_offset_of_its_partition_in_another_ledger(tmp_path) -> None:
-    own = tmp_path / "share-0.jsonl"
-    with ledger.Ledger(own, "r") as mine:
-        mine.record("processed", topic=T, partition=0, offset=9, client_id="share-0")  # its own: never counts
-    assert not worker.overtaken(own, T, 0, 5)
+def test_a_record_is_overtaken_once_a_later_offset_of_its_partition_is_processed(tmp_path) -> None:
     with ledger.Ledger(tmp_path / "share-1.jsonl", "r") as other:
         other.record("consumed", topic=T, partition=0, offset=8, client_id="share-1")   # consumed, not processed
         other.record("processed", topic=T, partition=1, offset=8, client_id="share-1")  # another partition
         other.record("processed", topic=T, partition=0, offset=5, client_id="share-1")  # the same offset
-    assert not worker.overtaken(own, T, 0, 5)
+    assert not share_lab.overtaken(tmp_path, T, 0, 5)
     with ledger.Ledger(tmp_path / "share-2.jsonl", "r") as third:
         third.record("processed", topic=T, partition=0, offset=6, client_id="share-2")
-    assert worker.overtaken(own, T, 0, 5)
-
-
-def test_a_share_consumer_spec_round_trips_and_refuses_an_unknown_signal() -> None:
-    spec = worker.ShareConsumerSpec("s", "r", "/tmp/l", "g", ["t"], crash_after=2, crash_signal="SIGSTOP")
-    assert worker.spec_from_json(worker.spec_json(spec)) == spec
-    with pytest.raises(ValueError, match="SIGKILL, SIGSTOP"):
-        worker.ShareConsumerSpec("s", "r", "/tmp/l", "g", ["t"], crash_signal="SIGTERM")
+    assert share_lab.overtaken(tmp_path, T, 0, 5)
+    assert not share_lab.overtaken(tmp_path, T, 0, 6)
+    with ledger.Ledger(tmp_path / "share-0.jsonl", "r") as mine:  # the waiting member's own, later: counts too
+        mine.record("processed", topic=T, partition=0, offset=9, client_id="share-0")
+    assert share_lab.overtaken(tmp_path, T, 0, 6), "a record delivered again after later offsets were done"
 
 
 def test_the_cli_refuses_bad_input_before_touching_the_cluster() -> None:
@@ -192,14 +232,12 @@ def run_share(*args: str) -> dict:
 
 @pytest.mark.cluster
 @pytest.mark.parametrize("consumers,partitions,messages,extra", [
-    # --first-for-all: each member holds its first record until every member has one, so that all of them
-    # receive records whatever the scheduling (without it, four members could drain the topic before the fifth
-    # joined)
-    (5, 2, 50, ["--crash-consumers", "1", "--release-every", "6", "--delivery-count-limit", "4", "--slow-first",
-                "--first-for-all"]),
-    (3, 3, 30, ["--reject-every", "5", "--compare-consumer-group", "--first-for-all"]),
-    (3, 1, 30, ["--freeze-consumers", "1", "--crash-after", "2", "--lock-ms", "60000", "--describe-held",
-                "--first-for-all"]),
+    # The notebook's program holds each member's first record until every member has one (lab.barrier), so that
+    # all of them receive records whatever the scheduling (without it, four members could drain the topic before
+    # the fifth joined), and makes offset 0 of each partition slow work that others overtake.
+    (5, 2, 50, ["--crash-consumers", "1", "--release-every", "6", "--delivery-count-limit", "4"]),
+    (3, 3, 30, ["--reject-every", "5", "--compare-consumer-group"]),
+    (3, 1, 30, ["--freeze-consumers", "1", "--crash-after", "2", "--lock-ms", "60000", "--describe-held"]),
 ])
 def test_a_share_group_settles_every_record_and_loses_none(consumers, partitions, messages, extra) -> None:
     r = run_share("--consumers", str(consumers), "--partitions", str(partitions), "--messages", str(messages), *extra)
@@ -217,17 +255,30 @@ def test_a_share_group_settles_every_record_and_loses_none(consumers, partitions
         assert r["returned_after_ms"]["share-0"] < cfg["lock_ms"]
     if cfg["compare_consumer_group"]:
         assert r["consumer_group_members_with_partitions"] == min(consumers, partitions)
-    if cfg["first_for_all"]:
-        assert set(r["records_per_consumer"]) == set(r["roles"]), "every member received a record"
+    assert set(r["records_per_consumer"]) == set(r["roles"]), "every member received a record"
     if cfg["describe_held"]:
         [(p, window)] = r["held_window"].items()
         assert window["start_offset"] <= window["held"][0] and window["lag"] >= len(window["held"]), window
         assert window["accepted_above"] == window["end_offset"] - window["held"][0] - len(window["held"]), window
         assert r["held_processed"] == r["duplicates_processed"] >= 1 and r["max_delivery_count"] == 2
     shared = any(sum(p in ps for ps in r["members_at_start"].values()) > 1 for p in range(partitions))
-    if cfg["slow_first"] and shared:
+    if shared:
         assert r["per_partition_inversions"] > 0, "a member overtook the slow first record of a shared partition"
     assert all(v["lag"] in (0, None) for v in r["share_offsets"].values()), r["share_offsets"]
+
+
+@pytest.mark.cluster
+def test_the_notebook_program_edited_to_reject_what_it_released_archives_nothing(spark) -> None:
+    shown = programs.from_notebook(sg.NOTEBOOK, "share_consumer")
+    rejecting = shown.replace("ack = AcknowledgeType.RELEASE", "ack = AcknowledgeType.REJECT")
+    shape = {"consumers": 2, "partitions": 1, "messages": 12, "release_every": 4, "delivery_count_limit": 2}
+    released = sg.run_share_group(sg.ShareRun(**shape, program=shown), spark=spark)
+    rejected = sg.run_share_group(sg.ShareRun(**shape, program=rejecting), spark=spark)
+    assert (released.archived, released.rejected, released.max_delivery_count) == (3, 0, 2), \
+        "as shown, each later: record was released, delivered twice (the limit), then archived"
+    assert (rejected.archived, rejected.rejected, rejected.max_delivery_count) == (0, 3, 1), \
+        "edited to REJECT, each later: record was delivered once and rejected: nothing reached the limit"
+    assert released.lost == rejected.lost == 0 and released.accepted_unique == rejected.accepted_unique == 9
 
 
 def test_the_timeline_draws_each_delivery_and_a_lock_bar_for_each_unacknowledged_one() -> None:

@@ -7,14 +7,12 @@ starts it and returns a handle (``workloads.Worker``). The spec's ``kind`` picks
 ``consumer``    ``ConsumerSpec``: a librdkafka consumer in a group that processes records and
                 commits nothing (notebook 02)
 ``producer``    ``ProducerSpec``: sends workload records, paced or as fast as possible,
-                optionally the first ones one Produce request at a time (notebooks 02, 04)
+                optionally the first ones one Produce request at a time
 ``exec``        ``ExecSpec``: replaces itself with another program (a JVM client), which
                 inherits the same death with the parent (notebook 03's Java consumer)
 ``program``     ``ProgramSpec``: a client program as a notebook shows it (``kafkalab.programs``),
-                run with the lab's instruments of its role (``kafkalab.instruments``)
-``share``       ``ShareConsumerSpec``: a librdkafka share consumer (KIP-932) that acknowledges
-                each record ACCEPT, RELEASE or REJECT, with an exact crash or freeze point
-                (notebook 09)
+                run with the lab's instruments of its role (``kafkalab.instruments``):
+                notebooks 03, 04, 05 and 09
 ==============  ===========================================================================
 
 Every worker dies with its parent, one way for all: ``die_with_parent`` asks Linux for
@@ -31,24 +29,6 @@ rebalance callbacks, ``consumed`` for every record ``poll`` hands over and ``pro
 its (simulated) work is done; it commits nothing (``enable.auto.commit=false``). The consumers
 whose commits are the lesson (notebook 03) are client programs (``ProgramSpec``, role
 ``consumer``: ``kafkalab.instruments.consumer`` holds their crash points).
-
-Share consumer: a member of a share group (KIP-932) in explicit acknowledgement mode. It
-records ``consumed`` for every record ``poll`` returns, with the broker's delivery count;
-what it does next is written in the record itself, in the header ``kafkalab-fate``
-(``FATE_HEADER``): ``accept`` (or no header) is processed (``process_ms``, ``processed``) and
-acknowledged ACCEPT; ``release`` is acknowledged RELEASE every time (a record the application
-cannot handle now: the broker delivers it again at once, until
-``share.delivery.count.limit`` deliveries, then archives it); ``reject`` is acknowledged
-REJECT (a poison record: never delivered again); ``slow`` is a long piece of work: the
-worker finishes it (``processed``, then ACCEPT) only once another member of the run has
-processed a later offset of the same partition, as its ledger in the same folder says, or
-after ``slow_max_ms`` (``overtaken``), so a share group's members overtake each other on
-every run, whatever the load. Acknowledgements are sent with
-``commit_sync`` after each poll's records, then recorded as ``acknowledged`` events (with
-the commit's error, if any). ``crash_after=K``: after processing its K-th record, before
-acknowledging the records of that poll, the worker flushes its ledger and stops with
-``crash_signal``: ``SIGKILL`` (a crash: its connections close) or ``SIGSTOP`` (a hang: the
-process and its connections stay, nothing more is sent; the parent kills it later).
 
 Producer: sends ``count`` workload records (``kafkalab.data.workload_record``; or until
 SIGTERM) at ``rate`` records/s, round-robin over ``partitions``; values are flight record
@@ -74,13 +54,6 @@ if TYPE_CHECKING:
 
 #: Bound (s) of a consumer's wait for its ``work_until`` file, after ``process_ms`` of work.
 WORK_UNTIL_MAX_S = 180.0
-#: Record header that tells a share consumer worker what to do with the record (``SHARE_FATES``).
-FATE_HEADER = "kafkalab-fate"
-SHARE_FATES = ("accept", "release", "reject", "slow")
-#: The acknowledgement each fate ends in (KIP-932 ``AcknowledgeType``): a slow record is accepted.
-SHARE_ACKS = {"accept": "ACCEPT", "release": "RELEASE", "reject": "REJECT", "slow": "ACCEPT"}
-#: How a share consumer worker stops at its crash point: a crash, or a hang.
-SHARE_CRASH_SIGNALS = ("SIGKILL", "SIGSTOP")
 #: Environment variable through which ``workloads.Worker`` tells the child its parent's pid.
 PARENT_ENV = "KAFKALAB_PARENT_PID"
 
@@ -164,39 +137,6 @@ class ProgramSpec:
     kind: str = "program"
 
 
-@dataclass
-class ShareConsumerSpec:
-    """What a share consumer worker does (module docstring). ``conf`` is passed to
-    ``confluent_kafka.ShareConsumer`` after the worker's settings (explicit acknowledgement,
-    ``max_poll_records``). ``crash_after`` None: run until SIGTERM, then acknowledge the records
-    in hand, ``close`` (leaves the group) and exit 0. ``slow_max_ms``: the longest a ``slow``
-    record waits to be overtaken; keep it below the acquisition lock, or the record is
-    delivered again meanwhile. ``first_waits_for`` > 0: the worker holds the first record it
-    receives, before processing it, until that many members of the run have received one
-    (``members_with_records``), at most ``slow_max_ms``. Times in ms."""
-
-    name: str
-    run_id: str
-    ledger: str
-    group_id: str
-    topics: list[str]
-    conf: dict = field(default_factory=dict)
-    max_poll_records: int = 1
-    process_ms: float = 0.0
-    crash_after: int | None = None
-    crash_signal: str = "SIGKILL"
-    poll_timeout_ms: int = 200
-    slow_max_ms: float = 2500.0
-    first_waits_for: int = 0
-    kind: str = "share"
-
-    def __post_init__(self) -> None:
-        if self.crash_signal not in SHARE_CRASH_SIGNALS:
-            raise ValueError(f"crash_signal must be one of {', '.join(SHARE_CRASH_SIGNALS)}, not {self.crash_signal!r}")
-        if self.max_poll_records < 1:
-            raise ValueError(f"max_poll_records must be >= 1, not {self.max_poll_records}")
-
-
 def die_with_parent(parent_pid: int | None = None) -> None:
     """Ask Linux to SIGKILL this process when its parent exits (prctl ``PR_SET_PDEATHSIG``,
     kept across ``exec``). ``parent_pid``: the pid of the process that spawned this one; if
@@ -268,130 +208,6 @@ def run_consumer(spec: ConsumerSpec) -> None:
             note("processed", topic=m.topic(), partition=m.partition(), offset=m.offset(), value=value)
     finally:
         consumer.close()  # leaves the group (a dynamic member)
-        ledger.close()
-
-
-def fate_of(headers: list | None) -> str:
-    """The ``FATE_HEADER`` of a record's headers (``Message.headers()``: a list of
-    ``(name, bytes)`` or None): ``accept`` when absent.
-
-    Raises:
-        ValueError: a fate not in ``SHARE_FATES``.
-    """
-    for name, value in headers or []:
-        if name == FATE_HEADER:
-            fate = value.decode() if value is not None else ""
-            if fate not in SHARE_FATES:
-                raise ValueError(f"header {FATE_HEADER}={fate!r}: expected one of {', '.join(SHARE_FATES)}")
-            return fate
-    return "accept"
-
-
-def overtaken(ledger_path: str | os.PathLike[str], topic: str, partition: int, offset: int) -> bool:
-    """Whether another worker of the run (another ``*.jsonl`` ledger in the folder of
-    ``ledger_path``) has recorded ``processed`` for an offset above ``offset`` of ``topic``
-    ``partition``. Reads the ledgers as they stand, while their writers append."""
-    from pathlib import Path
-
-    from .ledger import read_events
-
-    own = Path(ledger_path)
-    for path in own.parent.glob("*.jsonl"):
-        if path == own:
-            continue
-        for e in read_events(path, growing=True):
-            if (e.kind == "processed" and e.topic == topic and e.partition == partition
-                    and e.offset is not None and e.offset > offset):
-                return True
-    return False
-
-
-def members_with_records(ledger_path: str | os.PathLike[str]) -> set[str]:
-    """The ``client_id`` of every worker of the run (a ``*.jsonl`` ledger in the folder of
-    ``ledger_path``, this one included) that has recorded a ``consumed`` record."""
-    from pathlib import Path
-
-    from .ledger import read_events
-
-    return {e.client_id for path in Path(ledger_path).parent.glob("*.jsonl")
-            for e in read_events(path, growing=True)
-            if e.kind == "consumed" and e.error is None and e.offset is not None and e.client_id}
-
-
-def run_share_consumer(spec: ShareConsumerSpec) -> None:
-    """The share consumer loop (module docstring). Ledger written through.
-
-    Source: KIP-932; confluent-kafka 2.16 ``ShareConsumer`` (Preview in librdkafka 2.16):
-    ``share.acknowledgement.mode=explicit`` makes ``acknowledge`` legal, and every record of
-    a poll must be acknowledged before the next poll."""
-    from confluent_kafka import AcknowledgeType, ShareConsumer
-
-    from . import config
-    from .errors import WaitTimeout
-    from .ledger import Ledger, crash
-    from .waiting import wait_until
-
-    ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    types = {fate: getattr(AcknowledgeType, ack) for fate, ack in SHARE_ACKS.items()}
-
-    def note(kind: str, m, **kw: Any) -> None:
-        ledger.record(kind, client_id=spec.name, topic=m.topic(), partition=m.partition(), offset=m.offset(),
-                      key=_text(m.key()), value=_text(m.value()), delivery_count=m.delivery_count(), **kw)
-
-    consumer = ShareConsumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": spec.group_id,
-                              "client.id": spec.name, "share.acknowledgement.mode": "explicit",
-                              "max.poll.records": spec.max_poll_records, "log_level": 3, **spec.conf})
-    consumer.subscribe(spec.topics)
-    processed = 0
-    first = True
-    try:
-        while not stop.is_set():
-            decided = []
-            for m in consumer.poll(spec.poll_timeout_ms / 1000):
-                if m.error() is not None:
-                    ledger.record("consumed", client_id=spec.name, topic=m.topic() or spec.topics[0], error=str(m.error()))
-                    continue
-                note("consumed", m)
-                decided.append((m, fate_of(m.headers())))
-            if decided and spec.first_waits_for and first:
-                first = False  # the first record waits until every member has one: none is left out by scheduling
-                try:
-                    wait_until(lambda: len(members_with_records(spec.ledger)) >= spec.first_waits_for,
-                               timeout_s=spec.slow_max_ms / 1000, interval_s=0.02,
-                               what=f"{spec.first_waits_for} members with a record")
-                except WaitTimeout:
-                    pass  # some member got none: the run's consumers_with_records says so
-            for m, fate in decided:  # the whole poll is handled, even after SIGTERM
-                if fate not in ("accept", "slow"):
-                    continue
-                if fate == "slow":  # finished only once a later offset of its partition is done elsewhere
-                    try:
-                        wait_until(lambda m=m: overtaken(spec.ledger, m.topic(), m.partition(), m.offset()),
-                                   timeout_s=spec.slow_max_ms / 1000, interval_s=0.02,
-                                   what=f"another member to process an offset above {m.offset()}")
-                    except WaitTimeout:
-                        pass  # nobody overtook it: finished in offset order, and the audit counts no inversion
-                if spec.process_ms:
-                    time.sleep(spec.process_ms / 1000)  # the work itself (simulated), not a wait on Kafka
-                note("processed", m)
-                processed += 1
-                if spec.crash_after is not None and processed >= spec.crash_after:
-                    if spec.crash_signal == "SIGKILL":
-                        crash(ledger)
-                    ledger.flush()
-                    os.kill(os.getpid(), signal.SIGSTOP)  # a hang: the parent kills it later
-            if not decided:
-                continue
-            for m, fate in decided:
-                consumer.acknowledge(m, types[fate])
-            errors = {(tp.topic, tp.partition): tp.error for tp in consumer.commit_sync() or {}}
-            for m, fate in decided:
-                error = errors.get((m.topic(), m.partition()))
-                note("acknowledged", m, ack=SHARE_ACKS[fate], error=str(error) if error else None)
-    finally:
-        consumer.close()  # acknowledges what is pending and leaves the share group
         ledger.close()
 
 
@@ -478,14 +294,13 @@ def run_exec(spec: ExecSpec) -> NoReturn:
 
 def spec_from_json(text: str) -> Any:
     """The spec object of one worker (``ConsumerSpec``, ``ProducerSpec``, ``ExecSpec``,
-    ``ShareConsumerSpec``, ``ProgramSpec``) from its JSON (``spec_json``), chosen by ``kind``.
+    ``ProgramSpec``) from its JSON (``spec_json``), chosen by ``kind``.
 
     Raises:
         ValueError: unknown ``kind`` or invalid fields.
     """
     d = json.loads(text)
-    kinds = {"consumer": ConsumerSpec, "producer": ProducerSpec, "exec": ExecSpec,
-             "share": ShareConsumerSpec, "program": ProgramSpec}
+    kinds = {"consumer": ConsumerSpec, "producer": ProducerSpec, "exec": ExecSpec, "program": ProgramSpec}
     kind = d.get("kind")
     if kind not in kinds:
         raise ValueError(f"unknown worker kind {kind!r}: one of {', '.join(kinds)}")
@@ -500,8 +315,6 @@ def run(spec: Any) -> int:
         run_producer(spec)
     elif spec.kind == "exec":
         run_exec(spec)
-    elif spec.kind == "share":
-        run_share_consumer(spec)
     elif spec.kind == "program":
         return run_program(spec)
     return 0

@@ -520,7 +520,7 @@ class Worker:
 
 def spawn(spec) -> Worker:
     """Start a worker process for a spec of ``kafkalab.worker`` (``ConsumerSpec``,
-    ``ProducerSpec``, ``ExecSpec``, ``ShareConsumerSpec``, ``ProgramSpec``); returns at once."""
+    ``ProducerSpec``, ``ExecSpec``, ``ProgramSpec``); returns at once."""
     return Worker(spec)
 
 

@@ -1,39 +1,35 @@
 """Notebook 09: share groups (KIP-932, "queues for Kafka"), run on the cluster.
 
 A share group breaks the three rules every other notebook teaches: any number of members read
-one partition, each record is *acquired* under a time-limited lock (the acquisition lock) and
-acknowledged one by one (ACCEPT, RELEASE, REJECT), and a record whose lock runs out, or whose
-holder's connection closes, is delivered again with a higher delivery count, until
-``share.delivery.count.limit`` deliveries; then it is archived.
+one partition, each record is *acquired* under a time-limited lock and acknowledged one by one
+(ACCEPT, RELEASE, REJECT), and a record whose lock runs out, or whose holder's connection
+closes, is delivered again with a higher delivery count, until ``share.delivery.count.limit``
+deliveries; then it is archived.
 
-``run_share_group`` runs it end to end with real processes:
+The client code is not here: each member runs the notebook's program ``share_consumer``
+(``kafkalab.programs``; instruments of role ``share``, ``kafkalab.instruments.share``), which
+decides each record's acknowledgement from its value and holds the run's scheduling
+arrangements and crash point on screen. ``run_share_group`` is the harness around it:
 
-1. a fresh topic of P partitions and a fresh share group, whose group configs set
-   ``share.auto.offset.reset=earliest`` (a new share group starts at the latest offset by
-   default), the acquisition lock (``share.record.lock.duration.ms``) and the delivery count
-   limit (``share.delivery.count.limit``);
-2. C share consumer processes (``kafkalab.worker`` kind ``share``), and the wait until the
-   coordinator lists all C with an assignment (``kafka-share-groups --describe --members``);
-3. N workload records, partition ``i % P``, one record per batch (a share fetch acquires
-   whole batches, so one batch of N records would go to one consumer). Each carries its fate
-   in a header (``worker.FATE_HEADER``): every ``release_every``-th is released at every
-   delivery (archived after the limit), every ``reject_every``-th is rejected (a poison
-   record), with ``slow_first`` the first record of each partition is a slow piece of work
-   that another member overtakes (``worker.overtaken``), the rest are processed and accepted;
-4. ``crash_consumers`` of the members die by SIGKILL after processing their
-   ``crash_after``-th record, before acknowledging it, and ``freeze_consumers`` stop by
-   SIGSTOP at the same point (a hung process: its connections stay open);
-5. the run ends when the ledgers say every record reached a final state (accepted,
-   rejected, or delivered ``limit`` times and never accepted), plus one more lock duration
-   in which nothing may be delivered again; the members then close and the Spark audit
-   (``share_groups_analysis``) counts it all;
-6. with ``compare_consumer_group``, C members of an ordinary consumer group on the same
-   topic, in the same run: how many of them get a partition (at most P).
+1. a fresh topic of P partitions and share group, with the group configs
+   ``share.auto.offset.reset=earliest`` (a new share group starts at the latest offset),
+   ``share.record.lock.duration.ms`` and ``share.delivery.count.limit``;
+2. C program processes (``worker.ProgramSpec``), and the wait until the coordinator lists all C
+   with an assignment (``kafka-share-groups --describe --members``);
+3. N workload records, partition ``i % P``, one per batch (a share fetch acquires whole
+   batches); every ``release_every``-th value starts with ``later:``, every ``reject_every``-th
+   with ``poison:``;
+4. ``crash_consumers`` members die by SIGKILL, ``freeze_consumers`` stop by SIGSTOP, at the
+   program's crash point on their ``crash_after``-th processed record;
+5. the run ends once the ledgers show every record accepted, rejected or archived (plus, if any
+   record was released or rejected, one more lock in which nothing may come back), and the
+   Spark audit (``share_groups_analysis``) counts it all;
+6. with ``compare_consumer_group``, C processes of the notebook's ``group_member`` (role
+   ``consumer``) in a consumer group on the same topic: how many get a partition (at most P).
 
-Sources: KIP-932 (share groups, acquisition lock, delivery count, archiving); Kafka
-documentation 4.3, "Share groups" and "Group Configs"; ``ShareGroupConfig`` in
-kafka-group-coordinator 4.3.1 (broker bounds); confluent-kafka 2.16 ``ShareConsumer``
-(librdkafka 2.16: Preview).
+Sources: KIP-932; Kafka documentation 4.3, "Share groups" and "Group Configs";
+``ShareGroupConfig`` in kafka-group-coordinator 4.3.1 (broker bounds); confluent-kafka 2.16
+``ShareConsumer`` (librdkafka 2.16: Preview).
 """
 
 from __future__ import annotations
@@ -45,11 +41,12 @@ from pathlib import Path
 
 import click
 
-from .. import admin, ledger, runscope, workloads
+from .. import admin, config, ledger, programs, runscope, workloads
 from ..errors import KafkalabError
+from ..programs import Program
 from ..runscope import RunScope
 from ..waiting import wait_until
-from ..worker import FATE_HEADER, ShareConsumerSpec
+from ..worker import ProgramSpec
 
 #: The lab's broker settings for share groups (kafka/config/broker.properties, teaching values):
 #: the acquisition lock and the delivery count limit a group gets when it sets none, and the
@@ -57,11 +54,20 @@ from ..worker import FATE_HEADER, ShareConsumerSpec
 BROKER_LOCK_MS = 5000
 BROKER_DELIVERY_COUNT_LIMIT = 3
 BROKER_MIN_LOCK_MS = 1000
-#: Kafka 4.3.1's own defaults (``ShareGroupConfig``): lock 30000 ms (bounds 15000..60000),
-#: delivery count limit 5 (bounds 2..10).
-KAFKA_DEFAULTS = {"group.share.record.lock.duration.ms": 30000, "group.share.min.record.lock.duration.ms": 15000,
-                  "group.share.max.record.lock.duration.ms": 60000, "group.share.delivery.count.limit": 5,
-                  "group.share.min.delivery.count.limit": 2, "group.share.max.delivery.count.limit": 10}
+#: The notebook whose programs the runs execute (``kafkalab.programs.from_notebook``).
+NOTEBOOK = "09_share_groups"
+#: Value prefixes of the records the program cannot handle now (it RELEASEs them) or ever (REJECTs them).
+LATER, POISON = "later:", "poison:"
+
+
+def share_program() -> Program:
+    """The notebook's share consumer program, ``share_consumer``, as saved."""
+    return programs.from_notebook(NOTEBOOK, "share_consumer")
+
+
+def group_program() -> Program:
+    """The notebook's consumer group member, ``group_member``, as saved."""
+    return programs.from_notebook(NOTEBOOK, "group_member")
 
 
 @dataclass
@@ -72,16 +78,16 @@ class ShareRun:
         consumers: share consumer processes (C), >= 1.
         partitions: partitions of the topic (P), >= 1.
         messages: records produced (N), >= 1.
-        crash_consumers: members killed (SIGKILL) at their crash point.
-        freeze_consumers: members stopped (SIGSTOP) at their crash point.
-        crash_after: the crash point: after processing this many records, before
-            acknowledging the last of them.
-        release_every: every R-th record (``i % R == R - 1``) is RELEASEd at each delivery; 0: none.
-        reject_every: every R-th record is REJECTed; 0: none. A record both would release is released.
+        crash_consumers: members killed (SIGKILL) at the program's crash point.
+        freeze_consumers: members stopped (SIGSTOP) at the program's crash point.
+        crash_after: the crash point fires on this processed record of a stopped member.
+        release_every: every R-th record (``i % R == R - 1``) is a ``later:`` record (the
+            notebook's program RELEASEs it at each delivery); 0: none.
+        reject_every: every R-th record is a ``poison:`` record (the program REJECTs it); 0:
+            none. A record both would mark is ``later:``.
         delivery_count_limit: group config ``share.delivery.count.limit``.
         lock_ms: group config ``share.record.lock.duration.ms`` (the acquisition lock).
-        process_ms: work per accepted record of the fastest consumer (``process_ms_of``).
-        max_poll_records: librdkafka ``max.poll.records`` of each consumer.
+        process_ms: work per record (``lab.work``) of the fastest consumer (``process_ms_of``).
         compare_consumer_group: also run C members of a consumer group on the topic.
         describe_held: with ``freeze_consumers``: once every frozen member has stopped and
             every other record is accepted, rejected or archived, describe the
@@ -89,15 +95,9 @@ class ShareRun:
             members still hold their records (``ShareGroupResult.held_window``), then SIGKILL
             them, so their records come back at once. Give the run a lock longer than that
             takes (``lock_ms`` up to 60000), or the lock releases them first.
-        first_for_all: each member holds the first record it receives, before processing
-            it, until every member has received one (at most half the lock). A member starved
-            of CPU for a moment is then not left without records by chance; in a group where
-            a member could get no record at all (a consumer group's idle member) the wait
-            would only time out.
-        slow_first: the first record of each partition is a slow piece of work (fate
-            ``slow``): its consumer finishes it only once another member has processed a
-            later offset of that partition, or after half the lock (``slow_max_ms``). With
-            2 or more members this makes an order inversion certain, whatever the load.
+        program: the share consumer every member runs (None: the notebook's ``share_consumer``).
+        group_program: the consumer group member of ``compare_consumer_group`` (None: the
+            notebook's ``group_member``).
     """
 
     consumers: int = 4
@@ -111,11 +111,10 @@ class ShareRun:
     delivery_count_limit: int = BROKER_DELIVERY_COUNT_LIMIT
     lock_ms: int = BROKER_LOCK_MS
     process_ms: float = 20.0
-    max_poll_records: int = 1
     compare_consumer_group: bool = False
-    slow_first: bool = False
     describe_held: bool = False
-    first_for_all: bool = False
+    program: Program | None = None
+    group_program: Program | None = None
 
     def __post_init__(self) -> None:
         if self.consumers < 1 or self.partitions < 1 or self.messages < 1:
@@ -143,22 +142,18 @@ class ShareRun:
             raise KafkalabError(f"lock_ms must be >= {BROKER_MIN_LOCK_MS} (group.share.min.record.lock.duration.ms "
                                 f"in kafka/config/broker.properties), not {self.lock_ms}")
 
-    def fate(self, i: int) -> str:
-        """What happens to record ``i`` (partition ``i % partitions``): ``release``,
-        ``reject``, ``slow`` (with ``slow_first``, the first record of each partition that
-        is neither) or ``accept``."""
+    def prefix(self, i: int) -> str:
+        """The value prefix of record ``i`` (partition ``i % partitions``): ``LATER``, ``POISON`` or ``""``."""
         if self.release_every and i % self.release_every == self.release_every - 1:
-            return "release"
+            return LATER
         if self.reject_every and i % self.reject_every == self.reject_every - 1:
-            return "reject"
-        if self.slow_first and i < self.partitions:
-            return "slow"
-        return "accept"
+            return POISON
+        return ""
 
     @property
-    def slow_max_ms(self) -> float:
-        """The longest a ``slow`` record waits to be overtaken: half the acquisition lock, so
-        it is acknowledged before the lock could run out."""
+    def wait_max_ms(self) -> float:
+        """The longest the program's barrier and overtaking wait hold a record: half the
+        acquisition lock, so it is acknowledged before the lock could run out."""
         return self.lock_ms / 2
 
     def process_ms_of(self, index: int) -> float:
@@ -175,6 +170,11 @@ class ShareRun:
         if index < self.crash_consumers + self.freeze_consumers:
             return "freeze"
         return "run"
+
+    def to_json(self) -> dict:
+        """Every setting, JSON-ready; the programs by name and origin."""
+        return asdict(self) | {k: p and f"{p.name} ({p.origin})" for k, p in
+                               (("program", self.program), ("group_program", self.group_program))}
 
 
 @dataclass
@@ -241,6 +241,7 @@ class ShareGroupResult:
     share_offsets: dict[str, dict]
     group_configs: dict[str, str | None]
     held_window: dict[str, dict] | None
+    lab_conf: dict[str, str]
     elapsed_ms: int
     ledger_dir: str = field(default="", repr=False)
 
@@ -261,8 +262,14 @@ def _records(cfg: ShareRun) -> list[tuple]:
     out = []
     for i in range(cfg.messages):
         f, rid = workload_record(i)
-        out.append((f.key.encode(), rid.encode(), i % cfg.partitions, {FATE_HEADER: cfg.fate(i).encode()}))
+        out.append((f.key.encode(), (cfg.prefix(i) + rid).encode(), i % cfg.partitions, None))
     return out
+
+
+def lab_conf(group: str, client_id: str) -> dict[str, str]:
+    """What the harness puts in a member's ``lab.conf``: the bootstrap servers, the group and
+    the client id. Nothing else: every setting that decides what happens is in the program."""
+    return {"bootstrap.servers": config.bootstrap_servers(), "group.id": group, "client.id": client_id}
 
 
 def final_values(events: list[ledger.Event], limit: int, gone: set[str]) -> set[str]:
@@ -316,11 +323,68 @@ def _events(folder: Path) -> list[ledger.Event]:
     return out
 
 
+def _terminate_all(workers: list[workloads.Worker]) -> None:
+    """SIGTERM to every worker at once, then each waited for (``Worker.terminate``): the members
+    close and leave their group side by side, not one after another."""
+    for w in workers:
+        if w.alive:
+            w.popen.terminate()
+    for w in workers:
+        w.terminate(timeout_s=15)
+
+
+def _member_spec(cfg: ShareRun, program: Program, run_id: str, folder: Path, group: str, topic: str,
+                 index: int) -> ProgramSpec:
+    name = f"share-{index}"
+    role = cfg.role(index)
+    options = {"process_ms": cfg.process_ms_of(index), "crash_after": cfg.crash_after if role != "run" else None,
+               "crash_signal": "SIGSTOP" if role == "freeze" else "SIGKILL", "members": cfg.consumers,
+               "wait_max_ms": cfg.wait_max_ms}
+    return ProgramSpec(name, run_id, str(folder / f"{name}.jsonl"), "share", program.name, program.source,
+                       conf=lab_conf(group, name), topics=[topic], options=options)
+
+
+def compare_consumer_group(program: Program, run: RunScope, topic: str, partitions: int, members: int,
+                           timeout_s: float) -> int:
+    """Run ``members`` processes of ``program`` (role ``consumer``, the notebook's
+    ``group_member``) in a fresh consumer group on ``topic``; once the coordinator reports the
+    group STABLE with all of them and every partition assigned, return how many got a
+    partition. The processes are stopped before it returns.
+
+    Raises:
+        KafkalabError: a member exited.
+        WaitTimeout: the group was not stable within ``timeout_s``.
+    """
+    group = run.group("classic")
+    folder = workloads.run_dir(run.run_id) / "consumer-group"
+    folder.mkdir(exist_ok=True)
+    procs = [workloads.spawn(ProgramSpec(f"classic-{i}", run.run_id, str(folder / f"classic-{i}.jsonl"), "consumer",
+                                         program.name, program.source, conf=lab_conf(group, f"classic-{i}"),
+                                         topics=[topic]))
+             for i in range(members)]
+    try:
+        def stable():
+            for w in procs:
+                if not w.alive:
+                    raise KafkalabError(f"{w.name} exited {w.returncode}:\n{w.log_tail()}")
+            state, assigned = workloads.broker_assignment(group)
+            flat = [tp for tps in assigned.values() for tp in tps]
+            if state != "STABLE" or len(assigned) != members or len(flat) != partitions:
+                return None
+            return assigned
+
+        assigned = wait_until(stable, timeout_s=timeout_s, interval_s=0.3,
+                              what=f"consumer group {group}: {members} members, STABLE, {partitions} partitions assigned")
+        return sum(1 for tps in assigned.values() if tps)
+    finally:
+        _terminate_all(procs)
+
+
 def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=None) -> ShareGroupResult:
     """Run one share group experiment (module docstring) and audit it.
 
     Args:
-        cfg: the run's shape (defaults: ``ShareRun()``).
+        cfg: the run's shape and programs (defaults: ``ShareRun()``, the notebook's programs).
         timeout_s: bound of each wait (members joined, all records final), seconds.
         spark: a SparkSession for the audit (``kafkalab.spark.session()`` if None).
 
@@ -328,24 +392,25 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
         ShareGroupResult; topic and group deleted, every process stopped.
 
     Raises:
-        KafkalabError: bad settings, or a consumer process failed.
+        KafkalabError: bad settings, or a consumer process failed (its log's tail in the message).
+        ProgramError: no program given and the notebook's cannot be read.
         WaitTimeout: the members did not all get an assignment, or records were not final,
             within ``timeout_s`` (the message says which).
     """
     from .share_groups_analysis import account
 
     cfg = cfg or ShareRun()
+    program = cfg.program or share_program()
+    member = cfg.group_program or (group_program() if cfg.compare_consumer_group else None)
     t0 = time.monotonic()
     run = RunScope("share")
     procs: dict[str, workloads.Worker] = {}
-    members: list[workloads.GroupMember] = []
 
     def stop_all() -> None:
-        for name, w in procs.items():
-            if cfg.role(int(name.rsplit("-", 1)[1])) == "freeze":
-                w.kill()
-            else:
-                w.terminate(timeout_s=15)
+        frozen = [w for name, w in procs.items() if cfg.role(int(name.rsplit("-", 1)[1])) == "freeze"]
+        for w in frozen:
+            w.kill()
+        _terminate_all([w for w in procs.values() if w not in frozen])
 
     run.on_cleanup(stop_all)
     try:
@@ -356,13 +421,8 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
         admin.alter_group_config(group, group_configs(cfg))
         admin.create_topics({topic: cfg.partitions})
         for i in range(cfg.consumers):
-            name = f"share-{i}"
-            role = cfg.role(i)
-            procs[name] = workloads.spawn(ShareConsumerSpec(
-                name, run.run_id, str(folder / f"{name}.jsonl"), group, [topic], process_ms=cfg.process_ms_of(i),
-                max_poll_records=cfg.max_poll_records, crash_after=cfg.crash_after if role != "run" else None,
-                crash_signal="SIGSTOP" if role == "freeze" else "SIGKILL", slow_max_ms=cfg.slow_max_ms,
-                first_waits_for=cfg.consumers if cfg.first_for_all else 0))
+            spec = _member_spec(cfg, program, run.run_id, folder, group, topic, i)
+            procs[spec.name] = workloads.spawn(spec)
 
         def joined():
             for name, w in procs.items():
@@ -373,13 +433,14 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
 
         at_start = wait_until(joined, timeout_s=timeout_s, interval_s=0.5,
                               what=f"{cfg.consumers} members of share group {group}, each with an assignment")
-        placed = workloads.produce(topic, _records(cfg), conf={"log_level": 3, "linger.ms": 0, "batch.num.messages": 1})
+        records = _records(cfg)
+        placed = workloads.produce(topic, records, conf={"log_level": 3, "linger.ms": 0, "batch.num.messages": 1})
         with ledger.Ledger(folder / "producer.jsonl", run.run_id) as book:
-            for (key, value, _, _), (p, off) in zip(_records(cfg), placed):
+            for (key, value, _, _), (p, off) in zip(records, placed):
                 book.record("acked", topic=topic, partition=p, offset=off, key=key.decode(), value=value.decode(),
                             client_id="producer")
-        produced = {v.decode() for _, v, _, _ in _records(cfg)}
-        places = {v.decode(): where for (_, v, _, _), where in zip(_records(cfg), placed)}  # value -> (partition, offset)
+        produced = {v.decode() for _, v, _, _ in records}
+        places = {v.decode(): where for (_, v, _, _), where in zip(records, placed)}  # value -> (partition, offset)
 
         gone = {name for name in procs if cfg.role(int(name.rsplit("-", 1)[1])) != "run"}
         frozen = sorted(name for name in gone if cfg.role(int(name.rsplit("-", 1)[1])) == "freeze")
@@ -418,13 +479,13 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
                    what=f"all {cfg.messages} records of {topic} accepted, rejected or archived",
                    on_timeout=lambda: f"{len(produced - final_values(_events(folder), cfg.delivery_count_limit, gone))} "
                                       f"not final")
-        if cfg.release_every:
-            # Watch one more acquisition lock: an archived record must not be delivered again.
-            # Ends early if one is (the audit then reports it).
+        if cfg.release_every or cfg.reject_every:
+            # Watch one more acquisition lock: a rejected or archived record must not be delivered
+            # again. Ends early if one is delivered past the limit (the audit then reports it).
             end = time.monotonic() + cfg.lock_ms / 1000
             wait_until(lambda: time.monotonic() >= end or past_limit(_events(folder), cfg.delivery_count_limit),
                        timeout_s=cfg.lock_ms / 1000 + 5, interval_s=0.2,
-                       what="one acquisition lock after the last record was archived")
+                       what="one acquisition lock after the last record was settled")
         missed = crash_points_missed(_events(folder), cfg.crash_after, gone)
         if missed:
             raise KafkalabError(f"{', '.join(missed)} processed fewer than crash_after={cfg.crash_after} records, so "
@@ -433,24 +494,21 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
         described = admin.describe_config("group", group, list(group_configs(cfg)))
         compared = None
         if cfg.compare_consumer_group:
-            cgroup = run.group("classic")
-            members = [workloads.GroupMember(i, workloads.consumer_config(cgroup, i, "range"), [topic])
-                       for i in range(cfg.consumers)]
-            assigned = workloads.wait_group_stable(cgroup, members, {topic: cfg.partitions}, timeout_s=timeout_s)
-            compared = sum(1 for tps in assigned.values() if tps)
+            compared = compare_consumer_group(member, run, topic, cfg.partitions, cfg.consumers, timeout_s)
         stop_all()
         procs_roles = {name: cfg.role(int(name.rsplit("-", 1)[1])) for name in procs}
         counts = account(folder, cfg.delivery_count_limit, procs_roles, spark=spark)
         return ShareGroupResult(
-            topic=topic, group=group, config=asdict(cfg), **counts, roles=procs_roles,
+            topic=topic, group=group, config=cfg.to_json() | {"program": f"{program.name} ({program.origin})",
+                                                               "group_program": member and f"{member.name} ({member.origin})"},
+            **counts, roles=procs_roles,
             members_at_start={m.client_id: sorted(p for _, p in m.partitions) for m in at_start},
             consumer_group_members_with_partitions=compared,
             share_offsets={str(p): v for (_, p), v in sorted(share_offsets.items())},
             group_configs={k: v.value for k, v in described.items()}, held_window=held_window,
-            elapsed_ms=int((time.monotonic() - t0) * 1000), ledger_dir=str(folder))
+            lab_conf=lab_conf(group, "share-0"), elapsed_ms=int((time.monotonic() - t0) * 1000),
+            ledger_dir=str(folder))
     finally:
-        for m in members:
-            m.close()
         run.cleanup()
 
 
@@ -459,15 +517,15 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
 @click.option("--partitions", type=click.IntRange(1, 50), default=2, show_default=True, help="Partitions (P).")
 @click.option("--messages", type=click.IntRange(1, 100_000), default=60, show_default=True, help="Records (N).")
 @click.option("--crash-consumers", type=click.IntRange(0), default=0, show_default=True,
-              help="Consumers SIGKILLed while holding an acquired, unacknowledged record.")
+              help="Consumers SIGKILLed at the program's crash point (holding a processed, unacknowledged record).")
 @click.option("--freeze-consumers", type=click.IntRange(0), default=0, show_default=True,
               help="Consumers SIGSTOPped (hung) at the same point: their records come back after the lock.")
 @click.option("--crash-after", type=click.IntRange(1), default=3, show_default=True,
-              help="The crash point: after processing this many records.")
+              help="The crash point fires on this processed record.")
 @click.option("--release-every", type=click.IntRange(0), default=0, show_default=True,
-              help="Every R-th record is RELEASEd at each delivery (archived after the limit).")
+              help="Every R-th record is a 'later:' record: the program RELEASEs it (archived after the limit).")
 @click.option("--reject-every", type=click.IntRange(0), default=0, show_default=True,
-              help="Every R-th record is REJECTed (a poison record).")
+              help="Every R-th record is a 'poison:' record: the program REJECTs it.")
 @click.option("--delivery-count-limit", type=click.IntRange(2, 10), default=BROKER_DELIVERY_COUNT_LIMIT,
               show_default=True, help="Group config share.delivery.count.limit.")
 @click.option("--lock-ms", type=click.IntRange(BROKER_MIN_LOCK_MS, 60000), default=BROKER_LOCK_MS, show_default=True,
@@ -476,23 +534,20 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
 @click.option("--compare-consumer-group", is_flag=True, help="Also run C members of a consumer group on the topic.")
 @click.option("--describe-held", is_flag=True,
               help="With --freeze-consumers: describe the share-partitions while the frozen ones hold records, then kill them.")
-@click.option("--first-for-all", is_flag=True,
-              help="Each member holds its first record until every member has received one.")
-@click.option("--slow-first", is_flag=True,
-              help="The first record of each partition is slow: finished only after another member overtook it.")
 @click.option("--timeout", "timeout_s", type=float, default=90.0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @runscope.checks_cluster_itself
 def cli_command(consumers: int, partitions: int, messages: int, crash_consumers: int, freeze_consumers: int,
                 crash_after: int, release_every: int, reject_every: int, delivery_count_limit: int, lock_ms: int,
-                process_ms: float, compare_consumer_group: bool, describe_held: bool, first_for_all: bool,
-                slow_first: bool, timeout_s: float, as_json: bool) -> None:
-    """Share group (KIP-932): C consumers on P partitions, per-record acknowledgement, audited."""
+                process_ms: float, compare_consumer_group: bool, describe_held: bool, timeout_s: float,
+                as_json: bool) -> None:
+    """Share group (KIP-932): C members on P partitions, each running notebook 09's program
+    share_consumer (per-record acknowledgement), audited."""
     try:
         cfg = ShareRun(consumers, partitions, messages, crash_consumers, freeze_consumers, crash_after, release_every,
                        reject_every, delivery_count_limit, lock_ms, process_ms,
-                       compare_consumer_group=compare_consumer_group, slow_first=slow_first,
-                       describe_held=describe_held, first_for_all=first_for_all)
+                       compare_consumer_group=compare_consumer_group, describe_held=describe_held,
+                       program=share_program(), group_program=group_program() if compare_consumer_group else None)
     except KafkalabError as e:
         raise click.UsageError(str(e)) from None
     runscope.require_for_cli()  # after the settings are checked: bad input fails before the cluster is touched
@@ -500,6 +555,7 @@ def cli_command(consumers: int, partitions: int, messages: int, crash_consumers:
     if as_json:
         click.echo(json.dumps({k: v for k, v in r.to_json().items() if k != "ledger_dir"}, indent=2))
         return
+    click.echo(f"program {r.config['program']}; lab.conf adds {', '.join(r.lab_conf)}")
     click.echo(f"{r.produced} records, {partitions} partitions, {consumers} share consumers "
                f"({r.consumers_with_records} received records)")
     click.echo(f"accepted {r.accepted_unique}, rejected {r.rejected}, archived {r.archived}, lost {r.lost}")

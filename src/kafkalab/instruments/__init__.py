@@ -15,6 +15,10 @@ role              instruments
 ``producer``      ``kafkalab.instruments.producer.ProducerLab``: the harness's settings
                   (``lab.conf``), the topic, the records to send, the ledger (produced,
                   acked: the delivery report) (notebook 04)
+``share``         ``kafkalab.instruments.share.ShareLab``: the harness's settings, the topic,
+                  the ledger (consumed with delivery count, processed, acknowledged), the
+                  simulated work, the crash or freeze point, the barrier and the overtaking
+                  wait (notebook 09)
 ``transactions``  ``kafkalab.instruments.transactions.TransactionsLab``: a
                   consume-transform-produce processor's names (group, transactional.id,
                   topics, batch, sink), its ledger, its crash points, the end of its input
@@ -44,6 +48,7 @@ ROLES: dict[str, str] = {
     "producer": "kafkalab.instruments.producer:ProducerLab",
     "transactions": "kafkalab.instruments.transactions:TransactionsLab",
     "reader": "kafkalab.instruments.transactions:ReaderLab",
+    "share": "kafkalab.instruments.share:ShareLab",
 }
 
 
