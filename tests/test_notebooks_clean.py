@@ -15,6 +15,8 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 
 #: The skeleton's sections, as markdown headings, in this order.
 SECTIONS = ("Setup", "Summary", "Interview questions", "Exercises", "Glossary", "Cleanup")
+#: The end of a notebook: each of these headings begins a markdown cell of its own.
+END_SECTIONS = SECTIONS[1:]
 #: An interview question with its answer folded: ``<details><summary>Q</summary> A </details>``.
 FOLDED_QA = re.compile(r"<details>\s*<summary>(.+?)</summary>(.*?)</details>", re.S)
 
@@ -55,6 +57,7 @@ def skeleton_problems(nb) -> list[str]:
       that opens with a ``# Check`` comment;
     - Interview questions: at least three, each ``<details><summary>`` with an answer inside;
     - Cleanup: code cells after its heading, the last cell of the notebook being one;
+    - Summary, Interview questions, Exercises, Glossary and Cleanup each begin their own cell;
     - no bare ``time.sleep(`` anywhere (wait on a condition).
     """
     cells = nb.cells
@@ -87,6 +90,10 @@ def skeleton_problems(nb) -> list[str]:
         problems.append("the notebook does not end with a cleanup code cell after its Cleanup heading")
     if any("time.sleep(" in src for _, src in code):
         problems.append("a bare time.sleep(: wait on a condition instead")
+    for name in END_SECTIONS:  # each its own cell: a workshop jumps to one, a reader folds one
+        i = at[name]
+        if i is not None and not re.match(rf"#{{1,6}}\s+{re.escape(name)}\b", cells[i].source):
+            problems.append(f"the {name!r} heading does not begin its own cell")
     return problems
 
 
@@ -136,8 +143,11 @@ def test_the_planted_skeleton_passes() -> None:
     ({"glossary": None}, "no 'Glossary' heading"),
     ({"summary": "## Exercises", "exercises": "## Summary"}, "not in the order"),
     ({"run": "import time\ntime.sleep(5)\nresult = 2"}, "time.sleep"),
+    ({"summary": "## Summary\n\n- it holds\n\n## Interview questions\n\n" + "\n\n".join(
+        f"<details><summary>{n}. Why?</summary>\n\nBecause {n}.\n</details>" for n in (1, 2, 3)),
+      "interview": None}, "'Interview questions' heading does not begin its own cell"),
 ], ids=["setup-without-require-cluster", "no-setup", "check-without-assert", "no-assert", "questions-unfolded",
-        "answer-missing", "no-cleanup-cell", "no-glossary", "sections-out-of-order", "bare-sleep"])
+        "answer-missing", "no-cleanup-cell", "no-glossary", "sections-out-of-order", "bare-sleep", "end-cells-merged"])
 def test_a_planted_bad_notebook_fails_the_skeleton_check(replace: dict, problem: str) -> None:
     problems = skeleton_problems(skeleton(**replace))
     assert any(problem in p for p in problems), problems

@@ -2,10 +2,9 @@
 record per Produce request, and the records a workload sends.
 
 ``workloads.produce`` sends a list of records and waits for every ack; this module has what
-an experiment needs when *how* records travel matters (notebooks 04 and 07, the producer
-worker process): librdkafka settings at teaching values, a refused configuration turned
-into one readable error, and ``send_one_by_one`` (each record alone in its Produce
-request, its delivery report awaited before the next).
+an experiment needs when *how* records travel matters (notebooks 04, 07 and 10): librdkafka
+settings at teaching values, a refused configuration turned into one readable error, timed
+bursts, and the records a workload sends.
 
 Sources: librdkafka CONFIGURATION.md v2.16 (``socket.timeout.ms``, ``message.timeout.ms``,
 ``enable.idempotence``, ``retries``, ``linger.ms``); KIP-98 (idempotent producer).
@@ -87,36 +86,6 @@ class Delivery:
     offset: int | None
     error: str | None
     client_id: str
-
-
-def send_one_by_one(producer: "Producer", topic: str, records: Iterable[tuple[str, str, int]], client_id: str,
-                    ledger: "Ledger | None" = None, timeout_s: float = 60.0) -> list[Delivery]:
-    """Produce ``(key, value, partition)`` records one at a time: each goes out in its own
-    Produce request and the next is sent only after its delivery report (``flush``).
-    Records ``produced`` and ``acked`` events in ``ledger``.
-
-    Raises:
-        KafkalabError: a delivery report did not come within ``timeout_s``.
-    """
-    out: list[Delivery] = []
-    for key, value, partition in records:
-        got: list[Delivery] = []
-
-        def report(err, msg, key=key, value=value) -> None:
-            got.append(Delivery(key, value, msg.partition(), msg.offset() if err is None else None,
-                                err.name() if err is not None else None, client_id))
-
-        if ledger is not None:
-            ledger.record("produced", topic=topic, partition=partition, key=key, value=value, client_id=client_id)
-        producer.produce(topic, key=key.encode(), value=value.encode(), partition=partition, on_delivery=report)
-        if producer.flush(timeout_s) or not got:
-            raise KafkalabError(f"no delivery report for {value} within {timeout_s} s")
-        d = got[0]
-        if ledger is not None:
-            ledger.record("acked", topic=topic, partition=d.partition, offset=d.offset, key=key, value=value,
-                          client_id=client_id, error=d.error)
-        out.append(d)
-    return out
 
 
 def produce_when_room(producer: "Producer", topic: str, value: bytes, partition: int | None = None) -> None:

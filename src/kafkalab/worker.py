@@ -6,8 +6,6 @@ starts it and returns a handle (``workloads.Worker``). The spec's ``kind`` picks
 ==============  ===========================================================================
 ``consumer``    ``ConsumerSpec``: a librdkafka consumer in a group that processes records and
                 commits nothing (notebook 02)
-``producer``    ``ProducerSpec``: sends workload records, paced or as fast as possible,
-                optionally the first ones one Produce request at a time
 ``exec``        ``ExecSpec``: replaces itself with another program (a JVM client), which
                 inherits the same death with the parent (notebook 03's Java consumer)
 ``program``     ``ProgramSpec``: a client program as a notebook shows it (``kafkalab.programs``),
@@ -28,13 +26,8 @@ Consumer (notebook 02's group member): records ``assigned``/``revoked`` per part
 rebalance callbacks, ``consumed`` for every record ``poll`` hands over and ``processed`` once
 its (simulated) work is done; it commits nothing (``enable.auto.commit=false``). The consumers
 whose commits are the lesson (notebook 03) are client programs (``ProgramSpec``, role
-``consumer``: ``kafkalab.instruments.consumer`` holds their crash points).
-
-Producer: sends ``count`` workload records (``kafkalab.data.workload_record``; or until
-SIGTERM) at ``rate`` records/s, round-robin over ``partitions``; values are flight record
-ids; records ``produced`` and ``acked`` (the delivery report, with partition and offset or
-the error). The first ``sync_first`` records go one per Produce request, each acknowledged
-before the next (``kafkalab.producers.send_one_by_one``).
+``consumer``: ``kafkalab.instruments.consumer`` holds their crash points), as are the
+producers of notebook 04 (role ``producer``).
 """
 
 from __future__ import annotations
@@ -78,26 +71,6 @@ class ConsumerSpec:
     poll_timeout_ms: int = 100
     work_until: str | None = None
     kind: str = "consumer"
-
-
-@dataclass
-class ProducerSpec:
-    """What a producer worker does. ``count`` None: until SIGTERM. ``rate``: records/s (0 = as
-    fast as possible). ``partitions``: produce to partitions 0..partitions-1 in turn.
-    ``sync_first``: the first records sent one per Produce request, each acknowledged before
-    the next. ``flush_timeout_s``: how long the final ``flush`` waits for delivery reports."""
-
-    name: str
-    run_id: str
-    ledger: str
-    topic: str
-    partitions: int
-    count: int | None = None
-    rate: float = 0.0
-    conf: dict = field(default_factory=dict)
-    sync_first: int = 0
-    flush_timeout_s: float = 30.0
-    kind: str = "producer"
 
 
 @dataclass
@@ -211,50 +184,6 @@ def run_consumer(spec: ConsumerSpec) -> None:
         ledger.close()
 
 
-def run_producer(spec: ProducerSpec) -> None:
-    """Send the records (module docstring) and flush; SIGTERM stops sending."""
-    from . import config
-    from .data import workload_record
-    from .ledger import Ledger
-    from .producers import make_producer, records_for, send_one_by_one
-
-    ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    producer = make_producer({"bootstrap.servers": config.bootstrap_servers(), "client.id": spec.name,
-                              "log_level": 3, **spec.conf})
-
-    def report(err, msg) -> None:
-        ledger.record("acked", topic=spec.topic, partition=msg.partition(), client_id=spec.name,
-                      offset=msg.offset() if err is None else None, key=_text(msg.key()) or None,
-                      value=msg.value().decode(), error=str(err) if err else None)
-
-    i = 0
-    try:
-        if spec.sync_first:
-            first = records_for(spec.sync_first if spec.count is None else min(spec.sync_first, spec.count),
-                                spec.partitions)
-            send_one_by_one(producer, spec.topic, first, spec.name, ledger)
-            i = len(first)
-        t0 = time.monotonic()
-        sent = 0
-        while not stop.is_set() and (spec.count is None or i < spec.count):
-            f, value = workload_record(i)
-            partition = i % spec.partitions
-            ledger.record("produced", topic=spec.topic, partition=partition, key=f.key, value=value, client_id=spec.name)
-            producer.produce(spec.topic, key=f.key.encode(), value=value.encode(), partition=partition, on_delivery=report)
-            producer.poll(0)
-            i += 1
-            sent += 1
-            if spec.rate:
-                # pace to `rate` records/s while serving delivery reports
-                while not stop.is_set() and time.monotonic() < t0 + sent / spec.rate:
-                    producer.poll(min(0.05, max(0.0, t0 + sent / spec.rate - time.monotonic())))
-        producer.flush(spec.flush_timeout_s)
-    finally:
-        ledger.close()
-
-
 def run_program(spec: ProgramSpec) -> int:
     """Run a client program in this process (``ProgramSpec``): instruments installed, the
     source compiled under the name ``<program NAME>`` (its lines appear in tracebacks) and run
@@ -293,14 +222,13 @@ def run_exec(spec: ExecSpec) -> NoReturn:
 
 
 def spec_from_json(text: str) -> Any:
-    """The spec object of one worker (``ConsumerSpec``, ``ProducerSpec``, ``ExecSpec``,
-    ``ProgramSpec``) from its JSON (``spec_json``), chosen by ``kind``.
+    """The spec object of one worker (``ConsumerSpec``, ``ExecSpec``, ``ProgramSpec``) from its JSON (``spec_json``), chosen by ``kind``.
 
     Raises:
         ValueError: unknown ``kind`` or invalid fields.
     """
     d = json.loads(text)
-    kinds = {"consumer": ConsumerSpec, "producer": ProducerSpec, "exec": ExecSpec, "program": ProgramSpec}
+    kinds = {"consumer": ConsumerSpec, "exec": ExecSpec, "program": ProgramSpec}
     kind = d.get("kind")
     if kind not in kinds:
         raise ValueError(f"unknown worker kind {kind!r}: one of {', '.join(kinds)}")
@@ -311,8 +239,6 @@ def run(spec: Any) -> int:
     """Run one worker in this process; returns its exit code (0; a program: its own)."""
     if spec.kind == "consumer":
         run_consumer(spec)
-    elif spec.kind == "producer":
-        run_producer(spec)
     elif spec.kind == "exec":
         run_exec(spec)
     elif spec.kind == "program":

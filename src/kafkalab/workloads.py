@@ -519,8 +519,8 @@ class Worker:
 
 
 def spawn(spec) -> Worker:
-    """Start a worker process for a spec of ``kafkalab.worker`` (``ConsumerSpec``,
-    ``ProducerSpec``, ``ExecSpec``, ``ProgramSpec``); returns at once."""
+    """Start a worker process for a spec of ``kafkalab.worker`` (``ConsumerSpec``, ``ExecSpec``,
+    ``ProgramSpec``); returns at once."""
     return Worker(spec)
 
 
