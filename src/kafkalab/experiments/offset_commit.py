@@ -1093,6 +1093,175 @@ class DefaultsObserved:
         return self.first_commit_ms - self.first_handed_ms
 
 
+# ----------------------------------------------------------------------------- a rebalance
+
+
+#: ``RebalanceRedelivery``'s programs in ``NOTEBOOK``: manual commits every 100 records, and the
+#: same loop that also commits in its ``on_revoke`` callback.
+REBALANCE_PROGRAMS = ("commit_every_100", "commit_on_revoke")
+
+
+@dataclass
+class RedeliveryResult:
+    """What ``RebalanceRedelivery`` saw for one program.
+
+    Attributes:
+        program: the program's name.
+        produced: records in the topic.
+        processed_before_join: records the first member processed before the second joined.
+        committed_at_join: partition -> the group's committed offset once the rebalance was
+            over (partitions with no commit left out).
+        processed: processings by both members, repeats included.
+        duplicates: ``processed - distinct records processed``: what the rebalance re-delivered.
+        lost: records never processed.
+        assignment: member (client id) -> the partitions it was given by the rebalance.
+        processed_by: member (client id) -> records it processed, repeats included.
+    """
+
+    program: str
+    produced: int
+    processed_before_join: int
+    committed_at_join: dict[int, int]
+    processed: int
+    duplicates: int
+    lost: int
+    assignment: dict[str, list[int]]
+    processed_by: dict[str, int]
+
+
+class RebalanceRedelivery:
+    """A rebalance in the middle of consumption (article 000: a rebalance re-delivers what was
+    not committed). One topic of ``partitions`` partitions holds ``messages`` records. A first
+    member (``consumer-a``, the program) processes all of them; then a second member
+    (``consumer-b``, the same program) joins the group. librdkafka's default assignors are
+    eager (``range,roundrobin``, CONFIGURATION.md): every partition is revoked from the first
+    member, then the partitions are shared out, and each new owner starts at the group's
+    committed offset (``auto.offset.reset=earliest`` where there is none). Whatever was
+    processed and not committed is processed again. Each program runs in its own topic and
+    group, side by side; dynamic members (no ``group.instance.id``).
+
+    Raises:
+        KafkalabError, WaitTimeout: a step failed (the message says which).
+    """
+
+    def __init__(self, progs: Sequence["programs.Program"], messages: int = 60, partitions: int = 6):
+        if len({p.name for p in progs}) != len(progs):
+            raise KafkalabError(f"programs must differ in name: {[p.name for p in progs]}")
+        self.scope = RunScope("redelivery")
+        self.messages, self.partitions = messages, partitions
+        self.runs: dict[str, dict] = {}
+        for prog in progs:
+            topic = self.scope.add_topic(f"redelivery-{self.scope.run_id}-{prog.name.replace('_', '-')}")
+            self.runs[prog.name] = {"program": prog, "topic": topic, "group": self.scope.add_group(f"{topic}-group"),
+                                    "dir": workloads.run_dir(f"{self.scope.run_id}-{prog.name}"), "procs": {}}
+        self.scope.on_cleanup(self._kill_processes)
+        admin.create_topics({r["topic"]: partitions for r in self.runs.values()})
+
+    def __enter__(self) -> "RebalanceRedelivery":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.scope.cleanup()
+
+    def _spawn(self, name: str, member: str) -> workloads.Worker:
+        r = self.runs[name]
+        conf = {k: v for k, v in harness_conf(r["group"], member, "").items()
+                if k not in ("group.instance.id", "session.timeout.ms")}  # dynamic members
+        p = workloads.spawn(worker.ProgramSpec(member, self.scope.run_id, str(r["dir"] / f"{member}.jsonl"), "consumer",
+                                               r["program"].name, r["program"].source, conf=conf, topics=[r["topic"]]))
+        r["procs"][member] = p
+        return p
+
+    def _events(self, name: str, member: str) -> list:
+        from ..ledger import read_events
+
+        p = self.runs[name]["procs"][member]
+        if not p.alive and p.returncode not in (0, None):
+            raise KafkalabError(f"{name}: {member} exited {p.returncode}; its log:\n{p.log_tail()}")
+        return read_events(p.ledger, growing=True) if p.ledger.exists() else []
+
+    def run(self, timeout_s: float = 60.0) -> dict[str, RedeliveryResult]:
+        """Produce, let the first member process everything, start the second, wait until
+        the rebalance is over (every partition owned by one member, the second one among them)
+        and every partition's owner has read it to its end since it was last assigned it (or
+        found nothing to read: committed offset at the end), stop both (SIGTERM) and count.
+
+        Raises:
+            WaitTimeout: a step did not finish within ``timeout_s`` (the message names it).
+        """
+        ends = {p: self.messages // self.partitions + (1 if p < self.messages % self.partitions else 0)
+                for p in range(self.partitions)}
+        for r in self.runs.values():
+            workloads.produce(r["topic"], [(None, f"{r['topic']}/{i}".encode(), i % self.partitions, None)
+                                           for i in range(self.messages)])
+        for name in self.runs:
+            self._spawn(name, "consumer-a")
+        for name in self.runs:
+            wait_until(lambda: sum(e.kind == "processed" for e in self._events(name, "consumer-a")) >= self.messages,
+                       timeout_s=timeout_s, what=f"{name}: consumer-a processed all {self.messages} records")
+        before = {name: sum(e.kind == "processed" for e in self._events(name, "consumer-a")) for name in self.runs}
+        joined_ms = {}
+        from ..ledger import now_ms
+
+        for name in self.runs:
+            joined_ms[name] = now_ms()
+            self._spawn(name, "consumer-b")
+        out = {}
+        for name, r in self.runs.items():
+            def assignment() -> dict[str, list[int]] | None:
+                owners: dict[str, list[int]] = {}
+                moved = False
+                for member in ("consumer-a", "consumer-b"):
+                    mine: set[int] = set()
+                    for e in self._events(name, member):  # assigned adds, revoked removes, in order
+                        if e.kind == "assigned":
+                            mine.add(e.partition)
+                        elif e.kind == "revoked":
+                            mine.discard(e.partition)
+                        moved |= e.kind in ("assigned", "revoked") and e.ts_ms >= joined_ms[name]
+                    owners[member] = sorted(mine)
+                both = owners["consumer-a"] + owners["consumer-b"]
+                done = moved and owners["consumer-b"] and sorted(both) == list(range(self.partitions))
+                return owners if done else None
+
+            owners = wait_until(assignment, timeout_s=timeout_s, interval_s=0.1,
+                                what=f"{name}: the rebalance gave every partition to one of the two members")
+            committed = coordinators.committed_offsets(r["group"], r["topic"])
+
+            def caught_up() -> bool:
+                for member, parts in owners.items():
+                    last: dict[int, int] = {}  # partition -> last offset processed since it was last assigned
+                    for e in self._events(name, member):
+                        if e.kind == "assigned":
+                            last[e.partition] = -1
+                        elif e.kind == "processed":
+                            last[e.partition] = e.offset
+                    for p in parts:
+                        if committed.get(p, 0) < ends[p] and last.get(p, -1) < ends[p] - 1:
+                            return False
+                return True
+
+            wait_until(caught_up, timeout_s=timeout_s, interval_s=0.1,
+                       what=f"{name}: each partition's new owner read to its end (or its committed offset was the end)")
+            for member, p in r["procs"].items():
+                rc = p.terminate(30)
+                if rc != 0:
+                    raise KafkalabError(f"{name}: {member} exited {rc} on SIGTERM; its log:\n{p.log_tail()}")
+            by = {m: [e.value for e in self._events(name, m) if e.kind == "processed"] for m in ("consumer-a", "consumer-b")}
+            processed = by["consumer-a"] + by["consumer-b"]
+            out[name] = RedeliveryResult(name, self.messages, before[name], dict(sorted(committed.items())),
+                                         len(processed), len(processed) - len(set(processed)),
+                                         self.messages - len(set(processed)), owners,
+                                         {m: len(v) for m, v in by.items()})
+        return out
+
+    def _kill_processes(self) -> None:
+        for r in self.runs.values():
+            for p in r["procs"].values():
+                if p.alive:
+                    p.kill()
+
+
 def run_offset_commit(cfg: RunConfig, timeout_s: float = 60.0) -> OffsetCommitResult:
     """Produce, crash, restart, drain and count one run (``kafkalab run offset-commit``).
 
