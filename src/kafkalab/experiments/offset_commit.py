@@ -1330,3 +1330,28 @@ def cli_command(mode: str, client: str, messages: int, crash_after: int, crash_p
     for claim, ok in verdicts(result).items():
         click.echo(f"  {'holds' if ok else 'FAILS'}: {claim}")
 
+
+@click.command("rebalance-redelivery")
+@click.option("--program", "names", multiple=True, type=click.Choice(REBALANCE_PROGRAMS),
+              help="Program of notebook 03, section 9 (repeatable) [default: both].")
+@click.option("--messages", "-n", type=click.IntRange(1, 100_000), default=60, show_default=True)
+@click.option("--partitions", type=click.IntRange(2, 50), default=6, show_default=True)
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Seconds per wait.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@runscope.checks_cluster_itself
+def redelivery_command(names: tuple[str, ...], messages: int, partitions: int, timeout_s: float, as_json: bool) -> None:
+    """A second member joins an eager group: what does the rebalance repeat? (notebook 03, section 9)"""
+    runscope.require_for_cli()
+    progs = [programs.from_notebook(NOTEBOOK, n) for n in (names or REBALANCE_PROGRAMS)]
+    with RebalanceRedelivery(progs, messages=messages, partitions=partitions) as rebalance:
+        results = rebalance.run(timeout_s)
+    if as_json:
+        click.echo(json.dumps({k: asdict(v) for k, v in results.items()}, indent=2))
+        return
+    for r in results.values():
+        click.echo(f"{r.program}: {r.processed_before_join} processed before the join, committed {r.committed_at_join or 'nothing'}; "
+                   f"{r.duplicates} processed twice, {r.lost} lost; processed by {r.processed_by}")
+
+
+cli_commands = [cli_command, redelivery_command]
+
