@@ -37,7 +37,11 @@ result.
 from __future__ import annotations
 
 import importlib
+import signal
+import threading
 from typing import Any
+
+from ..ledger import Ledger
 
 #: The instruments of the program running in this process (None outside a program worker).
 lab: Any = None
@@ -50,6 +54,35 @@ ROLES: dict[str, str] = {
     "reader": "kafkalab.instruments.transactions:ReaderLab",
     "share": "kafkalab.instruments.share:ShareLab",
 }
+
+
+class ProgramLab:
+    """What the instruments of every role share, in one place: the process's name (its
+    ``client.id``), the settings the harness adds (``conf``), the run's topics (``topics``;
+    ``topic``: the first), a write-through ledger (a SIGKILL loses no line), and the harness's
+    request to stop: SIGTERM sets a flag that ``running()`` reads, so the program finishes what
+    it holds and ends. A role whose programs end by themselves sets ``stops_on_sigterm = False``
+    (SIGTERM then ends the process, its default). ``spec``: the worker's ``ProgramSpec``."""
+
+    stops_on_sigterm = True
+
+    def __init__(self, spec: Any):
+        self.name: str = spec.name
+        self.conf: dict[str, Any] = dict(spec.conf)
+        self.topics: list[str] = list(spec.topics)
+        self.topic: str | None = self.topics[0] if self.topics else None
+        self.ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
+        self._stop = threading.Event()
+        if self.stops_on_sigterm:
+            signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
+
+    def running(self) -> bool:
+        """False once the harness asked this program to stop (SIGTERM)."""
+        return not self._stop.is_set()
+
+    def close(self) -> None:
+        """Close the ledger (the worker calls it when the program ends)."""
+        self.ledger.close()
 
 
 def install(spec: Any) -> Any:

@@ -30,14 +30,13 @@ What a consumer program (notebook 03) calls that is not Kafka code, each named f
 from __future__ import annotations
 
 import os
-import signal
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..ledger import Ledger, crash
+from ..ledger import crash
 from ..waiting import wait_until
+from . import ProgramLab
 
 #: Where a consumer program may be killed (``ConsumerOptions.crash_point``).
 CRASH_POINTS = ("after-process", "after-commit")
@@ -78,22 +77,16 @@ def _text(b: bytes | None) -> str | None:
     return b.decode() if b is not None else None
 
 
-class ConsumerLab:
+class ConsumerLab(ProgramLab):
     """The instruments of one consumer program process (module docstring). ``spec``: the
     worker's ``ProgramSpec`` (``conf``, ``topics``, ``ledger``, ``options``)."""
 
     def __init__(self, spec: Any):
+        super().__init__(spec)
         self.options = ConsumerOptions(**spec.options)
-        self.name = spec.name
-        self.conf: dict[str, Any] = dict(spec.conf)
-        self.topics: list[str] = list(spec.topics)
-        self.topic: str = self.topics[0]
         self.sink_path: str | None = self.options.sink
-        self.ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
         self.member_id: str | None = None
         self.processed_count = 0
-        self._stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
 
     # -- the ledger
     def _note(self, kind: str, **kw: Any) -> None:
@@ -187,11 +180,3 @@ class ConsumerLab:
         positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
         committed = {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(positions, timeout=10)}
         return all(committed[(tp.topic, tp.partition)] >= tp.offset for tp in positions)
-
-    def running(self) -> bool:
-        """False once the harness asked this program to stop (SIGTERM)."""
-        return not self._stop.is_set()
-
-    def close(self) -> None:
-        """Close the ledger (the worker calls it when the program ends)."""
-        self.ledger.close()

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ledger import Ledger
+from . import ProgramLab
 
 
 @dataclass
@@ -52,17 +52,17 @@ class ProducerOptions:
             raise ValueError(f"together must be between 0 and the {len(self.records)} records, not {self.together}")
 
 
-class ProducerLab:
+class ProducerLab(ProgramLab):
     """The instruments of one producer program process (module docstring). ``spec``: the
-    worker's ``ProgramSpec`` (``conf``, ``topics``, ``ledger``, ``options``)."""
+    worker's ``ProgramSpec`` (``conf``, ``topics``, ``ledger``, ``options``). A producer program
+    sends its records and ends; SIGTERM ends it (``stops_on_sigterm`` False)."""
+
+    stops_on_sigterm = False
 
     def __init__(self, spec: Any):
+        super().__init__(spec)
         self.options = ProducerOptions(**spec.options)
-        self.name = spec.name
-        self.conf: dict[str, Any] = dict(spec.conf)
-        self.topic: str = list(spec.topics)[0]
         self.together: int = self.options.together
-        self.ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
 
     def records(self) -> list[tuple[str, str, int]]:
         """The records to send, ``(key, value, partition)``, in order."""
@@ -82,7 +82,3 @@ class ProducerLab:
                            key=key.decode() if key is not None else None,
                            value=value.decode() if value is not None else None,
                            client_id=self.name, error=err.name() if err is not None else None)
-
-    def close(self) -> None:
-        """Close the ledger (the worker calls it when the program ends)."""
-        self.ledger.close()

@@ -36,15 +36,15 @@ from __future__ import annotations
 import os
 import re
 import signal
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import WaitTimeout
-from ..ledger import Ledger, crash, read_events
+from ..ledger import crash, read_events
 from ..waiting import wait_until
+from . import ProgramLab
 
 #: How a member stops at its crash point: a crash, or a hang.
 CRASH_SIGNALS = ("SIGKILL", "SIGSTOP")
@@ -114,22 +114,16 @@ def overtaken(folder: str | os.PathLike[str], topic: str, partition: int, offset
     return False
 
 
-class ShareLab:
+class ShareLab(ProgramLab):
     """The instruments of one share consumer program process (module docstring). ``spec``: the
     worker's ``ProgramSpec`` (``conf``, ``topics``, ``ledger``, ``options``)."""
 
     def __init__(self, spec: Any):
+        super().__init__(spec)
         self.options = ShareOptions(**spec.options)
-        self.name = spec.name
-        self.conf: dict[str, Any] = dict(spec.conf)
-        self.topics: list[str] = list(spec.topics)
-        self.topic: str = self.topics[0]
         self.ledger_path = Path(spec.ledger)
-        self.ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
         self.processed_count = 0
         self._passed: set[str] = set()
-        self._stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
 
     # -- the ledger
     def _note(self, kind: str, msg, **kw: Any) -> None:
@@ -211,11 +205,3 @@ class ShareLab:
             crash(self.ledger)
         self.ledger.flush()
         os.kill(os.getpid(), signal.SIGSTOP)
-
-    def running(self) -> bool:
-        """False once the harness asked this program to stop (SIGTERM)."""
-        return not self._stop.is_set()
-
-    def close(self) -> None:
-        """Close the ledger (the worker calls it when the program ends)."""
-        self.ledger.close()

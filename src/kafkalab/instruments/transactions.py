@@ -39,14 +39,13 @@ Semantics") and CONFIGURATION.md.
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..ledger import Ledger, crash
+from ..ledger import crash
+from . import ProgramLab
 
 #: Where a processor program may be killed, in loop order.
 CRASH_POINTS = ("mid-produce", "after-produce", "after-offsets", "after-commit")
@@ -108,21 +107,9 @@ def record_id(value: bytes | None) -> str | None:
         return value.decode(errors="replace")
 
 
-class _Base:
-    def __init__(self, spec: Any):
-        self.name = spec.name
-        self.conf: dict[str, Any] = dict(spec.conf)
-        self.topics: list[str] = list(spec.topics)
-        self.ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
-        self._stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
-
+class _Base(ProgramLab):
     def _note(self, kind: str, **kw: Any) -> None:
         self.ledger.record(kind, client_id=self.name, **kw)
-
-    def close(self) -> None:
-        """Close the ledger (the worker calls it when the program ends)."""
-        self.ledger.close()
 
 
 class TransactionsLab(_Base):
@@ -245,7 +232,6 @@ class ReaderLab(_Base):
 
     def __init__(self, spec: Any):
         super().__init__(spec)
-        self.topic = self.topics[0]
         self.partitions: list[int] = list(spec.options.get("partitions", [0]))
 
     def read(self, msg) -> None:
@@ -263,7 +249,3 @@ class ReaderLab(_Base):
                        error=END_OF_PARTITION)
         else:
             self._note("consumed", topic=msg.topic() or self.topic, error=str(err))
-
-    def running(self) -> bool:
-        """False once the harness asked this program to stop (SIGTERM)."""
-        return not self._stop.is_set()
