@@ -85,6 +85,8 @@ def test_run_config_names_and_the_program_each_librdkafka_mode_runs() -> None:
     harness = oc.harness_conf("g", "c", "i")
     assert set(harness) == {"bootstrap.servers", "group.id", "client.id", "group.instance.id", "session.timeout.ms",
                             "log_level"}, "the harness adds addresses and names, nothing about commits"
+    assert set(oc.harness_conf("g", "c", None)) == {"bootstrap.servers", "group.id", "client.id", "log_level"}, (
+        "a dynamic member: no static membership")
     java = oc.java_conf(oc.RunConfig("auto", client="java", batch=7), "g", "c", "i")
     assert (java["enable.auto.commit"], java["max.poll.records"]) == ("true", "7")
     assert oc.java_conf(oc.RunConfig("commit-sync-no-args", client="java"), "g", "c", "i")["enable.auto.commit"] == "false"

@@ -240,21 +240,19 @@ def describe_mode(cfg: RunConfig) -> str:
     return text + ("; sqlite keyed by record id (INSERT OR IGNORE)" if cfg.dedupe else "")
 
 
-def harness_conf(group_id: str, client_id: str, instance_id: str) -> dict[str, Any]:
+def harness_conf(group_id: str, client_id: str, instance_id: str | None) -> dict[str, Any]:
     """What the harness adds to a consumer program's settings (``lab.conf``): the run's
-    addresses and names, the static membership that lets the restart take the crashed
-    member's partitions at once (KIP-345 ``group.instance.id``, ``session.timeout.ms`` at the
-    broker's minimum so the group can be deleted 6 s after its member stopped), and librdkafka
-    logging at errors only (``log_level`` 3). Every setting about commits is in the program.
+    addresses and names, and librdkafka logging at errors only (``log_level`` 3). With an
+    ``instance_id``, static membership too, which lets a restart take the crashed member's
+    partitions at once (KIP-345 ``group.instance.id``, ``session.timeout.ms`` at the broker's
+    minimum so the group can be deleted 6 s after its member stopped); None: a dynamic member
+    at the client's default session timeout. Every setting about commits is in the program.
     """
-    return {
-        "bootstrap.servers": config.bootstrap_servers(),
-        "group.id": group_id,
-        "client.id": client_id,
-        "group.instance.id": instance_id,
-        "session.timeout.ms": SESSION_TIMEOUT_MS,
-        "log_level": 3,
-    }
+    conf: dict[str, Any] = {"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id,
+                            "client.id": client_id, "log_level": 3}
+    if instance_id is not None:
+        conf |= {"group.instance.id": instance_id, "session.timeout.ms": SESSION_TIMEOUT_MS}
+    return conf
 
 
 def java_conf(cfg: RunConfig, group_id: str, client_id: str, instance_id: str) -> dict[str, str]:
@@ -1000,8 +998,7 @@ class DefaultsProbe:
         self.group_id = self.scope.add_group(f"{topic}-defaults-{self.run_id}")
         self.dir = workloads.run_dir(self.run_id)
         self.program = program or programs.from_notebook(NOTEBOOK, DEFAULTS_PROGRAM)
-        conf = {k: v for k, v in harness_conf(self.group_id, "defaults-probe", "").items()
-                if k not in ("group.instance.id", "session.timeout.ms")}  # a dynamic member, default session
+        conf = harness_conf(self.group_id, "defaults-probe", None)  # a dynamic member, default session
         spec = worker.ProgramSpec("defaults-probe", self.run_id, str(self.dir / "defaults-probe.jsonl"), "consumer",
                                   self.program.name, self.program.source, conf=conf, topics=[topic])
         from ..ledger import now_ms
@@ -1165,8 +1162,7 @@ class RebalanceRedelivery:
 
     def _spawn(self, name: str, member: str) -> workloads.Worker:
         r = self.runs[name]
-        conf = {k: v for k, v in harness_conf(r["group"], member, "").items()
-                if k not in ("group.instance.id", "session.timeout.ms")}  # dynamic members
+        conf = harness_conf(r["group"], member, None)  # dynamic members
         p = workloads.spawn(worker.ProgramSpec(member, self.scope.run_id, str(r["dir"] / f"{member}.jsonl"), "consumer",
                                                r["program"].name, r["program"].source, conf=conf, topics=[r["topic"]]))
         r["procs"][member] = p
