@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from . import config
 from .consumers import watermarks
-from .errors import KafkalabError
+from .errors import KafkalabError, WaitTimeout
 from .waiting import wait_until
 
 Partition = tuple[str, int]
@@ -95,10 +95,22 @@ class Copy:
     value: str
 
 
-def read_topic(topic: str, partitions: int, timeout_s: float = 30.0) -> list[Copy]:
+#: How long ``read_topic(..., at_least=n)`` waits for the high watermarks to add up to ``n``
+#: before it reads what is there (seconds): only reached when records were really lost.
+AT_LEAST_WAIT_S = 15.0
+
+
+def read_topic(topic: str, partitions: int, timeout_s: float = 30.0, at_least: int = 0) -> list[Copy]:
     """Every record of ``topic`` from the log start to the high watermark (as it was when the
     read began), read with a librdkafka consumer (assign, no group commit) on the CLIENT
     listeners; sorted by partition and offset.
+
+    Args:
+        at_least: records the caller knows were sent but has no ack for (``acks=0``: the
+            producer's success report means only that the request left it, and the leader may
+            append it after the producer has ended). The read starts once the high watermarks
+            add up to ``at_least``, or after ``AT_LEAST_WAIT_S`` seconds (records the leader
+            refused never come, and the read then counts them as lost).
 
     Raises:
         KafkalabError: the consumer reported an error.
@@ -109,9 +121,19 @@ def read_topic(topic: str, partitions: int, timeout_s: float = 30.0) -> list[Cop
     c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-reader",
                   "enable.auto.commit": False, "enable.partition.eof": False, "log_level": 3})
     try:
-        ends = {}
-        for p in range(partitions):
-            ends[p] = watermarks(c, topic, p)[1]
+        ends: dict[int, int] = {}
+
+        def enough() -> bool:
+            for p in range(partitions):
+                ends[p] = watermarks(c, topic, p)[1]
+            return sum(ends.values()) >= at_least
+
+        if not enough():
+            try:
+                wait_until(enough, timeout_s=AT_LEAST_WAIT_S, interval_s=0.05,
+                           what=f"{at_least} records in {topic}")
+            except WaitTimeout:
+                pass  # lost writes: read what the log holds
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         got: list[Copy] = []
         next_offset = {p: 0 for p in range(partitions)}

@@ -346,10 +346,12 @@ def run_lost_ack(program: Program, messages: int, drop_acks: int, restart_produc
         else:
             deliveries, resent, client_ids = _run_with_restart(program, proxy, topic, recs, drop_acks, run.run_id,
                                                                rdir, timeout_s)
-        log = read_topic(topic, partitions, timeout_s=timeout_s)
+        produce_events = [e for e in proxy.events(api="Produce") if e.client_id in set(client_ids)]
+        # acks=0: the program may end before the leader appended its last requests; wait for them
+        unanswered = sum(e.records for e in produce_events if e.kind == "request" and e.acks == 0)
+        log = read_topic(topic, partitions, timeout_s=timeout_s, at_least=unanswered)
         batches = dumplog.run(coordinators.leader_log_files(topic, partitions), print_data=True).batches if dump else []
         counts = Counter(c.value for c in log)
-        produce_events = [e for e in proxy.events(api="Produce") if e.client_id in set(client_ids)]
         dropped = [e for e in produce_events if e.kind == "response" and e.action in ("dropped", "cut")]
         return LostAckResult(
             topic=topic, partitions=partitions, program=program.name, lab_conf=lost_ack_conf(proxy, client_ids[0]),
