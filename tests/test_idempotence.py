@@ -58,6 +58,22 @@ def test_copies_table_puts_the_duplicate_first_with_what_the_producer_was_told()
     assert df.loc["a", "delivery reports"] == ["0:1"]
 
 
+def test_throughput_plot_gives_each_batching_its_own_linear_axis_from_zero() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from kafkalab.experiments import idempotence_plots
+
+    bursts = [idem.Throughput(on, 1000, 100, s) for on, s in ((False, 0.10), (True, 0.11))] + \
+             [idem.Throughput(on, 100, 100, s, batch_num_messages=10) for on, s in ((False, 0.5), (True, 0.9))]
+    fig = idempotence_plots.throughput(bursts)
+    assert len(fig.axes) == 2
+    for ax, group in zip(fig.axes, (bursts[:2], bursts[2:])):
+        assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
+        assert [round(p.get_height()) for p in ax.patches] == [round(b.records_per_s) for b in group]
+    assert [ax.get_title() for ax in fig.axes] == ["default batching", "batch.num.messages=10"]
+
+
 def test_cli_offers_only_the_notebooks_programs() -> None:
     r = CliRunner().invoke(idem.cli_command, ["--program", "hidden_producer"])
     assert r.exit_code == 2 and "plain_producer" in r.output
