@@ -72,4 +72,64 @@ def test_run_unkeyed_refuses_values_too_short_for_its_numbering() -> None:
     from kafkalab.experiments.ordering import run_unkeyed
 
     with pytest.raises(KafkalabError, match="value_bytes >= 40"):
-        run_unkeyed(value_bytes=10)
+        run_unkeyed({}, value_bytes=10)
+
+
+def test_the_notebooks_programs_write_the_settings_the_lessons_are_about() -> None:
+    from kafkalab.experiments import ordering
+
+    keyed = ordering.notebook_program("keyed_producer")
+    assert '"partitioner": "consistent_random"' in keyed.source and '"enable.idempotence": True' in keyed.source
+    assert "key=" not in ordering.without_key(keyed).source.split("produce(", 1)[1].split(")")[0]
+    assert '"partitioner": "murmur2_random"' in ordering.notebook_program("murmur2_producer").source
+    variants = ordering.unkeyed_variants(ordering.notebook_program("unkeyed_producer"))
+    assert list(variants) == [c for c in ordering.UNKEYED_CLIENTS if c != ordering.UNKEYED_CLIENTS[2]]
+    murmur2 = variants["librdkafka murmur2, sticky off"].source
+    assert '"partitioner": "murmur2",' in murmur2 and '"sticky.partitioning.linger.ms": 0,' in murmur2
+    assert '"partitioner": "random",' in variants["librdkafka random, sticky 60 s"].source
+    plain = ordering.notebook_program("plain_producer").source
+    assert '"max.in.flight.requests.per.connection": 1000000,' in plain and '"enable.idempotence": False,' in plain
+    assert '"max.in.flight.requests.per.connection": 1,' in ordering.notebook_program("one_in_flight_producer").source
+    assert "lab.arm_fault()" in ordering.notebook_program("idempotent_producer").source
+    assert '"max.in.flight.requests.per.connection": 2,' in ordering.retry_program(False, 2).source
+    assert '"max.in.flight.requests.per.connection": 3, "enable.idempotence": True,' in ordering.retry_program(True, 3).source
+
+
+def test_the_armed_producer_waits_for_the_go_file(tmp_path) -> None:
+    import threading
+
+    from kafkalab.instruments.armed import ArmedProducerLab
+    from kafkalab.worker import ProgramSpec
+
+    spec = ProgramSpec("p", "r", str(tmp_path / "p.jsonl"), "armed_producer", "p", "pass\n",
+                       options={"records": [["k", "0", 0]], "ready_file": str(tmp_path / "ready"),
+                                "go_file": str(tmp_path / "go")})
+    lab = ArmedProducerLab(spec)
+    assert lab.records() == [("k", "0", 0)]
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (lab.arm_fault(), done.set()))
+    t.start()
+    from kafkalab.waiting import wait_until
+
+    wait_until(lambda: (tmp_path / "ready").exists(), timeout_s=10, what="the ready file")
+    assert not done.is_set(), "arm_fault waits until the harness says go"
+    (tmp_path / "go").touch()
+    t.join(10)
+    assert done.is_set()
+    lab.close()
+
+
+@pytest.mark.cluster
+def test_editing_plain_producer_to_one_in_flight_stops_the_retry_from_being_overtaken() -> None:
+    from kafkalab import programs
+    from kafkalab.experiments import ordering
+
+    shown = programs.from_notebook("07_ordering", "plain_producer")
+    edited = shown.replace('"max.in.flight.requests.per.connection": 1000000,',
+                           '"max.in.flight.requests.per.connection": 1,', name="plain_one_in_flight")
+    before, after = ordering.run_retry_matrix([shown, edited], messages=6)
+    assert before.dropped_requests == after.dropped_requests == 1
+    assert before.log_order == [1, 2, 3, 4, 5, 0] and before.per_partition_inversions == 1, \
+        "as shown (1000000 in flight), records 1..5 overtook the lost request's retry"
+    assert after.log_order == [0, 1, 2, 3, 4, 5] and after.max_in_flight_seen == 1, \
+        "edited to 1 in flight, nothing overtook the retry: the log is in the order sent"

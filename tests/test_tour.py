@@ -104,6 +104,59 @@ def test_partitioner_table_predicts_both_clients() -> None:
     assert row["librdkafka wrote to"] == [4] and row["Java wrote to"] == [6]
 
 
+def test_the_notebooks_programs_are_found_and_set_what_the_lessons_say() -> None:
+    from kafkalab import programs
+
+    producer = programs.from_notebook(tour.NOTEBOOK, "flight_producer")
+    reader = programs.from_notebook(tour.NOTEBOOK, "flight_reader")
+    unkeyed = programs.from_notebook(tour.NOTEBOOK, "unkeyed_producer")
+    assert "Producer(lab.conf)" in producer.source and "key=key" in producer.source, \
+        "the keyed producer sets nothing: librdkafka's defaults"
+    assert '"sticky.partitioning.linger.ms": 0' in unkeyed.source and "key=" not in unkeyed.source
+    assert '"auto.offset.reset": "earliest"' in reader.source and "consumer.close()" in reader.source
+    # the exercise's edit applies to the program as shown
+    assert "murmur2_random" in producer.replace("Producer(lab.conf)",
+                                                'Producer(lab.conf | {"partitioner": "murmur2_random"})').source
+
+
+def test_the_harness_adds_only_addresses_and_names() -> None:
+    assert set(tour.producer_conf()) == {"bootstrap.servers", "client.id"}
+    assert set(tour.reader_conf("g")) == {"bootstrap.servers", "group.id", "client.id", "log_level"}
+    assert tour.reader_conf("g")["group.id"] == "g"
+
+
+def test_record_id_of_a_flight_value() -> None:
+    from kafkalab.data import flights
+
+    f = flights()[0]
+    assert tour._record_id(f.to_json().decode()) == f.record_id
+    with pytest.raises(KafkalabError):
+        tour._record_id(None)
+
+
+def test_listener_ports_come_from_the_topology_and_the_figure_draws_each() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from kafkalab.config import Topology
+    from kafkalab.experiments import tour_plots
+
+    topo = Topology(controllers=3)
+    ports = tour_plots.listener_ports(topo)
+    by = {(p.node, p.listener): p.port for p in ports if p.node != "proxy"}
+    for b in topo.brokers:
+        assert {by[(b.node_id, name)] for name in ("CLIENT", "TLS", "FAULT", "INTERNAL")} == \
+            {b.ports[name] for name in ("CLIENT", "TLS", "FAULT", "INTERNAL")}
+    assert sorted(p.port for p in ports if p.node == "proxy") == sorted(b.fault_proxy_port for b in topo.brokers)
+    assert sorted(p.port for p in ports if p.listener == "CONTROLLER") == sorted(c.controller_port
+                                                                                 for c in topo.controller_nodes)
+    fig = tour_plots.listeners_figure(topo)
+    text = " ".join(t.get_text() for t in fig.axes[0].texts)
+    for p in ports:
+        assert str(p.port) in text, f"the figure shows port {p.port} ({p.node} {p.listener})"
+    assert "fault proxy" in text and "controller 103" in text
+
+
 # ----------------------------------------------------------------------------- live cluster
 
 
@@ -132,3 +185,24 @@ def test_metadata_lists_brokers_on_the_listener_the_client_came_through() -> Non
         via_fault = tour.advertised_brokers(f"127.0.0.1:{brokers[0].ports['FAULT']}")
     assert via_client == {b.node_id: f"127.0.0.1:{b.client_port}" for b in brokers}
     assert via_fault == {b.node_id: f"127.0.0.1:{b.fault_proxy_port}" for b in brokers}
+
+
+@pytest.mark.cluster
+def test_editing_the_shown_producer_to_murmur2_random_moves_keys_to_where_java_puts_them() -> None:
+    from kafkalab import admin, defaults, programs, runscope
+    from kafkalab.data import flights as load_flights
+
+    shown = programs.from_notebook(tour.NOTEBOOK, "flight_producer")
+    edited = shown.replace("Producer(lab.conf)", 'Producer(lab.conf | {"partitioner": "murmur2_random"})',
+                           name="murmur_producer")
+    fl = tour.aircraft_flights(load_flights(), 60)
+    with runscope.RunScope("tour-edit") as run:
+        t_shown, t_edited = run.topic("shown"), run.topic("edited")
+        admin.create_topics({t_shown: 3, t_edited: 3}, replication_factor=-1)
+        before = tour.key_partitions(tour.produce_flights(shown, t_shown, fl))
+        after = tour.key_partitions(tour.produce_flights(edited, t_edited, fl))
+    assert all(ps == {defaults.librdkafka_partition(k.encode(), 3)} for k, ps in before.items()), \
+        "as shown, the producer puts each key at CRC32(key) % 3"
+    assert all(ps == {defaults.java_partition(k.encode(), 3)} for k, ps in after.items()), \
+        "edited to murmur2_random, it puts each key at murmur2(key) % 3, as the Java client does"
+    assert any(before[k] != after[k] for k in before), "the edit changed where some keys go"

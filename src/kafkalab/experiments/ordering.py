@@ -18,6 +18,14 @@ Experiments (each one function returning a result object that is also JSON):
 ``measure_throughput``    records/s for producer settings (shown, never asserted)
 ========================  ==================================================================
 
+The producers are the notebook's ``%%program`` cells (``kafkalab.programs``), run as they are in
+worker processes (``worker.ProgramSpec``; role ``producer``, or ``armed_producer`` for the retry
+programs, ``kafkalab.instruments.armed``): every setting that decides where a record goes or
+whether a retry can be overtaken (``partitioner``, ``sticky.partitioning.linger.ms``,
+``enable.idempotence``, ``max.in.flight.requests.per.connection``) is written in the program.
+``kafkalab run ordering`` reads the same cells (``programs.from_notebook``). The consumers of
+``run_group_order`` are the harness's (``workloads.GroupMember``).
+
 How the anomalies are made certain rather than likely:
 
 - *Global order across partitions.* The N records are in the log before any consumer reads:
@@ -48,19 +56,105 @@ import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import click
 
-from .. import admin, cluster, config, defaults, producers, workloads
+from .. import admin, cluster, config, defaults, producers, runscope, workloads
 from ..errors import KafkalabError
 from ..faults import FaultProxy, Rule
+from ..ledger import read_events
+from ..programs import Program, from_notebook
 from ..runscope import RunScope
 from ..waiting import wait_until
+from ..worker import ProgramSpec
 from .ordering_analysis import Consumed, InversionCounts, count_inversions, interleaving_witness
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+#: The notebook whose ``%%program`` cells this family runs.
+NOTEBOOK = "07_ordering"
+
+
+def notebook_program(name: str) -> Program:
+    """The program ``name`` of notebook 07, as saved (``programs.from_notebook``)."""
+    return from_notebook(NOTEBOOK, name)
+
+
+def spawn_producer(program: Program, topic: str, records: Iterable[tuple[str | None, str, int]], client_id: str,
+                   run_id: str, bootstrap: str | None = None, role: str = "producer",
+                   options: dict | None = None) -> workloads.Worker:
+    """Start the producer ``program`` in a worker process: ``lab.records()`` gives it
+    ``records`` as ``(key, value, partition)`` (partition -1: the partitioner chooses; a key
+    None reaches the program as the text ``"None"``, so a program that sends no key ignores
+    it). ``lab.conf`` is ``bootstrap.servers`` (``bootstrap``, default the CLIENT listeners) and
+    ``client.id``: nothing that changes what happens."""
+    ledger = workloads.run_dir(run_id) / f"{client_id}.jsonl"
+    conf = {"bootstrap.servers": bootstrap or config.bootstrap_servers(), "client.id": client_id}
+    opts = {"records": [[k, v, p] for k, v, p in records], **(options or {})}
+    return workloads.spawn(ProgramSpec(client_id, run_id, str(ledger), role, program.name, program.source,
+                                       conf=conf, topics=[topic], options=opts))
+
+
+def finish_producer(child: workloads.Worker, timeout_s: float) -> dict[str, tuple[int, int]]:
+    """Wait for a producer program to end; value -> ``(partition, offset)`` of every delivery
+    report it wrote (``lab.delivered``).
+
+    Raises:
+        KafkalabError: the program failed, or a delivery report carries an error.
+        WaitTimeout: it ran longer than ``timeout_s``.
+    """
+    if child.wait(timeout_s) != 0:
+        raise KafkalabError(f"program {child.spec.program_name} exited {child.returncode}:\n{child.log_tail()}")
+    out: dict[str, tuple[int, int]] = {}
+    for e in read_events(child.ledger):
+        if e.kind == "acked":
+            if e.error is not None:
+                raise KafkalabError(f"program {child.spec.program_name}: a delivery report failed: {e.error}")
+            out[e.value] = (e.partition, e.offset)
+    return out
+
+
+def produce_with(program: Program, topic: str, records: list[tuple[str | None, str]], client_id: str = "producer",
+                 timeout_s: float = 60.0) -> list[tuple[int, int]]:
+    """Run the producer ``program`` on ``records`` (``(key, value)``, values unique; the
+    partitioner chooses) and return ``(partition, offset)`` per record, in input order, from
+    its delivery reports.
+
+    Raises:
+        KafkalabError: the program failed, or a record got no successful delivery report.
+    """
+    return produce_together([(program, records, client_id)], topic, timeout_s)[0]
+
+
+def produce_together(runs: list[tuple[Program, list[tuple[str | None, str]], str]], topic: str,
+                     timeout_s: float = 60.0) -> list[list[tuple[int, int]]]:
+    """``produce_with`` for several ``(program, records, client_id)`` at once: all started, then
+    each awaited (each producer's records are its own; where they land does not depend on the
+    others). One list of ``(partition, offset)`` per run, in order.
+
+    Raises:
+        KafkalabError: a program failed, or a record got no successful delivery report.
+    """
+    run_id = runscope.run_id()
+    children = [spawn_producer(prog, topic, [(k, v, -1) for k, v in records], f"{run_id}-{cid}", run_id)
+                for prog, records, cid in runs]
+    out = []
+    try:
+        for child, (prog, records, _) in zip(children, runs):
+            reports = finish_producer(child, timeout_s)
+            missing = [v for _, v in records if v not in reports]
+            if missing:
+                raise KafkalabError(f"program {prog.name}: no delivery report for {len(missing)} records, "
+                                    f"e.g. {missing[:3]}")
+            out.append([reports[v] for _, v in records])
+    finally:
+        for child in children:
+            if child.alive:
+                child.kill()
+    return out
 
 
 def key_of(seq: int, keys: int) -> str | None:
@@ -144,13 +238,15 @@ class GroupOrderResult:
         return {k: v for k, v in asdict(self).items() if k != "records"}
 
 
-def run_group_order(partitions: int, consumers: int, keys: int, messages: int, timeout_s: float = 60.0
-                    ) -> GroupOrderResult:
-    """Article 000's experiment: one producer sends ``messages`` records numbered 0..N-1 (the
-    value is the number; key ``k<n % keys>``, or none) to a fresh topic of ``partitions``
-    partitions with librdkafka's default partitioner, idempotent so that a retry on a loaded
-    machine cannot reorder a partition (section 4 of notebook 07 shows how a plain producer's
-    retry does; a clean-clone run on 2026-11-25 saw a per-key inversion with a plain one); then ``consumers`` consumers of one
+def run_group_order(program: Program, partitions: int, consumers: int, keys: int, messages: int,
+                    timeout_s: float = 60.0) -> GroupOrderResult:
+    """Article 000's experiment: the producer ``program`` (notebook 07's ``keyed_producer``:
+    librdkafka's default partitioner, idempotent so that a retry on a loaded machine cannot
+    reorder a partition; section 4 of notebook 07 shows how a plain producer's retry does; a
+    clean-clone run on 2026-11-25 saw a per-key inversion with a plain one) sends ``messages``
+    records numbered 0..N-1 (the value is the number; key ``k<n % keys>``; with ``keys`` 0 the
+    program must send no key, e.g. ``keyed_producer`` with ``key=key, `` removed) to a fresh
+    topic of ``partitions`` partitions; then ``consumers`` consumers of one
     group (classic protocol, range assignor) read them. Every member pauses its partitions
     when they are assigned; once the coordinator reports the group stable, all resume
     together. Counts inversions (``ordering_analysis``) over what they received.
@@ -178,8 +274,8 @@ def run_group_order(partitions: int, consumers: int, keys: int, messages: int, t
     try:
         topic, group = run.topic("seq"), run.group("readers")
         admin.create_topics({topic: partitions})
-        records = [(key_of(i, keys).encode() if keys else None, str(i).encode()) for i in range(messages)]
-        placed = workloads.produce(topic, records, conf={"log_level": 3, "enable.idempotence": True})
+        placed = produce_with(program, topic, [(key_of(i, keys), str(i)) for i in range(messages)],
+                              client_id="seq-producer", timeout_s=timeout_s)
         lock = threading.Lock()
         got: list[Consumed] = []
         batches = iter(range(1 << 62))
@@ -236,9 +332,7 @@ class RetryReorderResult:
     """What ``run_retry_reorder`` saw (the warm-up record is left out of every count).
 
     Attributes:
-        idempotence: ``enable.idempotence``.
-        max_in_flight: ``max.in.flight.requests.per.connection`` set, or None (librdkafka's
-            default: 1000000, or 5 when idempotent).
+        program: the name of the producer program that ran (its settings are in its source).
         messages: records numbered 0..N-1, each in its own Produce request.
         dropped_requests: Produce requests the proxy swallowed (1).
         max_in_flight_seen: most Produce requests of this producer awaiting an answer on one
@@ -255,8 +349,7 @@ class RetryReorderResult:
     """
 
     topic: str
-    idempotence: bool
-    max_in_flight: int | None
+    program: str
     messages: int
     dropped_requests: int
     max_in_flight_seen: int
@@ -274,8 +367,8 @@ class RetryReorderResult:
 
     @property
     def label(self) -> str:
-        mif = self.max_in_flight if self.max_in_flight is not None else "default"
-        return f"idempotence {'on' if self.idempotence else 'off'}, max.in.flight {mif}"
+        """The program's name: the run's label in tables and plots."""
+        return self.program
 
     @property
     def counts(self) -> InversionCounts:
@@ -298,13 +391,15 @@ class RetryReorderResult:
 WARM_UP = "warm-up"
 
 
-def run_retry_reorder(idempotence: bool, max_in_flight: int | None, messages: int = 10,
-                      proxy: FaultProxy | None = None, timeout_s: float = 60.0) -> RetryReorderResult:
-    """Article 003's reordering, made to happen: a producer (librdkafka, ``linger.ms=0``,
-    ``batch.num.messages=1`` so each record is its own Produce request, ``socket.timeout.ms``
-    2000 ms) sends a warm-up record, then records 0..N-1 to a one-partition topic, all with
-    key ``k``. The fault proxy swallows the request carrying record 0: the broker never sees
-    it and nothing answers. What follows depends on the settings:
+def run_retry_reorder(program: Program, messages: int = 10, proxy: FaultProxy | None = None,
+                      timeout_s: float = 60.0) -> RetryReorderResult:
+    """Article 003's reordering, made to happen: the producer ``program`` (a notebook 07 retry
+    program, role ``armed_producer``: ``linger.ms=0``, ``batch.num.messages=1`` so each record is
+    its own Produce request, ``socket.timeout.ms`` 2000 ms) sends a warm-up record, calls
+    ``lab.arm_fault()``, then sends records 0..N-1 (``lab.records()``) to a one-partition topic,
+    all with key ``k``, through the fault proxy. Once the warm-up is acknowledged the harness
+    adds the proxy's rule, which swallows the request carrying record 0: the broker never sees
+    it and nothing answers. What follows depends on the program's settings:
 
     - idempotence off, more than one in flight: records 1..N-1 go out behind it and are
       appended; after ``socket.timeout.ms`` the client retries record 0, which lands last.
@@ -314,8 +409,7 @@ def run_retry_reorder(idempotence: bool, max_in_flight: int | None, messages: in
       resends them after record 0.
 
     Args:
-        idempotence: ``enable.idempotence``.
-        max_in_flight: ``max.in.flight.requests.per.connection``, or None for librdkafka's default.
+        program: the producer program (``%%program`` cell), run as it is.
         messages: N, >= 2.
         proxy: a running ``FaultProxy`` (default: one started and stopped here).
         timeout_s: for the delivery reports and for reading the topic back.
@@ -334,32 +428,31 @@ def run_retry_reorder(idempotence: bool, max_in_flight: int | None, messages: in
         proxy = start_proxy()
     run = RunScope("reorder")
     rule = None
+    child = None
     try:
         topic = run.topic("t")
         admin.create_topics({topic: 1})
-        cid = f"{run.run_id}-{'idem' if idempotence else 'plain'}-{max_in_flight or 'default'}"
-        extra: dict[str, Any] = {"batch.num.messages": 1, "log_level": 3}
-        if max_in_flight is not None:
-            extra["max.in.flight.requests.per.connection"] = max_in_flight
-        producer = producers.make_producer(producers.producer_conf(cid, proxy.bootstrap_servers, idempotence, extra=extra))
-        try:
-            producer.produce(topic, key=b"k", value=WARM_UP.encode(), partition=0)
-            if producer.flush(timeout_s):
-                raise KafkalabError(f"{cid}: warm-up record undelivered after {timeout_s} s")
-            rule = proxy.add_rule(Rule("drop_request", "Produce", client_id=cid, times=1))
-            errors: list[str] = []
-            t0 = time.monotonic()
-            for i in range(messages):
-                producer.produce(topic, key=b"k", value=str(i).encode(), partition=0,
-                                 on_delivery=lambda err, msg: errors.append(err.name()) if err else None)
-                producer.poll(0)
-            if producer.flush(timeout_s):
-                raise KafkalabError(f"{cid}: records undelivered after {timeout_s} s")
-            elapsed_ms = int((time.monotonic() - t0) * 1000)
-            if errors:
-                raise KafkalabError(f"{cid}: failed delivery reports {errors}")
-        finally:
-            producer.close()
+        cid = f"{run.run_id}-{program.name}"
+        folder = workloads.run_dir(run.run_id)
+        ready, go = folder / f"{cid}.ready", folder / f"{cid}.go"
+        child = spawn_producer(program, topic, [("k", str(i), 0) for i in range(messages)], cid, run.run_id,
+                               bootstrap=proxy.bootstrap_servers, role="armed_producer",
+                               options={"ready_file": str(ready), "go_file": str(go)})
+
+        def warmed_up() -> bool:
+            if not child.alive and not ready.exists():
+                raise KafkalabError(f"program {program.name} exited {child.returncode} before its warm-up was "
+                                    f"acknowledged:\n{child.log_tail()}")
+            return ready.exists()
+
+        wait_until(warmed_up, timeout_s=timeout_s, interval_s=0.01, what=f"{cid}: the warm-up record acknowledged")
+        rule = proxy.add_rule(Rule("drop_request", "Produce", client_id=cid, times=1))
+        t0 = time.monotonic()
+        go.touch()
+        reports = finish_producer(child, timeout_s)
+        elapsed_ms = int((time.monotonic() - t0) * 1000)
+        if len(reports) != messages:
+            raise KafkalabError(f"{cid}: {len(reports)} of {messages} records acknowledged")
         log = [c for c in workloads.read_topic(topic, 1, timeout_s=timeout_s) if c.value != WARM_UP]
         records = [Consumed(int(c.value), "k", c.partition, c.offset, "reader", i) for i, c in enumerate(log)]
         counts = count_inversions(records)
@@ -377,7 +470,7 @@ def run_retry_reorder(idempotence: bool, max_in_flight: int | None, messages: in
             exchanges.append(row)
         values = [r.seq for r in records]
         return RetryReorderResult(
-            topic=topic, idempotence=idempotence, max_in_flight=max_in_flight, messages=messages,
+            topic=topic, program=program.name, messages=messages,
             dropped_requests=sum(1 for e in requests if e.action == "dropped"),
             max_in_flight_seen=max((e.in_flight for e in requests), default=0),
             out_of_order_answers=sum(1 for e in events if e.kind == "response"
@@ -386,6 +479,8 @@ def run_retry_reorder(idempotence: bool, max_in_flight: int | None, messages: in
             log_order=values, duplicates=len(values) - len(set(values)), elapsed_ms=elapsed_ms, client_id=cid,
             exchanges=exchanges, records=records, **counts.to_json())
     finally:
+        if child is not None and child.alive:
+            child.kill()
         if rule is not None:
             proxy.remove_rule(rule)
         run.cleanup()
@@ -393,24 +488,24 @@ def run_retry_reorder(idempotence: bool, max_in_flight: int | None, messages: in
             proxy.stop()
 
 
-def run_retry_matrix(settings: Iterable[tuple[bool, int | None]], messages: int = 10, proxy: FaultProxy | None = None,
+def run_retry_matrix(programs: Iterable[Program], messages: int = 10, proxy: FaultProxy | None = None,
                      timeout_s: float = 60.0) -> list[RetryReorderResult]:
-    """``run_retry_reorder`` for each ``(idempotence, max_in_flight)`` at the same time (one
-    thread each; each producer has its own topic, ``client.id`` and proxy rule, so each
-    loses exactly its own first request). Results in the order of ``settings``.
+    """``run_retry_reorder`` for each producer program at the same time (one thread each; each
+    producer has its own topic, ``client.id`` and proxy rule, so each loses exactly its own
+    first request after its warm-up). Results in the order of ``programs``.
 
     Raises:
         what ``run_retry_reorder`` raises, for the first setting that failed.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    settings = list(settings)
+    programs = list(programs)
     own = proxy is None
     if own:
         proxy = start_proxy()
     try:
-        with ThreadPoolExecutor(max_workers=max(1, len(settings)), thread_name_prefix="retry") as pool:
-            futures = [pool.submit(run_retry_reorder, i, m, messages, proxy, timeout_s) for i, m in settings]
+        with ThreadPoolExecutor(max_workers=max(1, len(programs)), thread_name_prefix="retry") as pool:
+            futures = [pool.submit(run_retry_reorder, prog, messages, proxy, timeout_s) for prog in programs]
             return [f.result() for f in futures]
     finally:
         if own:
@@ -532,11 +627,14 @@ def java_console_produce(topic: str, records: Iterable[tuple[str | None, str]], 
         raise KafkalabError(f"kafka-console-producer exited {cp.returncode}:\n{cp.stderr[-2000:]}")
 
 
-def run_partitioners(keys: Iterable[str], partitions: int = 6, timeout_s: float = 60.0) -> PartitionerResult:
+def run_partitioners(programs: Mapping[str, Program], keys: Iterable[str], partitions: int = 6,
+                     timeout_s: float = 60.0) -> PartitionerResult:
     """Send each key once from three producers to one fresh topic of ``partitions``
-    partitions and read back where each record landed: librdkafka at its default partitioner
-    (``consistent_random``), librdkafka with ``partitioner=murmur2_random``, and the Java
-    client (``kafka-console-producer``, default partitioner). Values are ``<client>|<key>``.
+    partitions and read back where each record landed: the two librdkafka producer programs
+    ``programs`` (by the labels ``PARTITIONER_CLIENTS[0]`` and ``[1]``: notebook 07's
+    ``keyed_producer``, default partitioner ``consistent_random``, and ``murmur2_producer``,
+    ``partitioner=murmur2_random``), and the Java client (``kafka-console-producer``, default
+    partitioner). Values are ``<client>|<key>``.
 
     Raises:
         KafkalabError: a producer failed.
@@ -546,14 +644,16 @@ def run_partitioners(keys: Iterable[str], partitions: int = 6, timeout_s: float 
     ``BuiltInPartitioner.partitionForKey``.
     """
     keys = list(keys)
+    missing = [c for c in PARTITIONER_CLIENTS[:2] if c not in programs]
+    if missing:
+        raise KafkalabError(f"no program for {missing}: give one per librdkafka client of PARTITIONER_CLIENTS")
     run = RunScope("partitioners")
     try:
         topic = run.topic("keys")
         admin.create_topics({topic: partitions})
         c_default, c_murmur, c_java = PARTITIONER_CLIENTS
-        workloads.produce(topic, [(k.encode(), f"{c_default}|{k}".encode()) for k in keys], conf={"log_level": 3})
-        workloads.produce(topic, [(k.encode(), f"{c_murmur}|{k}".encode()) for k in keys],
-                          conf={"log_level": 3, "partitioner": "murmur2_random"})
+        produce_together([(programs[c], [(k, f"{c}|{k}") for k in keys], f"keys-{i}")
+                          for i, c in enumerate((c_default, c_murmur))], topic, timeout_s)
         java_console_produce(topic, [(k, f"{c_java}|{k}") for k in keys])
         landed: dict[str, dict[str, int]] = {c: {} for c in PARTITIONER_CLIENTS}
         for c in workloads.read_topic(topic, partitions, timeout_s=timeout_s):
@@ -617,11 +717,12 @@ class UnkeyedResult:
         return asdict(self) | {"runs": {c: self.runs(c) for c in self.landed}}
 
 
-def run_unkeyed(records: int = 600, partitions: int = 6, value_bytes: int = 100, timeout_s: float = 60.0
-                ) -> UnkeyedResult:
+def run_unkeyed(programs: Mapping[str, Program], records: int = 600, partitions: int = 6, value_bytes: int = 100,
+                timeout_s: float = 60.0) -> UnkeyedResult:
     """Send ``records`` records without a key, each ``value_bytes`` long and numbered, from five
-    producers (``UNKEYED_CLIENTS``) to one fresh topic of ``partitions`` partitions, and read back
-    where each landed:
+    producers (``UNKEYED_CLIENTS``: the four librdkafka ones are the producer ``programs`` by
+    label, notebook 07's ``unkeyed_producer`` and its edits; each sends one warm-up record
+    first) to one fresh topic of ``partitions`` partitions, and read back where each landed:
 
     - librdkafka with ``sticky.partitioning.linger.ms=60000`` (default 10): NULL keys go to a
       *sticky* partition, picked at random and kept for that long (default partitioner
@@ -649,6 +750,9 @@ def run_unkeyed(records: int = 600, partitions: int = 6, value_bytes: int = 100,
     if value_bytes < 40 or records < 1 or partitions < 1:
         raise KafkalabError(f"need value_bytes >= 40 (client name and number), records >= 1, partitions >= 1; got "
                             f"{value_bytes}, {records}, {partitions}")
+    missing = [c for c in UNKEYED_CLIENTS if c != UNKEYED_CLIENTS[2] and c not in programs]
+    if missing:
+        raise KafkalabError(f"no program for {missing}: give one per librdkafka client of UNKEYED_CLIENTS")
     run = RunScope("unkeyed")
     try:
         topic = run.topic("nokey")
@@ -658,16 +762,10 @@ def run_unkeyed(records: int = 600, partitions: int = 6, value_bytes: int = 100,
             head = [f"{client}|{i:06d}|" for i in range(records)]
             return [h + "x" * (value_bytes - len(h)) for h in head]
 
-        c_sticky, c_nosticky, c_java, c_random, c_murmur2 = UNKEYED_CLIENTS
-        workloads.produce(topic, [(None, v.encode()) for v in values(c_sticky)], warm_up=True,
-                          conf={"log_level": 3, "sticky.partitioning.linger.ms": STICKY_LINGER_MS})
-        workloads.produce(topic, [(None, v.encode()) for v in values(c_nosticky)],
-                          conf={"log_level": 3, "sticky.partitioning.linger.ms": 0})
+        c_java = UNKEYED_CLIENTS[2]
         java_console_produce(topic, [(None, v) for v in values(c_java)])
-        workloads.produce(topic, [(None, v.encode()) for v in values(c_random)], warm_up=True,
-                          conf={"log_level": 3, "partitioner": "random", "sticky.partitioning.linger.ms": STICKY_LINGER_MS})
-        workloads.produce(topic, [(None, v.encode()) for v in values(c_murmur2)],
-                          conf={"log_level": 3, "partitioner": "murmur2", "sticky.partitioning.linger.ms": 0})
+        produce_together([(programs[c], [(None, v) for v in values(c)], f"nokey-{i}")
+                          for i, c in enumerate(UNKEYED_CLIENTS) if c != c_java], topic, timeout_s)
         landed: dict[str, list[int]] = {c: [-1] * records for c in UNKEYED_CLIENTS}
         for c in workloads.read_topic(topic, partitions, timeout_s=timeout_s):
             client, _, rest = c.value.partition("|")
@@ -715,11 +813,12 @@ class AddPartitionsResult:
         return asdict(self) | {"moved": self.moved}
 
 
-def run_add_partitions(keys: Iterable[str], before: int = 3, after: int = 6, timeout_s: float = 60.0
-                       ) -> AddPartitionsResult:
-    """Send each key to a fresh topic of ``before`` partitions, grow it to ``after``
-    (``CreatePartitions``), send each key again from a new producer, and read back where
-    both rounds landed. Then ask for ``before`` partitions again: Kafka cannot remove
+def run_add_partitions(program: Program, keys: Iterable[str], before: int = 3, after: int = 6,
+                       timeout_s: float = 60.0) -> AddPartitionsResult:
+    """Send each key with the producer ``program`` (notebook 07's ``keyed_producer``) to a fresh
+    topic of ``before`` partitions, grow it to ``after`` (``CreatePartitions``), run the program
+    again (a new producer) on each key, and see from the delivery reports where both rounds
+    landed. Then ask for ``before`` partitions again: Kafka cannot remove
     partitions, and the broker's refusal is returned as ``shrink_error``.
 
     Raises:
@@ -741,7 +840,7 @@ def run_add_partitions(keys: Iterable[str], before: int = 3, after: int = 6, tim
         topic = run.topic("keys")
         admin.create_topics({topic: before})
         a = workloads.admin()
-        first = workloads.produce(topic, [(k.encode(), f"1|{k}".encode()) for k in keys], conf={"log_level": 3})
+        first = produce_with(program, topic, [(k, f"1|{k}") for k in keys], client_id="round-1", timeout_s=timeout_s)
         for fut in a.create_partitions([NewPartitions(topic, after)], operation_timeout=timeout_s).values():
             try:
                 fut.result()
@@ -750,7 +849,7 @@ def run_add_partitions(keys: Iterable[str], before: int = 3, after: int = 6, tim
         wait_until(lambda: len(a.list_topics(topic, timeout=5).topics[topic].partitions) == after
                    and all(p.leader >= 0 for p in a.list_topics(topic, timeout=5).topics[topic].partitions.values()),
                    timeout_s=timeout_s, what=f"{topic} with {after} partitions, each with a leader")
-        second = workloads.produce(topic, [(k.encode(), f"2|{k}".encode()) for k in keys], conf={"log_level": 3})
+        second = produce_with(program, topic, [(k, f"2|{k}") for k in keys], client_id="round-2", timeout_s=timeout_s)
         shrink_error = None
         for fut in a.create_partitions([NewPartitions(topic, before)], operation_timeout=timeout_s).values():
             try:
@@ -763,6 +862,61 @@ def run_add_partitions(keys: Iterable[str], before: int = 3, after: int = 6, tim
             {k: defaults.librdkafka_partition(k.encode(), after) for k in keys}, shrink_error)
     finally:
         run.cleanup()
+
+
+# ----------------------------------------------------------------------------- the notebook's programs, edited
+
+
+#: The lines of ``unkeyed_producer`` (notebook 07) that its variants edit.
+STICKY_LINE = f'"sticky.partitioning.linger.ms": {STICKY_LINGER_MS},'
+PARTITIONER_LINE = '"partitioner": "consistent_random",'
+
+
+def unkeyed_variants(program: Program) -> dict[str, Program]:
+    """The four librdkafka producers of ``run_unkeyed`` (``UNKEYED_CLIENTS``) made from
+    ``program`` (notebook 07's ``unkeyed_producer``: ``consistent_random``, sticky for 60 s) by
+    editing its ``partitioner`` and ``sticky.partitioning.linger.ms`` lines, as the notebook
+    shows.
+
+    Raises:
+        ProgramError: the program no longer has those lines, once each.
+    """
+    c_sticky, c_off, _, c_random, c_murmur2 = UNKEYED_CLIENTS
+    sticky_off = program.replace(STICKY_LINE, '"sticky.partitioning.linger.ms": 0,', name="sticky_off")
+    return {
+        c_sticky: program,
+        c_off: sticky_off,
+        c_random: program.replace(PARTITIONER_LINE, '"partitioner": "random",', name="random_sticky"),
+        c_murmur2: sticky_off.replace(PARTITIONER_LINE, '"partitioner": "murmur2",', name="murmur2_sticky_off"),
+    }
+
+
+def without_key(program: Program) -> Program:
+    """``program`` (notebook 07's ``keyed_producer``) sending no key: ``key=key, `` removed."""
+    return program.replace("key=key, ", "", name=f"{program.name}_without_key")
+
+
+def retry_program(idempotence: bool, max_in_flight: int | None) -> Program:
+    """The notebook's retry program for the CLI's ``--idempotence``/``--max-in-flight``:
+    ``idempotent_producer`` (idempotence on), else ``plain_producer`` with its
+    ``max.in.flight.requests.per.connection`` line set to ``max_in_flight`` (None: as shown).
+
+    With idempotence and a ``max_in_flight``, ``idempotent_producer`` with that setting written
+    beside ``enable.idempotence`` (librdkafka refuses more than 5).
+    """
+    if idempotence:
+        idem = notebook_program("idempotent_producer")
+        if max_in_flight is None:
+            return idem
+        return idem.replace('"enable.idempotence": True,',
+                            f'"max.in.flight.requests.per.connection": {max_in_flight}, "enable.idempotence": True,',
+                            name=f"idempotent_producer_in_flight_{max_in_flight}")
+    plain = notebook_program("plain_producer")
+    if max_in_flight is None:
+        return plain
+    return plain.replace('"max.in.flight.requests.per.connection": 1000000,',
+                         f'"max.in.flight.requests.per.connection": {max_in_flight},',
+                         name=f"plain_producer_in_flight_{max_in_flight}")
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -789,16 +943,17 @@ def cli_command(partitions: int, consumers: int, keys: int, messages: int | None
     if unkeyed and retry_reorder:
         raise click.UsageError("--unkeyed and --retry-reorder are two experiments: choose one")
     if unkeyed:
-        u = run_unkeyed(messages or 600, partitions)
+        u = run_unkeyed(unkeyed_variants(notebook_program("unkeyed_producer")), messages or 600, partitions)
         if as_json:
             click.echo(json.dumps(u.to_json(), indent=2))
         else:
             click.echo(u.table().to_string())
         return
     if retry_reorder:
-        r: Any = run_retry_reorder(idempotence == "on", max_in_flight, messages or 10)
+        r: Any = run_retry_reorder(retry_program(idempotence == "on", max_in_flight), messages or 10)
     else:
-        r = run_group_order(partitions, consumers, keys, messages or 1000)
+        keyed = notebook_program("keyed_producer")
+        r = run_group_order(keyed if keys else without_key(keyed), partitions, consumers, keys, messages or 1000)
     if as_json:
         click.echo(json.dumps(r.to_json(), indent=2))
         return

@@ -6,6 +6,12 @@ Spark for ``kafkalab run tour --json``. A ``kafkalab.runscope.RunScope`` names t
 topics and consumer groups and deletes them at the end, or at interpreter exit if the
 notebook stopped early.
 
+The producer and the consumer are the notebook's ``%%program`` cells (``kafkalab.programs``):
+``flight_producer`` (keyed), ``unkeyed_producer`` and ``flight_reader``, run as they are in
+worker processes (``worker.ProgramSpec``, roles ``producer`` and ``consumer`` of
+``kafkalab.instruments``) on the CLIENT listeners; ``kafkalab run tour`` reads the same cells
+(``programs.from_notebook``).
+
 Sources: Kafka documentation 4.3, Operations > KRaft (``kafka-metadata-quorum``),
 Implementation > Log; KIP-595 (Raft for the metadata quorum: voters and observers);
 librdkafka CONFIGURATION.md; see ``kafkalab.defaults`` and ``kafkalab.segments``.
@@ -16,16 +22,17 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import click
-from confluent_kafka import Consumer
-
 from .. import admin, cluster, config, defaults, dumplog, runscope, segments, workloads
 from ..cluster import ClusterStatus
 from ..data import Flight
 from ..errors import KafkalabError
+from ..ledger import read_events
+from ..programs import Program, from_notebook
 from ..waiting import wait_until
+from ..worker import ProgramSpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -193,50 +200,104 @@ class Delivery:
     """One record with its place in the log: acked to a producer or returned to a consumer."""
 
     record_id: str
-    key: str
+    key: str | None
     partition: int
     offset: int
 
 
-def produce_flights(topic: str, flights: list[Flight], conf: dict | None = None,
-                    timeout_s: float = 30.0) -> list[Delivery]:
-    """Produce ``flights`` (key: ``flight.key``, value: ``flight.to_json()``) with confluent-kafka
-    at its defaults plus ``conf``, wait for every delivery report, return them in input order."""
-    acks = workloads.produce(topic, [(f.key.encode(), f.to_json()) for f in flights], conf=conf,
-                             timeout_s=timeout_s)
-    return [Delivery(f.record_id, f.key, p, o) for f, (p, o) in zip(flights, acks)]
+#: The notebook whose ``%%program`` cells this family runs (``programs.from_notebook``).
+NOTEBOOK = "00_cluster_tour"
+#: ``client.id`` of the flight producer and of the reader (the harness adds them, ``lab.conf``).
+PRODUCER_CLIENT_ID = "flight-producer"
+READER_CLIENT_ID = "flight-reader"
 
 
-def consume_all(topic: str, group_id: str, expected: int, timeout_s: float = 30.0,
-                conf: dict | None = None) -> list[Delivery]:
-    """Subscribe one confluent-kafka consumer in group ``group_id`` to ``topic`` from the
-    earliest offset and poll until ``expected`` records arrived; return them in arrival order.
+def producer_conf(client_id: str = PRODUCER_CLIENT_ID) -> dict[str, Any]:
+    """What the harness adds to a producer program's settings (``lab.conf``): the CLIENT
+    listeners and a ``client.id``; nothing that changes what happens."""
+    return {"bootstrap.servers": config.bootstrap_servers(), "client.id": client_id}
 
-    Only ``auto.offset.reset=earliest`` is set (librdkafka's default is ``latest``); the rest
-    are librdkafka's defaults, so it auto-commits. The consumer is closed (it leaves the group).
+
+def reader_conf(group_id: str, client_id: str = READER_CLIENT_ID) -> dict[str, Any]:
+    """What the harness adds to a consumer program's settings (``lab.conf``): the CLIENT
+    listeners, the run's ``group.id``, a ``client.id`` and librdkafka logging at errors only."""
+    return {"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id, "client.id": client_id,
+            "log_level": 3}
+
+
+def _record_id(value: str | None) -> str:
+    """The ``record_id`` of a flight's JSON value (``Flight.to_json``)."""
+    if value is None:
+        raise KafkalabError("a record without a value: not a flight")
+    return json.loads(value)["record_id"]
+
+
+def produce_flights(program: Program, topic: str, flights: list[Flight], timeout_s: float = 60.0,
+                    client_id: str = PRODUCER_CLIENT_ID) -> list[Delivery]:
+    """Run the producer ``program`` (a ``%%program`` cell of notebook 00, role ``producer``) in a
+    worker process on the CLIENT listeners (``producer_conf``): ``lab.records()`` gives it the
+    flights as ``(key, value, -1)`` (key: the aircraft's tail number, value: ``flight.to_json()``,
+    -1: no partition chosen, the partitioner decides). Waits for it to end; returns its delivery
+    reports (``lab.delivered``) in the order of ``flights``.
+
+    Raises:
+        KafkalabError: the program failed, or a flight has no delivery report or a failed one.
+        WaitTimeout: it ran longer than ``timeout_s``.
+    """
+    run = runscope.run_id()
+    ledger = workloads.run_dir(run) / f"{client_id}.jsonl"
+    child = workloads.spawn(ProgramSpec(client_id, run, str(ledger), "producer", program.name, program.source,
+                                        conf=producer_conf(client_id), topics=[topic],
+                                        options={"records": [[f.key, f.to_json().decode(), -1] for f in flights]}))
+    if child.wait(timeout_s) != 0:
+        raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
+    reports = {}
+    for e in read_events(ledger):
+        if e.kind != "acked":
+            continue
+        if e.error is not None:
+            raise KafkalabError(f"program {program.name}: a delivery report failed: {e.error}")
+        reports[_record_id(e.value)] = Delivery(_record_id(e.value), e.key, e.partition, e.offset)
+    missing = [f.record_id for f in flights if f.record_id not in reports]
+    if missing:
+        raise KafkalabError(f"program {program.name}: no delivery report for {len(missing)} flights, e.g. {missing[:3]}")
+    return [reports[f.record_id] for f in flights]
+
+
+def consume_all(program: Program, topic: str, group_id: str, expected: int, timeout_s: float = 60.0,
+                client_id: str = READER_CLIENT_ID) -> list[Delivery]:
+    """Run the consumer ``program`` (a ``%%program`` cell of notebook 00, role ``consumer``) in a
+    worker process, in group ``group_id`` (``reader_conf``), until its ledger holds ``expected``
+    records (``lab.consumed``); then ask it to stop (SIGTERM: it closes its consumer, which
+    leaves the group). Returns the records in the order ``consume`` handed them over.
 
     Raises:
         WaitTimeout: fewer than ``expected`` records within ``timeout_s`` (says how many came).
-        KafkalabError: a message carried an error.
+        KafkalabError: the program died, or ``consume`` returned an error.
     """
-    consumer = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id,
-                         "auto.offset.reset": "earliest", "log_level": 3, **(conf or {})})
+    run = runscope.run_id()
+    ledger = workloads.run_dir(run) / f"{client_id}.jsonl"
+    child = workloads.spawn(ProgramSpec(client_id, run, str(ledger), "consumer", program.name, program.source,
+                                        conf=reader_conf(group_id, client_id), topics=[topic]))
     got: list[Delivery] = []
 
     def all_read() -> bool:
-        for msg in consumer.consume(num_messages=500, timeout=0.5):
-            if msg.error() is not None:
-                raise KafkalabError(f"consumer error on {topic}: {msg.error()}")
-            record_id = json.loads(msg.value())["record_id"]
-            got.append(Delivery(record_id, msg.key().decode(), msg.partition(), msg.offset()))
+        events = [e for e in read_events(ledger, growing=True) if e.kind == "consumed"] if ledger.exists() else []
+        errors = [e.error for e in events if e.error is not None]
+        if errors:
+            raise KafkalabError(f"program {program.name}: consume returned an error on {topic}: {errors[0]}")
+        if not child.alive:
+            raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
+        got[:] = [Delivery(_record_id(e.value), e.key, e.partition, e.offset) for e in events]
         return len(got) >= expected
 
     try:
-        consumer.subscribe([topic])
-        wait_until(all_read, timeout_s=timeout_s, interval_s=0.0, what=f"{expected} records of {topic} consumed",
+        wait_until(all_read, timeout_s=timeout_s, interval_s=0.05, what=f"{expected} records of {topic} consumed",
                    on_timeout=lambda: f"{len(got)} consumed")
     finally:
-        consumer.close()
+        rc = child.terminate(30)
+    if rc != 0:
+        raise KafkalabError(f"program {program.name} exited {rc} on SIGTERM:\n{child.log_tail()}")
     return got
 
 
@@ -380,10 +441,16 @@ class TourResult:
         return asdict(self)
 
 
-def run_tour(n_flights: int = 200, timeout_s: float = 30.0) -> TourResult:
+def run_tour(n_flights: int = 200, timeout_s: float = 60.0, producer: Program | None = None,
+             reader: Program | None = None) -> TourResult:
     """The Spark-free part of notebook 00 on a fresh topic, deleted afterwards: about
-    ``n_flights`` flights of aircraft that fly more than once (``aircraft_flights``)."""
+    ``n_flights`` flights of aircraft that fly more than once (``aircraft_flights``), sent by
+    the notebook's ``flight_producer`` program and read by its ``flight_reader`` (or the
+    programs given)."""
     from ..data import flights as load_flights
+
+    producer = producer or from_notebook(NOTEBOOK, "flight_producer")
+    reader = reader or from_notebook(NOTEBOOK, "flight_reader")
 
     status = runscope.require_whole_cluster()
     quorum, _ = describe_quorum()
@@ -392,8 +459,8 @@ def run_tour(n_flights: int = 200, timeout_s: float = 30.0) -> TourResult:
         admin.create_topics({topic: 3}, replication_factor=-1)
         states = partition_states(topic)
         fl = aircraft_flights(load_flights(), n_flights)
-        sent = produce_flights(topic, fl, timeout_s=timeout_s)
-        got = consume_all(topic, run.group("reader"), len(fl), timeout_s=timeout_s)
+        sent = produce_flights(producer, topic, fl, timeout_s=timeout_s)
+        got = consume_all(reader, topic, run.group("reader"), len(fl), timeout_s=timeout_s)
         counts = Counter(d.record_id for d in got)
         seen = key_partitions(got)
         n = len(states)
@@ -417,7 +484,8 @@ def run_tour(n_flights: int = 200, timeout_s: float = 30.0) -> TourResult:
               help="Flights to produce and read back.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def cli_command(n_flights: int, as_json: bool) -> None:
-    """Notebook 00 without Spark: quorum, a topic, flights in and out, replicas on disk."""
+    """Notebook 00 without Spark: quorum, a topic, flights in and out (the notebook's
+    flight_producer and flight_reader programs), replicas on disk."""
     r = run_tour(n_flights)
     if as_json:
         click.echo(json.dumps(r.to_json(), indent=2))

@@ -25,6 +25,9 @@ role              instruments
                   (notebook 05)
 ``reader``        ``kafkalab.instruments.transactions.ReaderLab``: a reader's ledger of
                   records and end-of-partition positions (notebook 05)
+``armed_producer``  ``kafkalab.instruments.armed.ArmedProducerLab``: a producer's
+                  instruments plus ``lab.arm_fault()``, the wait after a warm-up record
+                  until the harness has armed the fault proxy's rule (notebook 07)
 ================  =========================================================================
 
 The instruments are few and named for what they do: record to the ledger, do the simulated
@@ -53,6 +56,7 @@ ROLES: dict[str, str] = {
     "transactions": "kafkalab.instruments.transactions:TransactionsLab",
     "reader": "kafkalab.instruments.transactions:ReaderLab",
     "share": "kafkalab.instruments.share:ShareLab",
+    "armed_producer": "kafkalab.instruments.armed:ArmedProducerLab",
 }
 
 
