@@ -7,9 +7,9 @@ members; ``SLOW_PROGRAMS``, the slow consumer), with the ``consumer`` role's ins
 rebalance callbacks write every ``assigned`` and ``revoked`` partition to its own ledger. The
 harness adds only the run's addresses and names (``harness_conf``); every setting that decides
 how the group rebalances is in the program, and ``Protocol.from_program`` reads them back
-from its text for the analysis. A run (``RebalanceRun``) drives one consumer group on one fresh topic through a
-sequence of *scenarios* (the Kubernetes events of article 002), waiting after each until the
-group has *settled*, and keeps three more records beside the ledgers:
+from its text for the analysis. A run (``RebalanceRun``) drives one consumer group on one
+fresh topic through a sequence of *scenarios* (the Kubernetes events of article 002), waiting
+after each until the group has *settled*, and keeps three more records beside the ledgers:
 
 - ``actions.jsonl``: what the experiment did to which process, when (``start``, ``stop`` =
   SIGTERM, ``exited``, ``kill`` = SIGKILL) and when it saw the group ``settled``;
