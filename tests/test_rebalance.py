@@ -13,6 +13,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from kafkalab import programs
 from kafkalab.cli import main
 from kafkalab.errors import KafkalabError
 from kafkalab.experiments import rebalance
@@ -21,24 +22,60 @@ from kafkalab.experiments.rebalance import (PROTOCOLS, SCENARIOS, RebalanceConfi
 from kafkalab.experiments.rebalance_analysis import EXPECTED
 
 
-def test_every_protocols_settings_are_accepted_by_librdkafka() -> None:
-    for p in PROTOCOLS.values():
-        assert consumer_conf_error(p.conf(0)) is None, p.name
+def literal_settings(program) -> dict:
+    """A program's settings with the expressions (the static member's group.instance.id) made a literal."""
+    return {k: ("c0" if k == "group.instance.id" else v) for k, v in rebalance.program_settings(program).items()}
 
 
-def test_kip848_settings_leave_liveness_and_assignment_to_the_broker() -> None:
-    conf = PROTOCOLS["consumer"].conf(0)
+def test_every_member_program_of_notebook_02_is_accepted_by_librdkafka() -> None:
+    for name in [*rebalance.PROGRAMS.values(), *rebalance.SLOW_PROGRAMS.values()]:
+        prog = programs.from_notebook(rebalance.NOTEBOOK, name)
+        assert consumer_conf_error(literal_settings(prog)) is None, name
+
+
+def test_each_protocol_is_what_its_notebook_program_asks_for() -> None:
+    for name in PROTOCOLS:
+        assert rebalance.Protocol.from_program(name, rebalance.member_program(name)) == PROTOCOLS[name], name
+
+
+def test_program_settings_reads_the_dict_given_to_consumer_and_nothing_else() -> None:
+    prog = programs.Program("p", """
+from confluent_kafka import Consumer
+from kafkalab.instruments import lab
+other = {"session.timeout.ms": 1}
+consumer = Consumer(lab.conf | {
+    "session.timeout.ms": 7000,
+    "group.instance.id": lab.name.split(".")[0],
+    "enable.auto.commit": False,
+})
+""")
+    assert rebalance.program_settings(prog) == {"session.timeout.ms": 7000, "group.instance.id": "lab.name.split('.')[0]",
+                                                "enable.auto.commit": False}
+    p = rebalance.Protocol.from_program("x", prog)
+    assert (p.group_protocol, p.strategy, p.static, p.session_timeout_ms, p.heartbeat_interval_ms) == \
+        ("classic", "range,roundrobin", True, 7000, 3000), "librdkafka's defaults where the program sets nothing"
+
+
+def test_kip848_program_leaves_liveness_and_assignment_to_the_broker() -> None:
+    conf = rebalance.program_settings(rebalance.member_program("consumer"))
     assert conf["group.protocol"] == "consumer"
     assert not {"partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms"} & set(conf)
     assert consumer_conf_error({**conf, "session.timeout.ms": 6000}) is not None
 
 
-def test_static_members_get_their_slot_as_group_instance_id_and_a_longer_session() -> None:
-    assert PROTOCOLS["static"].conf(2)["group.instance.id"] == "c2"
-    assert "group.instance.id" not in PROTOCOLS["eager"].conf(2)
+def test_static_program_names_its_pod_and_has_a_longer_session() -> None:
+    static = rebalance.program_settings(rebalance.member_program("static"))
+    assert static["group.instance.id"] == "lab.name.split('.')[0]", "the pod's name: c0 of the client id c0.1"
+    assert "group.instance.id" not in rebalance.program_settings(rebalance.member_program("eager"))
     assert PROTOCOLS["static"].session_timeout_ms > PROTOCOLS["eager"].session_timeout_ms
     assert PROTOCOLS["cooperative"].incremental and PROTOCOLS["consumer"].incremental
     assert not PROTOCOLS["eager"].incremental and not PROTOCOLS["static"].incremental
+
+
+def test_an_edited_program_is_a_new_protocol() -> None:
+    edited = rebalance.member_program("static").replace('"session.timeout.ms": 10000', '"session.timeout.ms": 20000')
+    cfg = RebalanceConfig("static20", 3, 6, ("crash",), program=edited)
+    assert cfg.spec.session_timeout_ms == 20000 and cfg.spec.static and cfg.spec.name == "static20"
 
 
 def test_the_static_setting_name_in_the_article_does_not_exist() -> None:
@@ -57,19 +94,13 @@ def test_config_rejects_what_cannot_rebalance() -> None:
 
 
 def test_the_slow_consumer_outlasts_its_max_poll_interval_which_librdkafka_accepts() -> None:
-    for name in PROTOCOLS:
+    for name in rebalance.SLOW_PROGRAMS:
         c = RebalanceConfig(name, scenarios=("slow-consumer",))
+        assert c.slow_max_poll_ms == rebalance.program_settings(c.slow_program)["max.poll.interval.ms"]
         assert c.slow_process_ms > c.slow_max_poll_ms
-        conf = {**PROTOCOLS[name].conf(9), "max.poll.interval.ms": c.slow_max_poll_ms}
-        assert consumer_conf_error(conf) is None, name
-
-
-def test_notebook_plan_runs_every_protocol_and_every_main_scenario() -> None:
-    plan = rebalance.notebook_plan()
-    covered = {(c.protocol, s) for c in plan.values() for s in c.scenarios}
-    assert {(p, s) for p in PROTOCOLS for s in rebalance.MAIN_SCENARIOS} <= covered
-    assert ("eager", "slow-consumer") in covered
-    assert len({c.protocol for c in plan.values()}) == len(PROTOCOLS)
+        assert consumer_conf_error(rebalance.program_settings(c.slow_program)) is None, name
+    with pytest.raises(KafkalabError, match="slow-consumer program for eager, consumer only"):
+        RebalanceConfig("cooperative", scenarios=("slow-consumer",))
 
 
 def test_expected_verdicts_cover_every_protocol_and_scenario() -> None:
@@ -110,3 +141,16 @@ def test_rebalances_are_new_generations_first_written_inside_a_window() -> None:
     got = rebalances_of(rec)
     assert [(x["index"], x["generation"], x["ts_ms"], x["since_ms"]) for x in got] == [(0, 3, 1600, 1000), (1, 4, 2500, 2000)], \
         "generation 2 was first written before the window (its rewrite at 1500 is no rebalance); 4 counts once"
+
+
+def test_combine_keeps_each_analysis_in_order_and_concatenates_its_frames() -> None:
+    import pandas as pd
+
+    from kafkalab.experiments.rebalance_analysis import Analysis, combine
+
+    a = Analysis(["a0"], pd.DataFrame({"run_id": ["a"]}), pd.DataFrame(), pd.DataFrame({"x": [1]}), pd.DataFrame())
+    b = Analysis(["b0", "b1"], pd.DataFrame({"run_id": ["b"]}), pd.DataFrame(), pd.DataFrame({"x": [2]}), pd.DataFrame())
+    both = combine([a, b])
+    assert both.results == ["a0", "b0", "b1"]
+    assert both.intervals["run_id"].tolist() == ["a", "b"] and both.rebalances["x"].tolist() == [1, 2]
+    assert both.gaps.empty and both.windows.empty

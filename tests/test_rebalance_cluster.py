@@ -44,3 +44,24 @@ def test_cli_gives_the_notebooks_verdicts_for_other_group_sizes(spark, consumers
     assert by[("cooperative", "scale-out")]["revoked"] < partitions
     print(json.dumps({f"{p} {s}": {k: x[k] for k in ("rebalances", "revoked", "max_pause_s", "partition_pause_s")}
                       for (p, s), x in by.items()}, indent=1))
+
+
+def test_commenting_out_group_instance_id_in_the_static_program_brings_back_a_rebalance_per_restart(spark) -> None:
+    """Notebook 02's ``static_member`` as shown, and the same program with its ``group.instance.id``
+    line commented out (the learner's edit): the same rolling restart of 2 pods, side by side."""
+    from kafkalab.experiments.rebalance_analysis import analyse
+
+    shown = rebalance.member_program("static")
+    dynamic = shown.replace('    "group.instance.id": lab.name.split(".")[0],',
+                            '    # "group.instance.id": lab.name.split(".")[0],', name="dynamic")
+    assert not rebalance.Protocol.from_program("dynamic", dynamic).static
+    runs = rebalance.run_many({
+        label: rebalance.RebalanceConfig(label, 2, 4, ("rolling-restart",), settle_timeout_s=120, program=program)
+        for label, program in (("static", shown), ("dynamic", dynamic))})
+    result = analyse(spark, list(runs.values()))
+    static, edited = result.result("static", "rolling-restart"), result.result("dynamic", "rolling-restart")
+    late = [x for x in static.notes["restarts"] if x["stop_to_assigned_ms"] >= static.session_timeout_ms]
+    assert not late, f"(precondition) every static replacement was back within the session timeout: {late}"
+    assert static.rebalances == 0, f"as shown: no rebalance for the restarts ({static.per_rebalance})"
+    assert edited.rebalances >= 2 * 2, f"edited: a leave and a join per pod, at least 4 rebalances ({edited.per_rebalance})"
+    assert edited.verdicts["every_rebalance_revoked_every_partition"], "each of them eager: every partition revoked"

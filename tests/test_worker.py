@@ -9,7 +9,7 @@ import pytest
 from kafkalab import admin, config, runscope, workloads
 from kafkalab.ledger import read_events
 from kafkalab.waiting import wait_until
-from kafkalab.worker import ConsumerSpec, ExecSpec, ProgramSpec, spec_from_json, spec_json
+from kafkalab.worker import ExecSpec, ProgramSpec, spec_from_json, spec_json
 
 
 #: A consumer program as a notebook would show it: a synchronous commit per record, batches of 5.
@@ -79,7 +79,7 @@ def test_sink_modes_keep_drop_or_overwrite_a_replayed_record(tmp_path) -> None:
 
 
 def test_every_spec_round_trips_through_the_one_entry_points_json() -> None:
-    specs = [ConsumerSpec("c", "r", "/tmp/c.jsonl", "g", ["t"], process_ms=3, work_until="/tmp/w"),
+    specs = [program_spec("c", "r", "/tmp/c.jsonl", COMMIT_EACH, process_ms=3, work_until="/tmp/w"),
              program_spec("p", "r", "/tmp/p.jsonl", COMMIT_EACH, crash_after=3, crash_point="after-process"),
              ExecSpec("x", "r", "/tmp/x.jsonl", ["/bin/true"], stdout="/tmp/x.out")]
     for spec in specs:
@@ -151,7 +151,10 @@ def test_terminated_worker_exits_cleanly_and_none_is_left() -> None:
     topic = f"worker-{run}"
     admin.create_topics({topic: 1})
     try:
-        c = workloads.spawn(ConsumerSpec("consumer-0", run, str(workloads.run_dir(run) / "c.jsonl"), f"{run}-g", [topic]))
+        c = workloads.spawn(ProgramSpec("consumer-0", run, str(workloads.run_dir(run) / "c.jsonl"), "consumer", "commit_each",
+                                        COMMIT_EACH, conf={"bootstrap.servers": config.bootstrap_servers(),
+                                                           "group.id": f"{run}-g", "client.id": "consumer-0"},
+                                        topics=[topic]))
         wait_until(lambda: c.ledger.exists() and any(e.kind == "assigned" for e in read_events(c.ledger)), timeout_s=30,
                    what="consumer-0 to be assigned its partition")
         assert c.terminate(30) == 0

@@ -4,13 +4,11 @@
 starts it and returns a handle (``workloads.Worker``). The spec's ``kind`` picks the mode:
 
 ==============  ===========================================================================
-``consumer``    ``ConsumerSpec``: a librdkafka consumer in a group that processes records and
-                commits nothing (notebook 02)
 ``exec``        ``ExecSpec``: replaces itself with another program (a JVM client), which
                 inherits the same death with the parent (notebook 03's Java consumer)
 ``program``     ``ProgramSpec``: a client program as a notebook shows it (``kafkalab.programs``),
                 run with the lab's instruments of its role (``kafkalab.instruments``):
-                notebooks 03, 04, 05 and 09
+                notebooks 02, 03, 04, 05 and 09
 ==============  ===========================================================================
 
 Every worker dies with its parent, one way for all: ``die_with_parent`` asks Linux for
@@ -22,12 +20,10 @@ spawn from a thread that lives as long as the worker should. Each worker appends
 did to its own ledger file (``Ledger(write_through=True)``: a SIGKILL from outside loses
 no line), and every intentional crash goes through ``crash``: ledger flushed, then SIGKILL.
 
-Consumer (notebook 02's group member): records ``assigned``/``revoked`` per partition from its
-rebalance callbacks, ``consumed`` for every record ``poll`` hands over and ``processed`` once
-its (simulated) work is done; it commits nothing (``enable.auto.commit=false``). The consumers
-whose commits are the lesson (notebook 03) are client programs (``ProgramSpec``, role
-``consumer``: ``kafkalab.instruments.consumer`` holds their crash points), as are the
-producers of notebook 04 (role ``producer``).
+Every Kafka client a notebook runs in a worker is a client program (``ProgramSpec``): the
+group members of notebook 02 and the consumers of notebook 03 (role ``consumer``:
+``kafkalab.instruments.consumer`` holds their ledger, simulated work and crash points), the
+producers of notebook 04 (role ``producer``), and so on.
 """
 
 from __future__ import annotations
@@ -37,40 +33,12 @@ import json
 import os
 import signal
 import sys
-import threading
-import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
-if TYPE_CHECKING:
-    from .ledger import Ledger
 
-#: Bound (s) of a consumer's wait for its ``work_until`` file, after ``process_ms`` of work.
-WORK_UNTIL_MAX_S = 180.0
 #: Environment variable through which ``workloads.Worker`` tells the child its parent's pid.
 PARENT_ENV = "KAFKALAB_PARENT_PID"
-
-
-@dataclass
-class ConsumerSpec:
-    """What a consumer worker does (notebook 02's group member). ``conf`` is passed to
-    ``confluent_kafka.Consumer`` after the defaults (``auto.offset.reset=earliest``, auto-commit
-    off), so it can override them. ``work_until``: path of a file; the work on each record lasts
-    ``process_ms`` and then until the file exists (at most ``WORK_UNTIL_MAX_S`` more): a long
-    piece of work that the parent ends once it has seen what it waits for. It runs until
-    SIGTERM, then finishes the record in hand, closes (a dynamic member leaves the group) and
-    exits 0. Times in ms."""
-
-    name: str
-    run_id: str
-    ledger: str
-    group_id: str
-    topics: list[str]
-    conf: dict = field(default_factory=dict)
-    process_ms: float = 0.0
-    poll_timeout_ms: int = 100
-    work_until: str | None = None
-    kind: str = "consumer"
 
 
 @dataclass
@@ -124,66 +92,6 @@ def die_with_parent(parent_pid: int | None = None) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _text(b: bytes | None) -> str | None:
-    return b.decode() if b is not None else None
-
-
-def run_consumer(spec: ConsumerSpec) -> None:
-    """The consumer loop: ``poll``, a ``consumed`` event per record handed over, then the work
-    (``process_ms``, ``work_until``) and ``processed``. A SIGTERM ends the loop after the record
-    in hand. Ledger written through."""
-    from confluent_kafka import Consumer, KafkaError
-
-    from . import config
-    from .ledger import Ledger
-    from .waiting import wait_until
-
-    ledger = Ledger(spec.ledger, spec.run_id, write_through=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    member = {"id": None}
-    instance = spec.conf.get("group.instance.id")
-
-    def note(kind: str, **kw: Any) -> None:
-        ledger.record(kind, client_id=spec.name, member_id=member["id"], group_instance_id=instance, **kw)
-
-    consumer = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": spec.group_id,
-                         "client.id": spec.name, "auto.offset.reset": "earliest", "log_level": 3,
-                         "enable.auto.commit": False, "enable.auto.offset.store": False, **spec.conf})
-
-    def on_assign(c, partitions) -> None:
-        member["id"] = c.memberid()
-        for p in partitions:
-            note("assigned", topic=p.topic, partition=p.partition)
-
-    def on_revoke(c, partitions) -> None:
-        for p in partitions:
-            note("revoked", topic=p.topic, partition=p.partition)
-
-    consumer.subscribe(spec.topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
-    try:
-        while not stop.is_set():
-            m = consumer.poll(spec.poll_timeout_ms / 1000)
-            if m is None:
-                continue
-            if m.error() is not None:
-                if m.error().code() != KafkaError._PARTITION_EOF:
-                    note("consumed", topic=m.topic() or spec.topics[0], error=str(m.error()))
-                continue
-            value = _text(m.value())
-            note("consumed", topic=m.topic(), partition=m.partition(), offset=m.offset(), key=_text(m.key()),
-                 value=value)
-            if spec.process_ms:
-                time.sleep(spec.process_ms / 1000)  # the work itself (simulated), not a wait on Kafka
-            if spec.work_until:  # then on, until the parent says so (bounded)
-                wait_until(lambda: os.path.exists(spec.work_until), timeout_s=WORK_UNTIL_MAX_S, interval_s=0.02,
-                           what=f"the file {spec.work_until} that ends the work")
-            note("processed", topic=m.topic(), partition=m.partition(), offset=m.offset(), value=value)
-    finally:
-        consumer.close()  # leaves the group (a dynamic member)
-        ledger.close()
-
-
 def run_program(spec: ProgramSpec) -> int:
     """Run a client program in this process (``ProgramSpec``): instruments installed, the
     source compiled under the name ``<program NAME>`` (its lines appear in tracebacks) and run
@@ -222,13 +130,13 @@ def run_exec(spec: ExecSpec) -> NoReturn:
 
 
 def spec_from_json(text: str) -> Any:
-    """The spec object of one worker (``ConsumerSpec``, ``ExecSpec``, ``ProgramSpec``) from its JSON (``spec_json``), chosen by ``kind``.
+    """The spec object of one worker (``ExecSpec``, ``ProgramSpec``) from its JSON (``spec_json``), chosen by ``kind``.
 
     Raises:
         ValueError: unknown ``kind`` or invalid fields.
     """
     d = json.loads(text)
-    kinds = {"consumer": ConsumerSpec, "exec": ExecSpec, "program": ProgramSpec}
+    kinds = {"exec": ExecSpec, "program": ProgramSpec}
     kind = d.get("kind")
     if kind not in kinds:
         raise ValueError(f"unknown worker kind {kind!r}: one of {', '.join(kinds)}")
@@ -237,9 +145,7 @@ def spec_from_json(text: str) -> Any:
 
 def run(spec: Any) -> int:
     """Run one worker in this process; returns its exit code (0; a program: its own)."""
-    if spec.kind == "consumer":
-        run_consumer(spec)
-    elif spec.kind == "exec":
+    if spec.kind == "exec":
         run_exec(spec)
     elif spec.kind == "program":
         return run_program(spec)

@@ -1,11 +1,15 @@
 """Notebook 02, rebalancing: what each group protocol stops, revokes and costs when consumers
 are restarted, added, removed, crash, stall, or when partitions are added.
 
-Consumers are separate processes (``kafkalab.worker``), restarted and killed like pods; each
-writes every ``assigned`` and ``revoked`` partition (its rebalance callbacks) to its own
-ledger. A run (``RebalanceRun``) drives one consumer group on one fresh topic through a
-sequence of *scenarios* (the Kubernetes events of article 002), waiting after each until the
-group has *settled*, and keeps three more records beside the ledgers:
+Consumers are separate processes (``kafkalab.worker``), restarted and killed like pods. Each
+runs a client program of notebook 02 (``kafkalab.programs``: ``PROGRAMS``, the group's
+members; ``SLOW_PROGRAMS``, the slow consumer), with the ``consumer`` role's instruments: its
+rebalance callbacks write every ``assigned`` and ``revoked`` partition to its own ledger. The
+harness adds only the run's addresses and names (``harness_conf``); every setting that decides
+how the group rebalances is in the program, and ``Protocol.from_program`` reads them back
+from its text for the analysis. A run (``RebalanceRun``) drives one consumer group on one
+fresh topic through a sequence of *scenarios* (the Kubernetes events of article 002), waiting
+after each until the group has *settled*, and keeps three more records beside the ledgers:
 
 - ``actions.jsonl``: what the experiment did to which process, when (``start``, ``stop`` =
   SIGTERM, ``exited``, ``kill`` = SIGKILL) and when it saw the group ``settled``;
@@ -18,7 +22,7 @@ group has *settled*, and keeps three more records beside the ledgers:
 ``kafkalab.experiments.rebalance_analysis`` turns these into ownership intervals, gaps and
 the per-window result with PySpark; ``rebalance_plots`` draws them.
 
-Protocols (``PROTOCOLS``):
+Protocols (``PROTOCOLS``: what the notebook's programs set, one per protocol):
 
 =============  ==============================================================================
 eager          classic protocol, ``partition.assignment.strategy=range`` (eager: every member
@@ -47,24 +51,26 @@ Configs; KIP-345, KIP-429, KIP-848.
 
 from __future__ import annotations
 
+import ast
 import json
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import click
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewPartitions
 
-from .. import admin, config, coordinators, runscope, workloads
+from .. import admin, config, coordinators, programs, runscope, workloads
 from ..errors import KafkalabError, WaitTimeout
 from ..ledger import read_events
+from ..programs import Program
 from ..runscope import RunScope
 from ..waiting import wait_until
-from ..worker import ConsumerSpec
+from ..worker import ProgramSpec
 from .rebalance_analysis import SCENARIOS
 
 if TYPE_CHECKING:
@@ -78,6 +84,17 @@ MAIN_SCENARIOS: tuple[str, ...] = ("scale-out", "scale-in", "rolling-restart", "
 #: defaults 45000 and 5000 ms). ``broker_group_config()`` reads the live values.
 CONSUMER_SESSION_TIMEOUT_MS = 10000
 CONSUMER_HEARTBEAT_INTERVAL_MS = 1000
+
+#: The notebook whose ``%%program`` cells the runs use unless given a program.
+NOTEBOOK = "02_rebalancing"
+#: Protocol -> the program of notebook 02 that every member of its group runs.
+PROGRAMS: dict[str, str] = {"eager": "eager_member", "cooperative": "cooperative_member",
+                            "static": "static_member", "consumer": "kip848_member"}
+#: Protocol -> the program of notebook 02 that the slow consumer runs (scenario ``slow-consumer``).
+SLOW_PROGRAMS: dict[str, str] = {"eager": "slow_eager_member", "consumer": "slow_kip848_member"}
+#: librdkafka 2.x defaults of the classic settings (CONFIGURATION.md), for a program that sets none.
+CLASSIC_DEFAULTS = {"partition.assignment.strategy": "range,roundrobin", "session.timeout.ms": 45000,
+                    "heartbeat.interval.ms": 3000, "max.poll.interval.ms": 300000}
 
 
 # ----------------------------------------------------------------------------- protocols
@@ -112,19 +129,21 @@ class Protocol:
         """True when members give back only what moves (cooperative-sticky, KIP-848)."""
         return self.group_protocol == "consumer" or self.strategy == "cooperative-sticky"
 
-    def conf(self, slot: int) -> dict:
-        """librdkafka settings of the consumer in ``slot`` (0, 1, ...) besides bootstrap,
-        group and client id (kafkalab.worker adds those)."""
-        conf: dict = {"topic.metadata.refresh.interval.ms": 1000}  # teaching; librdkafka default 300000
-        if self.group_protocol == "consumer":
-            conf["group.protocol"] = "consumer"
-        else:
-            conf.update({"partition.assignment.strategy": self.strategy,
-                         "session.timeout.ms": self.session_timeout_ms,
-                         "heartbeat.interval.ms": self.heartbeat_interval_ms})
-        if self.static:
-            conf["group.instance.id"] = f"c{slot}"
-        return conf
+    @classmethod
+    def from_program(cls, name: str, program: Program) -> "Protocol":
+        """The protocol a consumer program asks for, read from its text (``program_settings``):
+        ``group.protocol``, ``partition.assignment.strategy``, ``group.instance.id`` (set at
+        all: static), ``session.timeout.ms``, ``heartbeat.interval.ms``; librdkafka's defaults
+        where the program sets none (``CLASSIC_DEFAULTS``). Under ``group.protocol=consumer`` the
+        timeouts are the broker's (``CONSUMER_SESSION_TIMEOUT_MS``...; KIP-848). ``name``: the
+        protocol's label in results and tables."""
+        s = program_settings(program)
+        static = "group.instance.id" in s
+        if s.get("group.protocol", "classic") == "consumer":
+            return cls(name, "consumer", None, static, CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS)
+        d = CLASSIC_DEFAULTS | s
+        return cls(name, "classic", str(d["partition.assignment.strategy"]), static, int(d["session.timeout.ms"]),
+                   int(d["heartbeat.interval.ms"]))
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -136,6 +155,52 @@ PROTOCOLS: dict[str, Protocol] = {
     "static": Protocol("static", "classic", "range", True, 10000, 1000),
     "consumer": Protocol("consumer", "consumer", None, False, CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS),
 }
+
+
+def program_settings(program: Program) -> dict[str, Any]:
+    """The settings a program gives ``Consumer(...)``, read from its text (nothing runs): every
+    string key of the dict literals inside the call's first argument (``lab.conf | {...}``),
+    with its value when it is a literal, else the expression's source text (e.g.
+    ``lab.name.split('.')[0]``). ``lab.conf`` itself (the harness's addresses and names) is not
+    in the text, so not in the result."""
+    out: dict[str, Any] = {}
+    for call in ast.walk(ast.parse(program.source)):
+        if not (isinstance(call, ast.Call) and call.args and getattr(call.func, "id", getattr(call.func, "attr", None))
+                == "Consumer"):
+            continue
+        for d in ast.walk(call.args[0]):
+            if isinstance(d, ast.Dict):
+                for k, v in zip(d.keys, d.values):
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                        try:
+                            out[k.value] = ast.literal_eval(v)
+                        except ValueError:
+                            out[k.value] = ast.unparse(v)
+    return out
+
+
+def member_program(protocol_name: str, slow: bool = False) -> Program:
+    """The program of notebook 02 that a group of ``protocol_name`` runs (``PROGRAMS``), or its
+    slow consumer (``SLOW_PROGRAMS``), read from the saved notebook (``programs.from_notebook``):
+    what the CLI and the tests run.
+
+    Raises:
+        KafkalabError: no such program for that protocol.
+    """
+    table = SLOW_PROGRAMS if slow else PROGRAMS
+    if protocol_name not in table:
+        what = "a slow-consumer program" if slow else "a program"
+        raise KafkalabError(f"notebook 02 has {what} for {', '.join(table)} only, not {protocol_name!r}: "
+                            "pass one (RebalanceConfig(program=..., slow_program=...))")
+    return programs.from_notebook(NOTEBOOK, table[protocol_name])
+
+
+def harness_conf(group_id: str, client_id: str) -> dict[str, Any]:
+    """What the harness adds to a member program's settings (``lab.conf``): the run's
+    addresses and names, and librdkafka logging at errors only (``log_level`` 3). Every
+    setting about the group protocol, its timeouts and static membership is in the program."""
+    return {"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id, "client.id": client_id,
+            "log_level": 3}
 
 
 def protocol(name: str) -> Protocol:
@@ -253,13 +318,20 @@ def read_generations(group_id: str, since_ms: int, timeout_s: float = 15.0) -> l
 
 @dataclass
 class RebalanceConfig:
-    """One run: a group of ``consumers`` consumers of one ``protocol`` on a fresh topic of
-    ``partitions`` partitions, taken through ``scenarios`` in order.
+    """One run: a group of ``consumers`` consumers on a fresh topic of ``partitions``
+    partitions, taken through ``scenarios`` in order. Every member runs ``program`` (default:
+    notebook 02's program of ``protocol``, ``member_program``); ``protocol`` is then the
+    group's label, and what the analysis expects of it is read from the program
+    (``Protocol.from_program``). The slow consumer (scenario ``slow-consumer``) runs
+    ``slow_program`` (default: notebook 02's, for ``eager`` and ``consumer``).
 
-    Times in ms. ``slow_process_ms`` is how long the slow consumer (scenario
-    ``slow-consumer``) works on each record; its ``max.poll.interval.ms`` is
-    ``slow_max_poll_ms`` (librdkafka refuses a value below ``session.timeout.ms`` on the
-    classic protocol). ``settle_timeout_s``: how long to wait for the group to settle, s.
+    Times in ms. ``slow_process_ms`` is how long the slow consumer works on each record;
+    ``slow_max_poll_ms`` is read from its program (its ``max.poll.interval.ms``).
+    ``settle_timeout_s``: how long to wait for the group to settle, s.
+
+    Raises:
+        KafkalabError: too few consumers or partitions, an unknown scenario, or no program
+            for the protocol.
     """
 
     protocol: str
@@ -270,10 +342,14 @@ class RebalanceConfig:
     slow_process_ms: int | None = None
     slow_max_poll_ms: int | None = None
     records_per_partition: int = 20
+    program: Program | None = None
+    slow_program: Program | None = None
 
     def __post_init__(self) -> None:
         self.scenarios = tuple(self.scenarios)
-        p = protocol(self.protocol)
+        if self.program is None:
+            protocol(self.protocol)  # a known protocol's name
+            self.program = member_program(self.protocol)
         if self.consumers < 2:
             raise KafkalabError("a rebalance needs at least 2 consumers")
         if self.partitions < self.consumers + 1:
@@ -284,9 +360,12 @@ class RebalanceConfig:
         bad = [s for s in self.scenarios if s not in SCENARIOS]
         if bad:
             raise KafkalabError(f"unknown scenario {bad[0]!r}: expected one of {', '.join(SCENARIOS)}")
-        if self.slow_max_poll_ms is None:
-            # classic: librdkafka requires max.poll.interval.ms >= session.timeout.ms
-            self.slow_max_poll_ms = p.session_timeout_ms if p.group_protocol == "classic" else 3000
+        if "slow-consumer" not in self.scenarios:
+            return
+        if self.slow_program is None:
+            self.slow_program = member_program(self.protocol, slow=True)
+        p = Protocol.from_program(self.protocol, self.slow_program)
+        self.slow_max_poll_ms = int((CLASSIC_DEFAULTS | program_settings(self.slow_program))["max.poll.interval.ms"])
         if self.slow_process_ms is None:
             # A member past max.poll.interval.ms that sends no leave (a static member, KIP-345;
             # any member under KIP-848 with librdkafka 2.16.1, as observed here) stops
@@ -296,7 +375,9 @@ class RebalanceConfig:
 
     @property
     def spec(self) -> Protocol:
-        return protocol(self.protocol)
+        """The protocol the members' program asks for (``Protocol.from_program``)."""
+        assert self.program is not None
+        return Protocol.from_program(self.protocol, self.program)
 
 
 @dataclass
@@ -407,15 +488,19 @@ class RebalanceRun:
         return ts
 
     # --- processes
-    def start(self, slot: int, process_ms: float = 0.0, conf: dict | None = None, work_until: Path | None = None) -> str:
-        """Start the next incarnation of consumer ``slot`` (client id ``c<slot>.<n>``); with
-        ``work_until``, its work on a record lasts until that file exists (at most ``process_ms``)."""
+    def start(self, slot: int, program: Program | None = None, process_ms: float = 0.0,
+              work_until: Path | None = None) -> str:
+        """Start the next incarnation of consumer ``slot`` (client id ``c<slot>.<n>``) running
+        ``program`` (default: the group's, ``cfg.program``); its simulated work on a record
+        lasts ``process_ms``, then, with ``work_until``, until that file exists."""
         n = self.incarnations.get(slot, -1) + 1
         self.incarnations[slot] = n
         name = f"c{slot}.{n}"
-        spec = ConsumerSpec(name, self.run_id, str(self.dir / "ledgers" / f"{name}.jsonl"), self.group_id, [self.topic],
-                            conf={**self.proto.conf(slot), **(conf or {})}, process_ms=process_ms,
-                            work_until=str(work_until) if work_until else None)
+        prog = program or self.cfg.program
+        assert prog is not None
+        spec = ProgramSpec(name, self.run_id, str(self.dir / "ledgers" / f"{name}.jsonl"), "consumer", prog.name,
+                           prog.source, conf=harness_conf(self.group_id, name), topics=[self.topic],
+                           options={"process_ms": process_ms, "work_until": str(work_until) if work_until else None})
         self.act("start", name, slot=slot)
         self.workers[name] = workloads.spawn(spec)
         self.slots[slot] = name
@@ -643,8 +728,7 @@ class RebalanceRun:
         # group has settled without it (below), so it is removed while still busy on every run,
         # however slow the machine.
         release = self.dir / f"slow-{slot}.release"
-        name = self.start(slot, process_ms=self.cfg.slow_process_ms, conf={"max.poll.interval.ms": mp},
-                          work_until=release)
+        name = self.start(slot, self.cfg.slow_program, process_ms=self.cfg.slow_process_ms, work_until=release)
         self.slots.pop(slot)  # not expected to stay in the group
         self.slow = name
         w = self.workers[name]
@@ -811,32 +895,15 @@ def launch(configs: dict[str, RebalanceConfig]) -> Launched:
     return Launched(futures)
 
 
-def notebook_plan(consumers: int = 3, partitions: int = 6) -> dict[str, RebalanceConfig]:
-    """The runs of notebook 02, all started at once: one group per protocol taken through
-    ``MAIN_SCENARIOS``, and an eager and a KIP-848 group of 2 that a slow consumer joins.
-
-    The static group's scale-out and scale-in run in a second static group: the scale-in and
-    the crash both wait a full session timeout, and in parallel the notebook waits for only
-    one of them. Both static groups meet their scenarios with ``consumers`` members, like the
-    other protocols' groups.
-    """
-    plan = {p: RebalanceConfig(p, consumers, partitions, MAIN_SCENARIOS) for p in PROTOCOLS}
-    scaling = ("scale-out", "scale-in")
-    plan["static"] = RebalanceConfig("static", consumers, partitions, tuple(s for s in MAIN_SCENARIOS if s not in scaling))
-    plan["static scaling"] = RebalanceConfig("static", consumers, partitions, scaling)
-    plan["slow"] = RebalanceConfig("eager", 2, max(4, partitions - 2), ("slow-consumer",))
-    plan["slow kip-848"] = RebalanceConfig("consumer", 2, max(4, partitions - 2), ("slow-consumer",))
-    return plan
-
-
 def plan_table(plan: dict[str, RebalanceConfig]) -> "pd.DataFrame":
-    """The runs of a plan as a table: protocol settings, consumers, partitions, scenarios."""
+    """Runs as a table: the protocol each program asks for, its program, consumers,
+    partitions, scenarios."""
     import pandas as pd
 
     rows = []
     for key, c in plan.items():
         p = c.spec
-        rows.append({"run": key, "protocol": p.name, "group.protocol": p.group_protocol,
+        rows.append({"run": key, "program": c.program.name if c.program else None, "group.protocol": p.group_protocol,
                      "assignor": p.strategy or "(broker)", "static": p.static,
                      "session timeout ms": p.session_timeout_ms, "consumers": c.consumers,
                      "partitions": c.partitions, "scenarios": " → ".join(c.scenarios)})
@@ -922,7 +989,9 @@ def _split(values: tuple[str, ...], choices: Sequence[str], what: str) -> list[s
 def cli_command(protocols: tuple[str, ...], consumers: int, partitions: int, scenarios: tuple[str, ...],
                 timeout_s: float, as_json: bool) -> None:
     """Real consumer processes in a real group, restarted, added and killed like pods: count
-    the rebalances, the revoked partitions and how long partitions went unconsumed.
+    the rebalances, the revoked partitions and how long partitions went unconsumed. Every
+    member runs notebook 02's program of its protocol (eager_member, cooperative_member,
+    static_member, kip848_member; the slow consumer: slow_eager_member, slow_kip848_member).
 
     \b
     kafkalab run rebalance --protocol eager --consumers 3 --partitions 6 --scenario rolling-restart --json

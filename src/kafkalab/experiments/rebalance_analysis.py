@@ -545,6 +545,20 @@ def analyse(spark: SparkSession, records: Sequence[RunRecord], ledger: DataFrame
     return Analysis(results, iv, gaps, pd.DataFrame(rebs), pd.DataFrame(wrows))
 
 
+def combine(analyses: Sequence[Analysis]) -> Analysis:
+    """One ``Analysis`` of several, each of its own runs (``analyse`` per run, one scenario of
+    the notebook at a time): their results in order, their frames concatenated."""
+    import pandas as pd
+
+    def cat(frames: list) -> "pd.DataFrame":
+        frames = [f for f in frames if len(f)]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    return Analysis([r for a in analyses for r in a.results], cat([a.intervals for a in analyses]),
+                    cat([a.gaps for a in analyses]), cat([a.rebalances for a in analyses]),
+                    cat([a.windows for a in analyses]))
+
+
 # ----------------------------------------------------------------------------- tables
 
 
@@ -559,13 +573,16 @@ TRIGGERS: dict[str, str] = {
 
 
 def trigger_table(a: Analysis, protocol: str = "eager") -> "pd.DataFrame":
-    """One row per trigger of the article (``TRIGGERS``): rebalances, when each was written
-    (seconds after the event's window started; measured, not a claim), revoked partitions,
-    longest pause."""
+    """One row per trigger of the article (``TRIGGERS``) that ``a`` ran for ``protocol``:
+    rebalances, when each was written (seconds after the event's window started; measured,
+    not a claim), revoked partitions, longest pause."""
     import pandas as pd
 
     rows = []
+    ran = {(r.protocol, r.scenario) for r in a.results}
     for trigger, scenario in TRIGGERS.items():
+        if (protocol, scenario) not in ran:
+            continue
         r = a.result(protocol, scenario)
         rows.append({"trigger": trigger, "scenario": scenario, "rebalances": r.rebalances,
                      "rebalances at s": [round(g["at_s"], 1) for g in r.per_rebalance],
