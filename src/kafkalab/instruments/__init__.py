@@ -25,6 +25,8 @@ role              instruments
                   (notebook 05)
 ``reader``        ``kafkalab.instruments.transactions.ReaderLab``: a reader's ledger of
                   records and end-of-partition positions (notebook 05)
+``batches``       ``kafkalab.instruments.batches.BatchesLab``: the harness's settings, the
+                  topic and partition, the records to write from a recipe (notebook 06)
 ================  =========================================================================
 
 The instruments are few and named for what they do: record to the ledger, do the simulated
@@ -53,6 +55,7 @@ ROLES: dict[str, str] = {
     "transactions": "kafkalab.instruments.transactions:TransactionsLab",
     "reader": "kafkalab.instruments.transactions:ReaderLab",
     "share": "kafkalab.instruments.share:ShareLab",
+    "batches": "kafkalab.instruments.batches:BatchesLab",
 }
 
 
