@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -36,42 +36,45 @@ class Panel:
 
 
 def summary(panels: Sequence[Panel], columns: int = 2) -> "Figure":
-    """One horizontal grouped bar chart per panel, each on its own linear axis starting at 0,
-    a value printed at each bar's end, the series named in each panel's legend.
+    """One horizontal grouped bar chart per panel, each on its own linear axis starting at 0. A
+    bar's end names its series and value (``p99 15.2``), so no legend covers a bar; long setting
+    names are wrapped, not squeezing the panel.
 
     Raises:
         ValueError: no panels, or a panel without rows.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     if not panels or any(not p.rows for p in panels):
         raise ValueError("every panel needs at least one row")
     rows_n = -(-len(panels) // columns)
-    heights = [max(len(p.rows) * max(1, len(p.series())) for p in panels[r * columns:(r + 1) * columns])
+    heights = [0.3 * max(len(p.rows) * len(p.series()) for p in panels[r * columns:(r + 1) * columns]) + 1.4
                for r in range(rows_n)]
-    fig, axes = plt.subplots(rows_n, columns, figsize=(13, sum(0.32 * h + 1.6 for h in heights)),
-                             gridspec_kw={"height_ratios": [0.32 * h + 1.6 for h in heights]}, squeeze=False)
+    fig, axes = plt.subplots(rows_n, columns, figsize=(13, sum(heights)), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
     for ax, panel in zip(axes.flat, panels):
         series = panel.series()
         labels = list(panel.rows)
         width = 0.8 / len(series)
         top = max(v for values in panel.rows.values() for v in values.values()) or 1.0
         for k, s in enumerate(series):
-            ys = [i + (len(series) - 1 - k) * width - 0.4 + width / 2 for i in range(len(labels))]
+            ys = [i - 0.4 + width / 2 + k * width for i in range(len(labels))]
             vals = [panel.rows[label].get(s) for label in labels]
-            ax.barh([y for y, v in zip(ys, vals) if v is not None], [v for v in vals if v is not None], height=width,
-                    color=SERIES_COLOURS.get(s), label=s)
-            for y, v in zip(ys, vals):
-                if v is not None:
-                    ax.text(v + top * 0.01, y, f"{v:,.0f}" if v >= 100 else f"{v:,.1f}", va="center", fontsize=8)
-        ax.set_yticks(range(len(labels)), labels, fontsize=9)
-        ax.invert_yaxis()
-        ax.set_xlim(0, top * 1.22)
+            shown = [(y, v) for y, v in zip(ys, vals) if v is not None]
+            ax.barh([y for y, _ in shown], [v for _, v in shown], height=width * 0.9, color=SERIES_COLOURS.get(s, "tab:blue"))
+            for y, v in shown:
+                number = f"{v:,.0f}" if v >= 100 else f"{v:,.1f}"
+                ax.text(v + top * 0.01, y, f"{s} {number}" if len(series) > 1 or s in SERIES_COLOURS else number,
+                        va="center", fontsize=8)
+        ax.set_yticks(range(len(labels)), ["\n".join(textwrap.wrap(label, 24, break_long_words=False)) for label in labels], fontsize=9)
+        ax.set_ylim(len(labels) - 0.5, -0.5)
+        ax.set_xlim(0, top * 1.35)
+        ax.xaxis.set_major_locator(MaxNLocator(4))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}" if x >= 10 or x == 0 else f"{x:g}"))
         ax.set_xlabel(panel.unit, fontsize=9)
         ax.tick_params(axis="x", labelsize=8)
-        ax.set_title("\n".join(textwrap.wrap(panel.title, 60)), fontsize=10)
-        if len(series) > 1:
-            ax.legend(fontsize=8, loc="lower right")
+        ax.set_title("\n".join(textwrap.wrap(panel.title, 52)), fontsize=10)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.tight_layout()
@@ -101,17 +104,9 @@ def summary_panels(clients: Sequence[Any], batching: Iterable[Any], codecs: Iter
                  for t in transactions})
     e2e = Panel(f"5. {latency.runs[0].records} records of {size} B at {latency.runs[0].rate:.0f}/s: end to end",
                 "ms", {r.label: {"p50": r.p50_ms, "p99": r.p99_ms, "max": r.max_ms} for r in latency.runs})
-    fetch = Panel(f"5. reading {reads.messages:,} records of {reads.record_size:,} B from offset 0", "records/s",
-                  {f"max.partition.fetch.bytes={r.max_partition_fetch_bytes:,}":
+    fetch = Panel(f"5. reading {reads.messages:,} records of {reads.record_size:,} B from offset 0, "
+                  "per max.partition.fetch.bytes", "records/s",
+                  {f"limit {r.max_partition_fetch_bytes:,} B":
                    {"confluent-kafka": r.python.records_per_s,
                     **({"Java perf tool": r.java.records_per_s} if r.java else {})} for r in reads.rows})
     return [burst, paced, flights, ack, txn, e2e, fetch]
-
-
-def knobs(throughput: Mapping[str, float], latency: Mapping[str, float],
-          consumer: Mapping[str, float] | None = None) -> "Figure":
-    """Deprecated summary (one log axis across runs); ``summary`` replaces it. Kept for callers
-    outside the notebook: one panel of records/s and one of latencies, each label naming its run."""
-    panels = [Panel("throughput per knob", "records/s", {k: {"records/s": v} for k, v in {**throughput, **(consumer or {})}.items()}),
-              Panel("latency per knob", "ms", {k: {"ms": v} for k, v in latency.items()})]
-    return summary(panels)
