@@ -27,6 +27,9 @@ role              instruments
                   records and end-of-partition positions (notebook 05)
 ``batches``       ``kafkalab.instruments.batches.BatchesLab``: the harness's settings, the
                   topic and partition, the records to write from a recipe (notebook 06)
+``measuring``     ``kafkalab.instruments.measuring.MeasuringLab``: the harness's settings, the
+                  topic, the values, the pacing, the stopwatch and the delivery reports' times
+                  (notebook 10)
 ================  =========================================================================
 
 The instruments are few and named for what they do: record to the ledger, do the simulated
@@ -56,6 +59,7 @@ ROLES: dict[str, str] = {
     "reader": "kafkalab.instruments.transactions:ReaderLab",
     "share": "kafkalab.instruments.share:ShareLab",
     "batches": "kafkalab.instruments.batches:BatchesLab",
+    "measuring": "kafkalab.instruments.measuring:MeasuringLab",
 }
 
 
