@@ -73,10 +73,13 @@ class ThroughputResult:
 
 
 def run_throughput(messages: int, record_size: int, settings: ProducerSettings, partitions: int = 1,
-                   java: bool = True) -> ThroughputResult:
+                   java: bool = True, program: Program | None = None) -> ThroughputResult:
     """``messages`` values of ``record_size`` bytes with confluent-kafka, then with
     ``kafka-producer-perf-test`` (same settings, its own fresh topic), as fast as each goes; the
-    Python topic's bytes on disk and records per batch are read from its segments.
+    Python topic's bytes on disk and records per batch are read from its segments. ``program``:
+    the Python side is that measuring producer program (a notebook's ``%%program`` cell, run as it
+    is by ``send_with``, one partition, no transactions), whose own settings must match
+    ``settings``, the Java tool's; None: ``perf.python_burst`` with ``settings``.
 
     Raises:
         KafkalabError: a burst failed, or a bad setting.
@@ -85,7 +88,13 @@ def run_throughput(messages: int, record_size: int, settings: ProducerSettings, 
     try:
         t_py, t_java = run.topic("python"), run.topic("java")
         admin.create_topics({t_py: partitions, t_java: partitions})
-        py = perf.python_burst(t_py, messages, record_size, settings, partitions)
+        if program is not None:
+            if partitions != 1 or settings.transactional_batch:
+                raise KafkalabError("a producer program sends to one partition, without transactions")
+            sent = send_with(program, t_py, messages, record_size, rate=None, timeout_s=300)
+            py = Burst("confluent-kafka", asdict(settings), messages, record_size, sent.seconds)
+        else:
+            py = perf.python_burst(t_py, messages, record_size, settings, partitions)
         jv = perf.java_burst(t_java, messages, record_size, settings) if java and not settings.transactional_batch else None
         batches = perf.records_per_batch(t_py, partitions)
         java_batches = perf.records_per_batch(t_java, partitions) if jv else []
