@@ -226,3 +226,35 @@ def test_thread_tracers_lists_every_thread_of_a_process_untraced() -> None:
     finally:
         stop.set()
         t.join()
+
+
+def test_a_measuring_program_is_paced_and_names_its_settings() -> None:
+    from kafkalab.experiments.performance import program_setting
+    from kafkalab.instruments.measuring import MeasureOptions, times_path
+    from kafkalab.programs import Program
+
+    p = Program("p", 'conf = {"linger.ms": 200, "batch.size": 1000000}\n')
+    assert (program_setting(p, "linger.ms"), program_setting(p, "batch.size"), program_setting(p, "acks")) == (200, 1000000, None)
+    assert MeasureOptions(10, 100, rate=200).rate == 200 and times_path("a/b.jsonl") == "a/b.jsonl.times.json"
+    for bad in ((0, 100), (10, 0), (10, 100, 0)):
+        with pytest.raises(ValueError):
+            MeasureOptions(*bad)
+
+
+@pytest.mark.cluster
+def test_editing_the_shown_paced_producers_linger_changes_its_batches() -> None:
+    """Notebook 10's ``paced_producer`` as shown (``linger.ms=200``) and edited to 20 ms (as
+    exercise 2 edits it to 50), each run once at 1000 records/s: the edited program's batches
+    start at least 20 ms apart and there are several times more of them."""
+    from kafkalab import programs
+    from kafkalab.experiments import performance as pf
+
+    shown = programs.from_notebook("10_performance", "paced_producer")
+    edited = shown.replace('"linger.ms": 200', '"linger.ms": 20', name="linger_20")
+    rows = {r.label: r for r in pf.run_batching_programs({"shown": shown, "edited": edited}, rate=1000, seconds=1.0)}
+    assert rows["shown"].linger_ms == 200 and rows["edited"].linger_ms == 20
+    assert rows["shown"].records == rows["edited"].records == 1000
+    assert rows["shown"].min_gap_ms >= 199 and rows["edited"].min_gap_ms >= 19
+    assert rows["shown"].batches <= rows["shown"].most_batches_for_linger()
+    assert rows["edited"].batches >= 3 * rows["shown"].batches, \
+        f"a 20 ms linger closes batches ten times as often: {rows['edited'].batches} vs {rows['shown'].batches}"

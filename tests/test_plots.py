@@ -107,3 +107,27 @@ def test_panels_side_by_side_share_one_box_size() -> None:
     fig = plots.draw_assignments([small, big])
     assert [ax.get_xlim()[1] for ax in fig.axes] == [3, 3]
     assert plots.draw_assignment(small, slots=5).get_xlim()[1] == 5
+
+
+def test_the_performance_summary_has_a_panel_per_run_each_on_its_own_linear_axis() -> None:
+    from types import SimpleNamespace as NS
+
+    from kafkalab.experiments import performance_plots as pp
+
+    clients = [NS(python_records_per_s=2e5, java_records_per_s=9e4)] * 3
+    batching = [NS(label="linger.ms=0", ack_p50_ms=3.2, records=2000, rate=2000)]
+    codecs = [NS(codec="none", bytes_on_disk_per_record=260, records=10000)]
+    acks = [NS(acks="0", records=100, ack_p50_ms=0.1, ack_p99_ms=0.2), NS(acks="all", records=100, ack_p50_ms=3, ack_p99_ms=9)]
+    txn = [NS(records_per_transaction=10, records_per_s=900)]
+    lat = NS(runs=[NS(label="defaults", records=200, rate=100, p50_ms=3, p99_ms=15, max_ms=30)])
+    reads = NS(messages=2000, record_size=1000, rows=[NS(max_partition_fetch_bytes=1000, python=NS(records_per_s=3e3),
+                                                         java=None)])
+    panels = pp.summary_panels(clients, batching, codecs, acks, txn, lat, reads, 50_000, 100)
+    assert len(panels) == 7
+    assert panels[3].rows == {"acks=all": {"p50": 3, "p99": 9}}, "acks=0 has no ack to time"
+    assert panels[5].series() == ["p50", "p99", "max"], "each percentile named"
+    fig = pp.summary(panels)
+    drawn = [ax for ax in fig.axes if ax.has_data()]
+    assert len(drawn) == 7 and all(ax.get_xscale() == "linear" and ax.get_xlim()[0] == 0 for ax in drawn)
+    with pytest.raises(ValueError):
+        pp.summary([pp.Panel("empty", "ms")])

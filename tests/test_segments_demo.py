@@ -79,3 +79,40 @@ def test_the_compaction_settings_are_the_teaching_values_the_notebook_states() -
                                       "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "10000"}
     assert demo.ROUND_GAP_MS > int(demo.COMPACTION_CONFIG["segment.ms"])
     assert demo.MIN_SEGMENT_BYTES == 1024 * 1024
+
+
+def test_a_batches_program_gets_its_records_from_a_recipe() -> None:
+    from kafkalab.instruments.batches import RecordRecipe, filler_value
+
+    recipe = RecordRecipe(3, 10, first_timestamp_ms=1_000, timestamp_step_ms=500, partition=2)
+    assert list(recipe.records()) == [(b"k0", b"k0:k0:k0:k", 1_000, 2), (b"k1", b"k1:k1:k1:k", 1_500, 2),
+                                      (b"k2", b"k2:k2:k2:k", 2_000, 2)]
+    assert recipe.payload_bytes == 3 * (2 + 10)
+    assert {ts for _, _, ts, _ in RecordRecipe(2, 5).records()} == {0}, "no first timestamp: 0, the producer stamps now"
+    assert demo.Records is RecordRecipe
+    assert filler_value(b"x7", 4) == b"x7:x"
+    with pytest.raises(ValueError):
+        RecordRecipe(-1, 10)
+    with pytest.raises(ValueError):
+        RecordRecipe(1, 0)
+
+
+def test_the_lookup_figure_draws_the_entries_and_batches_the_lookup_read(tmp_path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    from kafkalab.experiments import segments_demo_plots as plots
+
+    log = tmp_path / segments.segment_file_name(0)
+    log.write_bytes(bytes(1000))
+    batches = [segments.RecordBatch(100 * i, 10 * i, 100 - 12, 0, 2, 0, 9, 0, 0, 0, -1, -1, -1, 10) for i in range(10)]
+    index = [segments.IndexEntry(10 * i + 9, 100 * i) for i in (1, 3, 5, 7)]
+    seg = segments.Segment(0, log, batches, index, [])
+    hit = segments.lookup_offset(index, 64)
+    assert hit.entry == index[2]
+    scan = segments.Scan(batches[6], 2, 100, 500)
+    entries, rows = plots.lookup_rows(seg, hit, scan, around=1)
+    assert entries == [(1, 39, 300), (2, 59, 500), (3, 79, 700)]
+    assert [(r[0], r[4]) for r in rows] == [(40, "before"), (50, "scanned"), (60, "found"), (70, "after")]
+    assert plots.lookup_figure(seg, 64, hit, scan).axes
+    with pytest.raises(ValueError):
+        plots.lookup_rows(seg, hit, segments.Scan(None, 5, 500, 500))

@@ -197,3 +197,27 @@ def test_kafkalab_run_segments_demo_confirms_the_notebooks_claims() -> None:
     assert r["lagging_group_resumed_at"] == r["log_start_offset"] and r["records_never_seen"] == r["log_start_offset"] - 100
     assert r["produce"]["mb_per_s"] > 0 and r["raw_write"]["mb_per_s"] > 0
     assert demo.cli_command.name == "segments_demo"
+
+
+def test_editing_the_shown_producer_to_compress_cuts_the_index_entries() -> None:
+    """Notebook 06's ``batch_producer`` as shown, then edited to ``compression.type=lz4`` (exercise 6):
+    the same 2000 records in the same batches of 10, several times fewer bytes on disk, and so
+    several times fewer ``.index`` entries, each still where the rule puts it."""
+    from kafkalab import programs
+
+    shown = programs.from_notebook("06_segments_retention", "batch_producer")
+    edited = shown.replace('"compression.type": "none"', '"compression.type": "lz4"', name="lz4_producer")
+    written = {}
+    with RunScope("segedit") as run:
+        for program in (shown, edited):
+            topic = run.topic(program.name.replace("_", "-"))
+            admin.create_topics({topic: 1})
+            demo.write_with(program, topic, demo.Records(2000, 200))
+            written[program.name] = demo.replica_segments(topic)[1][0]
+    plain, packed = written["batch_producer"], written["lz4_producer"]
+    assert {b.compression for b in plain.batches} == {"none"} and {b.compression for b in packed.batches} == {"lz4"}
+    assert [b.records_count for b in plain.batches] == [b.records_count for b in packed.batches] == [10] * 200
+    for s in (plain, packed):
+        assert s.index == segments.expected_offset_index(s.batches, demo.INDEX_INTERVAL_BYTES)
+    assert len(plain.index) >= 90, "as shown: batches of about 2.2 KB, an entry every second batch"
+    assert len(packed.index) < len(plain.index) / 3, "edited: the compressed batches get several times fewer entries"

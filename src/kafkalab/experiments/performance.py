@@ -3,7 +3,9 @@
 Each function runs one comparison on fresh topics, in one run, so the numbers it returns can be
 compared with each other (never with a figure from another machine or another minute). The
 measurements themselves live in the shared layer (``kafkalab.perf``); this family picks the
-settings, the topics and the data, and returns tables.
+settings, the topics and the data, and returns tables. The paced runs of sections 2 and 4 run
+the notebook's own producer program (``send_with``: a ``%%program`` cell, role ``measuring``,
+``kafkalab.instruments.measuring``), as shown or with a line changed.
 
 Sources: Kafka documentation 4.3, "Design: Efficiency" (batching, compression, the page cache,
 ``sendfile``) and Producer/Consumer Configs; librdkafka CONFIGURATION.md; KIP-74 (a fetch returns at
@@ -14,15 +16,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 import click
 
-from .. import admin, config, coordinators, perf, runscope, segments
+from .. import admin, config, coordinators, perf, runscope, segments, workloads
 from ..errors import KafkalabError
+from ..instruments.measuring import MeasureOptions, times_path
+from ..programs import Program
+from ..worker import ProgramSpec
 from ..perf import Burst, ConsumeBurst, Latency, ProducerSettings
 from ..runscope import RunScope
 
@@ -66,10 +73,13 @@ class ThroughputResult:
 
 
 def run_throughput(messages: int, record_size: int, settings: ProducerSettings, partitions: int = 1,
-                   java: bool = True) -> ThroughputResult:
+                   java: bool = True, program: Program | None = None) -> ThroughputResult:
     """``messages`` values of ``record_size`` bytes with confluent-kafka, then with
     ``kafka-producer-perf-test`` (same settings, its own fresh topic), as fast as each goes; the
-    Python topic's bytes on disk and records per batch are read from its segments.
+    Python topic's bytes on disk and records per batch are read from its segments. ``program``:
+    the Python side is that measuring producer program (a notebook's ``%%program`` cell, run as it
+    is by ``send_with``, one partition, no transactions), whose own settings must match
+    ``settings``, the Java tool's; None: ``perf.python_burst`` with ``settings``.
 
     Raises:
         KafkalabError: a burst failed, or a bad setting.
@@ -78,7 +88,13 @@ def run_throughput(messages: int, record_size: int, settings: ProducerSettings, 
     try:
         t_py, t_java = run.topic("python"), run.topic("java")
         admin.create_topics({t_py: partitions, t_java: partitions})
-        py = perf.python_burst(t_py, messages, record_size, settings, partitions)
+        if program is not None:
+            if partitions != 1 or settings.transactional_batch:
+                raise KafkalabError("a producer program sends to one partition, without transactions")
+            sent = send_with(program, t_py, messages, record_size, rate=None, timeout_s=300)
+            py = Burst("confluent-kafka", asdict(settings), messages, record_size, sent.seconds)
+        else:
+            py = perf.python_burst(t_py, messages, record_size, settings, partitions)
         jv = perf.java_burst(t_java, messages, record_size, settings) if java and not settings.transactional_batch else None
         batches = perf.records_per_batch(t_py, partitions)
         java_batches = perf.records_per_batch(t_java, partitions) if jv else []
@@ -168,6 +184,82 @@ def run_batching(lingers: Iterable[int] = (0, 200), rate: float = 2000, seconds:
             rows.append(BatchingRow(label, s.linger_ms, s.batch_size, rate, sum(counts), len(counts),
                                     round(statistics.mean(counts), 1), max(counts),
                                     round(statistics.median(a for _, a in acks), 1), starts[-1] - starts[0],
+                                    min(gaps) if gaps else None))
+        return rows
+    finally:
+        run.cleanup()
+
+
+@dataclass
+class ProgramTimes:
+    """One run of a measuring producer program (``send_with``): what the harness added
+    (``lab_conf``), and per delivery report, in report order, ``(offset, ack_ms)``: the offset
+    (-1: not told, ``acks=0``) and the ms from ``produce`` to the report; ``seconds`` from the
+    first send to the last report; ``errors``: the reports' error names."""
+
+    program: str
+    lab_conf: dict
+    acks: list[tuple[int, float]]
+    seconds: float
+    errors: list[str] = field(default_factory=list)
+
+
+def send_with(program: Program, topic: str, count: int, value_bytes: int, rate: float | None = None,
+              timeout_s: float = 120.0) -> ProgramTimes:
+    """Run the measuring producer ``program`` (a notebook's ``%%program`` cell, role
+    ``measuring``) as it is, in a worker process: ``count`` values of ``value_bytes`` to
+    partition 0 of ``topic``, paced at ``rate`` records/s (None: a burst); wait for it to end and
+    read its delivery reports' times (``instruments.measuring``). The harness adds only
+    ``bootstrap.servers`` and ``client.id``.
+
+    Raises:
+        KafkalabError: the program failed, or a report was missing or an error.
+        WaitTimeout: it ran longer than ``timeout_s``.
+    """
+    run_id = runscope.run_id()
+    client_id = f"{run_id}-{program.name}"
+    conf = {"bootstrap.servers": config.bootstrap_servers(), "client.id": client_id}
+    ledger = workloads.run_dir(run_id) / f"{client_id}.jsonl"
+    child = workloads.spawn(ProgramSpec(client_id, run_id, str(ledger), "measuring", program.name, program.source,
+                                        conf=conf, topics=[topic],
+                                        options=asdict(MeasureOptions(count, value_bytes, rate))))
+    if child.wait(timeout_s) != 0:
+        raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
+    reports = json.loads(Path(times_path(str(ledger))).read_text())
+    errors = [e for *_, e in reports if e is not None]
+    if len(reports) != count or errors:
+        raise KafkalabError(f"program {program.name}: {len(reports)} of {count} delivery reports; errors {errors[:3]}")
+    return ProgramTimes(program.name, conf, [(off, round((acked - sent) * 1000, 3)) for sent, acked, off, _ in reports],
+                        max(a for _, a, _, _ in reports) - min(s for s, _, _, _ in reports), errors)
+
+
+def program_setting(program: Program, name: str) -> int | None:
+    """The integer a program writes for setting ``name`` (``"linger.ms": 200`` -> 200), or None
+    if it does not write one: how a row names the linger the program ran with."""
+    m = re.search(rf'"{re.escape(name)}":\s*(\d+)', program.source)
+    return int(m.group(1)) if m else None
+
+
+def run_batching_programs(programs: Mapping[str, Program], rate: float = 2000, seconds: float = 1.0,
+                          record_size: int = 100) -> list[BatchingRow]:
+    """``run_batching`` with the producers on screen: for each ``label -> program`` (a measuring
+    producer program, run as it is), send ``rate * seconds`` records at ``rate`` records/s to a
+    fresh one-partition topic and read the batches back from the leader's segment. The row's
+    ``linger_ms`` and ``batch_size`` are what the program writes (``program_setting``)."""
+    run = RunScope("batching")
+    rows: list[BatchingRow] = []
+    try:
+        for label, program in programs.items():
+            topic = run.topic(f"b{len(rows)}")
+            admin.create_topics({topic: 1})
+            times = send_with(program, topic, int(rate * seconds), record_size, rate)
+            batches = perf.data_batches(topic, 1)[1:]  # the warm-up record's own batch left out
+            counts = [b.records_count for b in batches]
+            starts = [b.base_timestamp for b in batches]
+            gaps = [b - a for a, b in zip(starts, starts[1:])]
+            rows.append(BatchingRow(label, program_setting(program, "linger.ms"), program_setting(program, "batch.size"),
+                                    rate, sum(counts), len(counts), round(statistics.mean(counts), 1), max(counts),
+                                    round(statistics.median(a for _, a in times.acks), 1), starts[-1] - starts[0],
                                     min(gaps) if gaps else None))
         return rows
     finally:
@@ -267,6 +359,31 @@ def run_acks(rate: float = 200, seconds: float = 1.5, rounds: int = 2,
             p50, p99, _ = perf.percentiles([m for _, m in acks])
             rows.append(AcksRow(label, len(acks), sum(1 for off, _ in acks if off is not None and off >= 0),
                                 round(p50, 2), round(p99, 2)))
+        return rows
+    finally:
+        run.cleanup()
+
+
+def run_acks_programs(cases: Mapping[str, tuple[Program, int]], rate: float = 200, seconds: float = 1.5,
+                      rounds: int = 2) -> list[AcksRow]:
+    """``run_acks`` with the producers on screen: ``label -> (measuring producer program, the
+    topic's min.insync.replicas)``, each program run as it is (``send_with``), paced at ``rate``
+    records/s for ``seconds``, the cases alternating ``rounds`` times, one topic per
+    ``min.insync.replicas``: how many records each producer learned an offset for, and the
+    send-to-ack time."""
+    run = RunScope("acks")
+    got: dict[str, list[tuple[int, float]]] = {label: [] for label in cases}
+    try:
+        topics = {m: run.topic(f"minisr{m}") for m in sorted({m for _, m in cases.values()})}
+        for m, t in topics.items():
+            admin.create_topics({t: 1}, topic_config={"min.insync.replicas": str(m)})
+        for _ in range(rounds):
+            for label, (program, m) in cases.items():
+                got[label] += send_with(program, topics[m], int(rate * seconds), 100, rate).acks
+        rows = []
+        for label, acks in got.items():
+            p50, p99, _ = perf.percentiles([ms for _, ms in acks])
+            rows.append(AcksRow(label, len(acks), sum(1 for off, _ in acks if off >= 0), round(p50, 2), round(p99, 2)))
         return rows
     finally:
         run.cleanup()

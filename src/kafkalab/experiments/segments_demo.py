@@ -34,9 +34,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec,
                                    ResourceType)
 
-from .. import admin, config, coordinators, runscope, segments, workloads
+from .. import admin, config, coordinators, programs, runscope, segments, workloads
 from ..errors import KafkalabError
+from ..instruments.batches import RecordRecipe, filler_value
+from ..programs import Program
 from ..segments import Segment
+from ..worker import ProgramSpec
 from ..waiting import wait_until
 from ..runscope import RunScope
 
@@ -181,10 +184,69 @@ def produce_records(topic: str, records: Iterable[tuple[bytes | None, bytes | No
 def filler(n: int, value_bytes: int, key_prefix: str = "k", timestamp_ms: int | None = None
            ) -> Iterable[tuple[bytes, bytes, int | None]]:
     """``n`` records ``(b"<prefix><i>", value_bytes of filler, timestamp_ms)``. The value is
-    varied per record so compression (if any) cannot fold the records into nothing."""
+    varied per record so compression (if any) cannot fold the records into nothing
+    (``instruments.batches.filler_value``, the values a ``batches`` program writes)."""
     for i in range(n):
-        head = f"{key_prefix}{i}:".encode()
-        yield head, (head * (value_bytes // len(head) + 1))[:value_bytes], timestamp_ms
+        key = f"{key_prefix}{i}".encode()
+        yield key + b":", filler_value(key, value_bytes), timestamp_ms
+
+
+@dataclass
+class ProgramRun:
+    """One run of a producer program (``write_with``): the program's name, what the harness
+    added to its settings (``lab_conf``), the records it was given (``records``, ``payload_bytes``)
+    and the wall time (s) from spawning it to its end."""
+
+    program: str
+    lab_conf: dict
+    records: int
+    payload_bytes: int
+    seconds: float
+
+    @property
+    def mb_per_s(self) -> float:
+        """Payload MB (10^6 bytes) per second of the whole run, the process's start included."""
+        return self.payload_bytes / 1e6 / self.seconds if self.seconds > 0 else float("inf")
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "seconds": round(self.seconds, 3), "mb_per_s": round(self.mb_per_s, 1)}
+
+
+#: Notebook 06, home of the producer program the CLI twin runs (``programs.from_notebook``).
+NOTEBOOK = "06_segments_retention"
+
+
+#: The records a ``batches`` program writes: ``Records(count, value_bytes, partition=...,
+#: first_timestamp_ms=..., timestamp_step_ms=...)`` (``instruments.batches.RecordRecipe``).
+Records = RecordRecipe
+
+
+def write_with(program: Program, topic: str, *recipes: RecordRecipe, timeout_s: float = 120.0) -> ProgramRun:
+    """Run the producer ``program`` (a notebook's ``%%program`` cell, role ``batches``) as it is,
+    in one worker process, to write the ``recipes``' records to ``topic``, one recipe after the
+    other (``Records(count, value_bytes, ...)``: keys ``k0``..., values of ``value_bytes``,
+    timestamps ``first_timestamp_ms + i * timestamp_step_ms`` or now, one partition each), and
+    wait for it to end. The harness adds only ``bootstrap.servers`` and ``client.id``; every
+    setting that shapes the batches is in the program.
+
+    Raises:
+        KafkalabError: no recipe, or the program failed (e.g. a record not delivered), with its
+            log's tail.
+        WaitTimeout: it ran longer than ``timeout_s``.
+    """
+    if not recipes:
+        raise KafkalabError("write_with needs at least one Records(count, value_bytes) recipe")
+    run_id = runscope.run_id()
+    client_id = f"{run_id}-{program.name}"
+    conf = {"bootstrap.servers": config.bootstrap_servers(), "client.id": client_id}
+    t0 = time.perf_counter()
+    child = workloads.spawn(ProgramSpec(client_id, run_id, str(workloads.run_dir(run_id) / f"{client_id}.jsonl"),
+                                        "batches", program.name, program.source, conf=conf, topics=[topic],
+                                        options={"recipes": [asdict(r) for r in recipes]}))
+    if child.wait(timeout_s) != 0:
+        raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
+    return ProgramRun(program.name, conf, sum(r.count for r in recipes), sum(r.payload_bytes for r in recipes),
+                      time.perf_counter() - t0)
 
 
 # ----------------------------------------------------------------------------- reading a replica
@@ -654,10 +716,13 @@ class SegmentsDemoResult:
         return asdict(self)
 
 
-def run_segments_demo(timeout_s: float = 30.0) -> SegmentsDemoResult:
+def run_segments_demo(timeout_s: float = 30.0, program: Program | None = None) -> SegmentsDemoResult:
     """The Spark-free part of notebook 06 on fresh topics, deleted afterwards: roll by size,
     the sparse index and a lookup by hand, offsets for times, retention by size with a lagging
-    consumer, and produce throughput beside the raw sequential write rate."""
+    consumer, and produce throughput beside the raw sequential write rate. ``program``: the
+    producer that writes the records (default: the notebook's ``batch_producer`` cell, as saved)."""
+    if program is None:
+        program = programs.from_notebook(NOTEBOOK, "batch_producer")
     with RunScope("seg") as run:
         rejected = False
         try:
@@ -666,15 +731,14 @@ def run_segments_demo(timeout_s: float = 30.0) -> SegmentsDemoResult:
             rejected = True
         roll = run.topic("roll")
         admin.create_topics({roll: 1}, topic_config={"segment.bytes": str(MIN_SEGMENT_BYTES)})
-        produce_records(roll, filler(3300, 1000), conf={"batch.size": 65536, "linger.ms": 5})
+        write_with(program, roll, Records(3300, 1000))
         _, segs = replica_segments(roll)
         rule = all(s.size <= MIN_SEGMENT_BYTES < s.size + n.batches[0].size for s, n in zip(segs, segs[1:]))
 
         idx = run.topic("index")
         admin.create_topics({idx: 1})
         t0 = int(time.time() * 1000) - 3_600_000
-        produce_records(idx, ((f"k{i}".encode(), b"v" * 200, t0 + i * 1000) for i in range(2000)),
-                        conf={"batch.num.messages": 10, "linger.ms": 5})
+        write_with(program, idx, Records(2000, 200, first_timestamp_ms=t0, timestamp_step_ms=1000))
         _, isegs = replica_segments(idx)
         seg = isegs[0]
         target = 1234
@@ -685,8 +749,7 @@ def run_segments_demo(timeout_s: float = 30.0) -> SegmentsDemoResult:
 
         sized = run.topic("sized")
         admin.create_topics({sized: 2}, topic_config={"segment.bytes": str(MIN_SEGMENT_BYTES)})
-        stats = produce_records(sized, filler(4600, 1000), partition=0, conf={"batch.size": 65536, "linger.ms": 5})
-        produce_records(sized, filler(300, 1000), partition=1, conf={"batch.size": 65536, "linger.ms": 5})
+        stats = write_with(program, sized, Records(4600, 1000, partition=0), Records(300, 1000, partition=1))
         group = run.group("lagging")
         coordinators.commit_offset(group, sized, 0, 100)
         _, before = replica_segments(sized, 0, records=False)

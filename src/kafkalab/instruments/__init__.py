@@ -5,30 +5,35 @@ Kafka code is ``from kafkalab.instruments import lab``: ``lab`` is the instrumen
 of this process, made by the worker before it runs the program (``install``), one class per
 role:
 
-================  =========================================================================
-role              instruments
-================  =========================================================================
-``consumer``      ``kafkalab.instruments.consumer.ConsumerLab``: the harness's settings
-                  (``lab.conf``), the topic, the ledger (assigned, revoked, consumed,
-                  processed, committed), the side effect's simulated work, the crash points
-                  (notebook 03)
-``producer``      ``kafkalab.instruments.producer.ProducerLab``: the harness's settings
-                  (``lab.conf``), the topic, the records to send, the ledger (produced,
-                  acked: the delivery report) (notebook 04)
-``share``         ``kafkalab.instruments.share.ShareLab``: the harness's settings, the topic,
-                  the ledger (consumed with delivery count, processed, acknowledged), the
-                  simulated work, the crash or freeze point, the barrier and the overtaking
-                  wait (notebook 09)
-``transactions``  ``kafkalab.instruments.transactions.TransactionsLab``: a
-                  consume-transform-produce processor's names (group, transactional.id,
-                  topics, batch, sink), its ledger, its crash points, the end of its input
-                  (notebook 05)
-``reader``        ``kafkalab.instruments.transactions.ReaderLab``: a reader's ledger of
-                  records and end-of-partition positions (notebook 05)
+==================  =========================================================================
+role                instruments
+==================  =========================================================================
+``consumer``        ``kafkalab.instruments.consumer.ConsumerLab``: the harness's settings
+                    (``lab.conf``), the topic, the ledger (assigned, revoked, consumed,
+                    processed, committed), the side effect's simulated work, the crash points
+                    (notebook 03)
+``producer``        ``kafkalab.instruments.producer.ProducerLab``: the harness's settings
+                    (``lab.conf``), the topic, the records to send, the ledger (produced,
+                    acked: the delivery report) (notebook 04)
+``share``           ``kafkalab.instruments.share.ShareLab``: the harness's settings, the topic,
+                    the ledger (consumed with delivery count, processed, acknowledged), the
+                    simulated work, the crash or freeze point, the barrier and the overtaking
+                    wait (notebook 09)
+``transactions``    ``kafkalab.instruments.transactions.TransactionsLab``: a
+                    consume-transform-produce processor's names (group, transactional.id,
+                    topics, batch, sink), its ledger, its crash points, the end of its input
+                    (notebook 05)
+``reader``          ``kafkalab.instruments.transactions.ReaderLab``: a reader's ledger of
+                    records and end-of-partition positions (notebook 05)
 ``armed_producer``  ``kafkalab.instruments.armed.ArmedProducerLab``: a producer's
-                  instruments plus ``lab.arm_fault()``, the wait after a warm-up record
-                  until the harness has armed the fault proxy's rule (notebook 07)
-================  =========================================================================
+                    instruments plus ``lab.arm_fault()``, the wait after a warm-up record
+                    until the harness has armed the fault proxy's rule (notebook 07)
+``batches``         ``kafkalab.instruments.batches.BatchesLab``: the harness's settings, the
+                    topic and partition, the records to write from a recipe (notebook 06)
+``measuring``       ``kafkalab.instruments.measuring.MeasuringLab``: the harness's settings, the
+                    topic, the values, the pacing, the stopwatch and the delivery reports' times
+                    (notebook 10)
+==================  =========================================================================
 
 The instruments are few and named for what they do: record to the ledger, do the simulated
 work, crash here. Nothing in them sets a Kafka configuration the program does not show:
@@ -57,6 +62,8 @@ ROLES: dict[str, str] = {
     "reader": "kafkalab.instruments.transactions:ReaderLab",
     "share": "kafkalab.instruments.share:ShareLab",
     "armed_producer": "kafkalab.instruments.armed:ArmedProducerLab",
+    "batches": "kafkalab.instruments.batches:BatchesLab",
+    "measuring": "kafkalab.instruments.measuring:MeasuringLab",
 }
 
 
