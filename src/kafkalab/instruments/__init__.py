@@ -25,6 +25,9 @@ role              instruments
                   (notebook 05)
 ``reader``        ``kafkalab.instruments.transactions.ReaderLab``: a reader's ledger of
                   records and end-of-partition positions (notebook 05)
+``gated``         ``kafkalab.instruments.fault_gate.GatedProducerLab``: the ``producer``
+                  role plus ``lab.wait_for_fault()``, the gate that holds the records until
+                  the harness has applied its fault (notebook 08)
 ================  =========================================================================
 
 The instruments are few and named for what they do: record to the ledger, do the simulated
@@ -53,6 +56,7 @@ ROLES: dict[str, str] = {
     "transactions": "kafkalab.instruments.transactions:TransactionsLab",
     "reader": "kafkalab.instruments.transactions:ReaderLab",
     "share": "kafkalab.instruments.share:ShareLab",
+    "gated": "kafkalab.instruments.fault_gate:GatedProducerLab",
 }
 
 
