@@ -90,33 +90,9 @@ def test_the_notebooks_programs_write_the_settings_the_lessons_are_about() -> No
     plain = ordering.notebook_program("plain_producer").source
     assert '"max.in.flight.requests.per.connection": 1000000,' in plain and '"enable.idempotence": False,' in plain
     assert '"max.in.flight.requests.per.connection": 1,' in ordering.notebook_program("one_in_flight_producer").source
-    assert "lab.arm_fault()" in ordering.notebook_program("idempotent_producer").source
+    assert "lab.wait_for_fault()" in ordering.notebook_program("idempotent_producer").source
     assert '"max.in.flight.requests.per.connection": 2,' in ordering.retry_program(False, 2).source
     assert '"max.in.flight.requests.per.connection": 3, "enable.idempotence": True,' in ordering.retry_program(True, 3).source
-
-
-def test_the_armed_producer_waits_for_the_go_file(tmp_path) -> None:
-    import threading
-
-    from kafkalab.instruments.armed import ArmedProducerLab
-    from kafkalab.worker import ProgramSpec
-
-    spec = ProgramSpec("p", "r", str(tmp_path / "p.jsonl"), "armed_producer", "p", "pass\n",
-                       options={"records": [["k", "0", 0]], "ready_file": str(tmp_path / "ready"),
-                                "go_file": str(tmp_path / "go")})
-    lab = ArmedProducerLab(spec)
-    assert lab.records() == [("k", "0", 0)]
-    done = threading.Event()
-    t = threading.Thread(target=lambda: (lab.arm_fault(), done.set()))
-    t.start()
-    from kafkalab.waiting import wait_until
-
-    wait_until(lambda: (tmp_path / "ready").exists(), timeout_s=10, what="the ready file")
-    assert not done.is_set(), "arm_fault waits until the harness says go"
-    (tmp_path / "go").touch()
-    t.join(10)
-    assert done.is_set()
-    lab.close()
 
 
 @pytest.mark.cluster

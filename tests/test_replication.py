@@ -39,19 +39,36 @@ def test_setting_rejects_what_kafka_would_not_take(acks: str, min_isr: int) -> N
         repl.Setting(acks, min_isr)
 
 
-def test_isr_shrink_producers_do_not_retry_so_the_brokers_refusal_is_the_error() -> None:
-    s = repl.Setting("all", 2)
-    assert s.producer_config("isr-shrink")["retries"] == 0
-    crash = s.producer_config("leader-crash")
-    assert "retries" not in crash and crash["message.timeout.ms"] == repl.MESSAGE_TIMEOUT_MS
-    assert crash["enable.idempotence"] is False and crash["acks"] == "all"
+def test_the_cli_runs_the_notebooks_producer_edited_as_the_notebook_edits_it() -> None:
+    shown = repl.programs.from_notebook(repl.NOTEBOOK, "producer")
+    assert repl.program_acks(shown) == "1" and '"retries": 2147483647' in shown.source
+    assert "lab.wait_for_fault()" in shown.source, "the gate is on screen, in the program"
+    crash = repl.notebook_producer("leader-crash", "all")
+    assert repl.program_acks(crash) == "all" and '"retries": 2147483647' in crash.source
+    shrink = repl.notebook_producer("isr-shrink", "0")
+    assert repl.program_acks(shrink) == "0" and '"retries": 0' in shrink.source
+    assert repl.with_acks(shown, "1") is shown
+
+
+def test_program_acks_reads_the_one_acks_setting() -> None:
+    from kafkalab.programs import Program
+
+    assert repl.program_acks(Program("p", 'conf = {"acks": "-1"}')) == "all"
+    assert repl.program_acks(Program("p", "conf = {'acks': 0}")) == "0"
+    for src in ("conf = {}", 'a = {"acks": "1"}; b = {"acks": "all"}'):
+        with pytest.raises(ValueError):
+            repl.program_acks(Program("p", src))
 
 
 def test_scenarios_are_checked() -> None:
     with pytest.raises(ValueError):
         repl.check_scenario("split-brain")
     with pytest.raises(ValueError):
-        repl.run_round("leader-crash", [])
+        repl.run_round("leader-crash", {})
+    from kafkalab.programs import Program
+
+    with pytest.raises(ValueError, match="acks"):  # the program must send its setting's acks
+        repl.run_round("leader-crash", {repl.Setting("all", 2): Program("p", 'c = {"acks": "1"}')})
 
 
 def test_classification_of_every_write() -> None:
@@ -141,6 +158,16 @@ def test_verdict_table_and_chart() -> None:
         rp.verdict_chart(table.iloc[0:0])
 
 
+def test_a_row_with_no_acknowledged_write_says_why_on_the_chart() -> None:
+    table = ra.verdict_table([fake_round()])
+    refused = table.loc[("isr-shrink", "acks=all minISR=2 unclean=false")]
+    assert refused["acked"] == 0
+    assert rp.empty_row_note(refused) == "no write acknowledged: all 10 refused (NOT_ENOUGH_REPLICAS)"
+    texts = [t.get_text().strip() for t in rp.verdict_chart(table).axes[0].texts]
+    assert texts == ["no write acknowledged: all 10 refused (NOT_ENOUGH_REPLICAS)"], "only the empty row is annotated"
+    assert rp.empty_row_note({"produce_errors": 0, "error_codes": {}}) == "no write acknowledged"
+
+
 def test_cli_lists_the_issues_options() -> None:
     out = CliRunner().invoke(main, ["run", "replication", "--help"]).output
     for opt in ("--scenario", "--acks", "--min-insync-replicas", "--unclean-leader-election", "--messages", "--json"):
@@ -171,9 +198,54 @@ def test_failure_budget_table_has_one_row_per_step() -> None:
     assert list(t.index) == [0, 1, 2] and b.to_json()["steps"][2]["isr"] == [1]
 
 
-def test_run_follower_fetch_needs_a_follower_to_read_from() -> None:
-    from kafkalab.errors import KafkalabError
-    from kafkalab.experiments.replication import run_follower_fetch
+def test_fetch_brokers_reads_the_programs_statistics_lines() -> None:
+    log = ("%7|123|INIT|rdkafka| something\nfetching from broker -1\nfetching from broker 1\n"
+           "fetching from broker 3\nnot fetching from broker 2\n")
+    assert repl.fetch_brokers(log) == [1, 3]
 
-    with pytest.raises(KafkalabError, match="rack_broker must be a follower"):
-        run_follower_fetch(rack_broker=1)
+
+def test_the_rack_reader_is_on_screen_and_its_edit_drops_client_rack() -> None:
+    shown = repl.programs.from_notebook(repl.NOTEBOOK, "rack_reader")
+    assert '"client.rack": "rack-3"' in shown.source and "print(\"fetching from broker\"" in shown.source
+    shown.replace('"client.rack": "rack-3"', '"client.rack": ""')  # the notebook's edit: occurs once
+
+
+def test_failover_retry_table_has_one_row_per_attempt() -> None:
+    r = repl.FailoverRetry("t", "p", 1, 2, ["r0"], [[0, "r0"]], 0, [["r0", 0, None]],
+                           [repl.ProduceAttempt(1, 7, 0, 0, 1, "dropped", "NONE", 0),
+                            repl.ProduceAttempt(2, 7, 0, 0, 1, "forwarded", "NONE", 0)], [[0, 7, 0, 0, 1]], {})
+    t = r.attempts_table()
+    assert list(t["broker"]) == [1, 2] and list(t["answer"]) == ["dropped", "forwarded"]
+    assert json.loads(json.dumps(r.to_json()))["attempts"][1]["broker"] == 2
+
+
+def test_a_gated_program_says_it_is_ready_and_waits_for_the_go_file(tmp_path) -> None:
+    import threading
+    from types import SimpleNamespace
+
+    from kafkalab.instruments import fault_gate
+
+    spec = SimpleNamespace(name="p", conf={"client.id": "p"}, topics=["t"], ledger=str(tmp_path / "p.jsonl"),
+                           run_id="r", options={"records": [["k", "v", 0]]})
+    gated = fault_gate.GatedProducerLab(spec)
+    assert gated.records() == [("k", "v", 0)]
+    ready = fault_gate.ready_path(spec.ledger)
+    go = fault_gate.go_path(spec.ledger)
+    assert go == tmp_path / "fault.go" and not ready.exists()
+
+    def harness() -> None:
+        while not ready.exists():
+            threading.Event().wait(0.01)
+        go.touch()
+
+    t = threading.Thread(target=harness)
+    t.start()
+    gated.wait_for_fault()  # returns once the "harness" saw the marker and opened the gate
+    t.join(5)
+    gated.close()
+    assert ready.exists() and go.exists()
+
+
+def test_cli_has_the_failover_twin() -> None:
+    out = CliRunner().invoke(main, ["run", "failover-retry", "--help"]).output
+    assert "--without-idempotence" in out and "idempotent_producer" in out

@@ -19,7 +19,7 @@ Experiments (each one function returning a result object that is also JSON):
 ========================  ==================================================================
 
 The producers are the notebook's ``%%program`` cells (``kafkalab.programs``), run as they are in
-worker processes (``worker.ProgramSpec``; role ``producer``, or ``armed_producer`` for the retry
+worker processes (``worker.ProgramSpec``; role ``producer``, or ``gated`` for the retry
 programs, ``kafkalab.instruments.armed``): every setting that decides where a record goes or
 whether a retry can be overtaken (``partitioner``, ``sticky.partitioning.linger.ms``,
 ``enable.idempotence``, ``max.in.flight.requests.per.connection``) is written in the program.
@@ -63,6 +63,7 @@ import click
 from .. import admin, cluster, config, defaults, producers, runscope, workloads
 from ..errors import KafkalabError
 from ..faults import FaultProxy, Rule
+from ..instruments import fault_gate
 from ..ledger import read_events
 from ..programs import Program, from_notebook
 from ..runscope import RunScope
@@ -394,9 +395,9 @@ WARM_UP = "warm-up"
 def run_retry_reorder(program: Program, messages: int = 10, proxy: FaultProxy | None = None,
                       timeout_s: float = 60.0) -> RetryReorderResult:
     """Article 003's reordering, made to happen: the producer ``program`` (a notebook 07 retry
-    program, role ``armed_producer``: ``linger.ms=0``, ``batch.num.messages=1`` so each record is
+    program, role ``gated``: ``linger.ms=0``, ``batch.num.messages=1`` so each record is
     its own Produce request, ``socket.timeout.ms`` 2000 ms) sends a warm-up record, calls
-    ``lab.arm_fault()``, then sends records 0..N-1 (``lab.records()``) to a one-partition topic,
+    ``lab.wait_for_fault()``, then sends records 0..N-1 (``lab.records()``) to a one-partition topic,
     all with key ``k``, through the fault proxy. Once the warm-up is acknowledged the harness
     adds the proxy's rule, which swallows the request carrying record 0: the broker never sees
     it and nothing answers. What follows depends on the program's settings:
@@ -434,10 +435,10 @@ def run_retry_reorder(program: Program, messages: int = 10, proxy: FaultProxy | 
         admin.create_topics({topic: 1})
         cid = f"{run.run_id}-{program.name}"
         folder = workloads.run_dir(run.run_id)
-        ready, go = folder / f"{cid}.ready", folder / f"{cid}.go"
+        ledger = folder / f"{cid}.jsonl"
+        ready, go = fault_gate.ready_path(ledger), fault_gate.go_path(ledger)
         child = spawn_producer(program, topic, [("k", str(i), 0) for i in range(messages)], cid, run.run_id,
-                               bootstrap=proxy.bootstrap_servers, role="armed_producer",
-                               options={"ready_file": str(ready), "go_file": str(go)})
+                               bootstrap=proxy.bootstrap_servers, role="gated")
 
         def warmed_up() -> bool:
             if not child.alive and not ready.exists():

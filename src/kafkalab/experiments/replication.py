@@ -24,12 +24,22 @@ same fault; the outcome is decided by the settings, never by timing luck:
     ``unclean.leader.election.enable=true`` the controller elects an out-of-sync follower;
     with false the partition stays offline until an ISR member returns, unless KIP-966
     Eligible Leader Replicas (ELR) allows a follower that was in the ISR when it shrank below
-    min.insync.replicas. Producers here use ``retries=0`` so the broker's refusal is the
-    delivery report's error (librdkafka would otherwise retry NOT_ENOUGH_REPLICAS until
-    ``message.timeout.ms``).
+    min.insync.replicas. The producer program is edited to ``retries=0`` here
+    (``without_retries``), so the broker's refusal is the delivery report's error (librdkafka
+    would otherwise retry NOT_ENOUGH_REPLICAS until ``message.timeout.ms``).
+
+The writes of a round come from a producer program (notebook 08's ``%%program producer``,
+role ``gated``: ``kafkalab.instruments.fault_gate``), one worker process per setting, run as
+shown; the program's ``acks`` is the setting's (``program_acks``). The programs start before
+the fault and wait at ``lab.wait_for_fault()``; the harness pauses the followers, then opens
+the gate, so every record is sent during the fault.
+
+``run_failover_retry`` (notebook 08, "An idempotent producer's retry"): an idempotent producer
+program's first ack is lost at the fault proxy, the program is frozen, the leader killed, a
+follower elected, the program resumed: its retry reaches the new leader, which recognises it.
 
 Each record is one ledger line when produced and one when its delivery report arrives
-(``kafkalab.ledger``); after the cluster has recovered (all three replicas in the ISR) every
+(``kafkalab.ledger``; the programs' ledgers, copied into the round's); after the cluster has recovered (all three replicas in the ISR) every
 partition is read from offset 0 to its high watermark and each record found is a
 ``consumed`` line. A *lost write* (Jepsen's term) is an acknowledged record missing from that
 read. Before the fault, ``warmup`` records per partition are written with acks=all and fully
@@ -53,23 +63,24 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import click
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from .. import admin, cluster, config, consumers, runscope, segments, workloads
+from .. import admin, cluster, config, consumers, programs, runscope, segments, workloads
 from ..errors import KafkalabError
+from ..faults import FaultProxy, Rule
+from ..instruments import fault_gate
 from ..ledger import Ledger, read_events
+from ..programs import Program
+from ..worker import ProgramSpec
 from ..waiting import wait_until
 from .replication_analysis import Classification, classify_records, unavailable_seconds
 
 SCENARIOS: tuple[str, ...] = ("leader-crash", "isr-shrink")
 ACKS: tuple[str, ...] = ("0", "1", "all")
-#: Upper bound for one record's delivery, retries included (librdkafka ``message.timeout.ms``,
-#: default 300000 ms): long enough to outlast a fence (6 s) and an election.
-MESSAGE_TIMEOUT_MS = 60000
 #: Seconds between two metadata samples of the availability monitor.
 MONITOR_INTERVAL_S = 0.25
 
@@ -107,17 +118,6 @@ class Setting:
         """Topic-level configs for ``create_topics``."""
         return {"min.insync.replicas": str(self.min_insync_replicas),
                 "unclean.leader.election.enable": str(self.unclean_leader_election).lower()}
-
-    def producer_config(self, scenario: str) -> dict:
-        """librdkafka settings: ``acks``; idempotence off (it needs acks=all, so all settings
-        stay comparable); ``retries=0`` in isr-shrink (see the module docstring)."""
-        conf = {"bootstrap.servers": config.bootstrap_servers(), "acks": self.acks,
-                "enable.idempotence": False, "message.timeout.ms": MESSAGE_TIMEOUT_MS,
-                "linger.ms": 5, "log_level": 0}
-        if scenario == "isr-shrink":
-            conf["retries"] = 0
-            conf["request.timeout.ms"] = 15000  # bound on a request left waiting (default 30000)
-        return conf
 
     @classmethod
     def parse(cls, label: str) -> "Setting":
@@ -365,53 +365,107 @@ class AvailabilityMonitor:
 # ----------------------------------------------------------------------------- the round
 
 
-class _Producers:
-    """One confluent-kafka Producer per setting; every produce and delivery report is a ledger line."""
+#: ``"acks": "..."`` in a producer program's settings (the program's one ``acks``).
+ACKS_IN_PROGRAM = re.compile(r"""["']acks["']\s*:\s*["']?(-?\w+)["']?""")
 
-    def __init__(self, settings: list[Setting], scenario: str, ledger: Ledger):
-        self.ledger = ledger
-        self.producers = {s.label: Producer(s.producer_config(scenario)) for s in settings}
-        self.reports: Counter = Counter()
-        self.refused: Counter = Counter()  # (topic, partition) -> delivery reports with an error
-        self._lock = threading.Lock()
 
-    def refused_copy(self) -> Counter:
-        with self._lock:
-            return Counter(self.refused)
+def program_acks(program: Program) -> str:
+    """The ``acks`` a producer program writes in its settings (``"acks": "1"``); ``-1`` reads
+    as ``all`` (librdkafka CONFIGURATION.md: ``acks`` -1 or all).
 
-    def produce(self, label: str, topic: str, partition: int, phase: str, value: str) -> None:
-        self.ledger.record("produced", topic=topic, partition=partition, key=phase, value=value, client_id=label)
+    Raises:
+        ValueError: the program sets ``acks`` not exactly once.
+    """
+    found = ACKS_IN_PROGRAM.findall(program.source)
+    if len(found) != 1:
+        raise ValueError(f"program {program.name} must set \"acks\" exactly once, found {found}")
+    return "all" if found[0] == "-1" else found[0]
 
-        def report(err, msg) -> None:
-            off = msg.offset() if err is None and msg.offset() is not None and msg.offset() >= 0 else None
-            self.ledger.record("acked", topic=topic, partition=partition, key=phase, value=value, client_id=label,
-                               offset=off, error=err.name() if err is not None else None)
-            with self._lock:
-                self.reports[label] += 1
-                if err is not None:
-                    self.refused[(topic, partition)] += 1
 
-        self.producers[label].produce(topic, value=value.encode(), key=phase.encode(), partition=partition,
-                                      on_delivery=report)
-        self.producers[label].poll(0)
+def with_acks(program: Program, acks: str) -> Program:
+    """``program`` with its ``acks`` setting edited to ``acks`` (``Program.replace``, as a
+    learner edits the cell), named ``<name>_acks_<acks>``; the program itself if it already
+    sends ``acks``."""
+    current = program_acks(program)
+    if current == str(acks):
+        return program
+    return program.replace(f'"acks": "{current}"', f'"acks": "{acks}"', name=f"{program.name}_acks_{acks}")
 
-    def poll(self) -> None:
-        for p in self.producers.values():
-            p.poll(0)
+
+class _ProgramRuns:
+    """One producer program process (role ``gated``) per setting, started before the fault and
+    held at its ``lab.wait_for_fault()`` until ``go``; their delivery reports read from their
+    ledgers (written through, so they can be read while the programs run)."""
+
+    def __init__(self, runs: dict[Setting, Program], topics: dict[str, Setting], parts: dict[str, list[tuple[str, int, str]]],
+                 run_id: str, folder: Path):
+        self.folder = folder
+        self.workers: dict[str, workloads.Worker] = {}
+        by_setting = {s: t for t, s in topics.items()}
+        for i, (s, prog) in enumerate(runs.items()):
+            cid = f"{run_id}-producer-{i}"
+            recs = [[key, value, p] for (p, key, value) in parts[by_setting[s]]]
+            self.workers[s.label] = workloads.spawn(ProgramSpec(
+                cid, run_id, str(folder / f"{cid}.jsonl"), "gated", prog.name, prog.source,
+                conf={"bootstrap.servers": config.bootstrap_servers(), "client.id": cid},
+                topics=[by_setting[s]], options={"records": recs}))
+
+    def wait_ready(self, timeout_s: float) -> None:
+        def ready() -> bool:
+            for label, w in self.workers.items():
+                if not w.alive:
+                    raise KafkalabError(f"producer program for {label} exited {w.returncode}:\n{w.log_tail()}")
+            return all(fault_gate.ready_path(w.ledger).exists() for w in self.workers.values())
+
+        wait_until(ready, timeout_s=timeout_s, interval_s=0.05, what="every producer program at lab.wait_for_fault()")
+
+    def go(self) -> None:
+        fault_gate.go_path(next(iter(self.workers.values())).ledger).touch()
+
+    def reports(self, label: str) -> list:
+        return [e for e in read_events(self.workers[label].ledger) if e.kind == "acked"]
+
+    def refused(self) -> Counter:
+        """(topic, partition) -> delivery reports with an error, so far."""
+        out: Counter = Counter()
+        for label in self.workers:
+            out.update((e.topic, e.partition) for e in self.reports(label) if e.error)
+        return out
 
     def wait_reports(self, labels: Iterable[str], expected: dict[str, int], timeout_s: float) -> None:
         labels = list(labels)
+        counts: dict[str, int] = {}
 
         def done() -> bool:
-            self.poll()
-            return all(self.reports[k] >= expected[k] for k in labels)
+            for k in labels:
+                counts[k] = len(self.reports(k))
+                if counts[k] < expected[k] and not self.workers[k].alive:
+                    raise KafkalabError(f"producer program for {k} ended with {counts[k]} of {expected[k]} "
+                                        f"delivery reports:\n{self.workers[k].log_tail()}")
+            return all(counts[k] >= expected[k] for k in labels)
 
-        wait_until(done, timeout_s=timeout_s, interval_s=0.02, what=f"delivery reports of {labels}",
-                   on_timeout=lambda: f"reports so far: {dict(self.reports)}, expected {expected}")
+        wait_until(done, timeout_s=timeout_s, interval_s=0.05, what=f"delivery reports of {labels}",
+                   on_timeout=lambda: f"reports so far: {counts}, expected {expected}")
 
-    def flush(self, timeout_s: float) -> None:
-        for p in self.producers.values():
-            p.flush(timeout_s)
+    def wait_ended(self, timeout_s: float) -> None:
+        for label, w in self.workers.items():
+            if w.wait(timeout_s) != 0:
+                raise KafkalabError(f"producer program for {label} exited {w.returncode}:\n{w.log_tail()}")
+
+    def copy_into(self, ledger: Ledger) -> None:
+        """Every ``produced`` and ``acked`` line of the programs into the round's ledger, with
+        the setting's label as ``client_id`` (an acks=0 report's offset -1 becomes None)."""
+        for label, w in self.workers.items():
+            for e in read_events(w.ledger):
+                if e.kind in ("produced", "acked"):
+                    off = e.offset if e.offset is not None and e.offset >= 0 else None
+                    ledger.record(e.kind, topic=e.topic, partition=e.partition, key=e.key, value=e.value,
+                                  client_id=label, offset=off, error=e.error)
+
+    def stop(self) -> None:
+        for w in self.workers.values():
+            if w.alive:
+                w.kill()
 
 
 def _create_topics(topics: dict[str, Setting], replicas: list[int], repeats: int, timeout_s: float,
@@ -449,6 +503,40 @@ def _wait_partitions(topics: list[str], repeats: int, brokers: list[int], condit
                       on_timeout=lambda: f"last seen (leader, isr): {last}")
 
 
+def wait_brokers_agree(topics: list[str], partitions: int, condition=lambda v: True, what: str = "",
+                       timeout_s: float = 60.0) -> None:
+    """Until every broker, asked one by one, lists every partition of ``topics`` and ``condition``
+    holds for each (leader, ISR): a broker learns a new topic, or a new leader, a moment after the
+    controller decided it (KRaft metadata propagation), and a client that asked a broker still
+    behind would act on the old state (DescribeConfigs: UNKNOWN_TOPIC_OR_PARTITION; a fresh
+    consumer: the old leader, NOT_LEADER_OR_FOLLOWER).
+
+    Raises:
+        WaitTimeout: some broker did not show it within ``timeout_s``.
+    """
+    for b in config.BROKER_IDS:
+        _wait_partitions(topics, partitions, [b], condition, f"broker {b} showing {what or 'the topics'}", timeout_s)
+
+
+def wait_leaders_serving(partitions: list[tuple[str, int]], timeout_s: float = 60.0) -> None:
+    """Until the leader of every partition answers ListOffsets as its leader. A broker names
+    itself leader in its metadata a moment before its partition applies the change (KRaft
+    ``BrokerMetadataPublisher``), and answers NOT_LEADER_OR_FOLLOWER meanwhile; a fresh client
+    that asks then would see the error (librdkafka's ``get_watermark_offsets`` does not retry it).
+
+    Raises:
+        WaitTimeout: some leader did not answer within ``timeout_s``.
+    """
+    def serving() -> bool:
+        try:
+            high_watermarks(partitions, config.BROKER_IDS, timeout_s=5.0)
+            return True
+        except KafkaException:
+            return False
+
+    wait_until(serving, timeout_s=timeout_s, interval_s=0.2, what=f"the leaders of {partitions} serving ListOffsets")
+
+
 def read_partitions(partitions: list[tuple[str, int]], timeout_s: float = 30.0) -> dict[tuple[str, int], list[tuple[int, str]]]:
     """Every record of each partition from offset 0 to its high watermark: (offset, value) lists."""
     c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": "kafkalab-replication-read",
@@ -474,18 +562,25 @@ def read_partitions(partitions: list[tuple[str, int]], timeout_s: float = 30.0) 
         c.close()
 
 
-def run_round(scenario: str, settings: Iterable[Setting], messages: int = 10, repeats: int = 3, warmup: int = 3,
-              leader: int = 1, keep_topics: bool = False, timeout_s: float = 60.0) -> RoundResult:
+def run_round(scenario: str, runs: Mapping[Setting, Program], messages: int = 10, repeats: int = 3, warmup: int = 3,
+              leader: int = 1, keep_topics: bool = False, topics: Mapping[Setting, str] | None = None,
+              timeout_s: float = 60.0) -> RoundResult:
     """One fault, applied at once to every setting (a topic each) and repeat (a partition each).
 
     Args:
         scenario: ``"leader-crash"`` or ``"isr-shrink"`` (see the module docstring).
-        settings: the configurations to compare (labels must differ).
+        runs: setting -> the producer program (a notebook's ``%%program`` cell, role ``gated``)
+            that writes its topic during the fault, run as it is in a worker process. The
+            program's ``acks`` must be the setting's (``program_acks``); ``min.insync.replicas``
+            and ``unclean.leader.election.enable`` are the topic's.
         messages: records per partition produced during the fault (key ``during``).
         repeats: partitions per setting, all with replicas ``[leader, followers...]``.
         warmup: fully replicated records per partition before the fault (key ``before``).
         leader: broker id that leads every partition and is killed; the other two follow.
         keep_topics: keep the topics (for Spark; delete them with ``kafkalab.admin.delete_topics``).
+        topics: setting -> a topic the caller created (``repeats`` partitions, replicas
+            ``[leader, followers...]``, the setting's topic configs: notebook 08 does it with
+            its own AdminClient call); None: the round creates them (``Setting.topic_config``).
         timeout_s: upper bound of each wait, seconds (elections, restart, ISR full).
 
     Returns:
@@ -493,19 +588,24 @@ def run_round(scenario: str, settings: Iterable[Setting], messages: int = 10, re
         seconds without a live leader, offsets (HW, LEO on disk, before and after the rejoin).
 
     Raises:
-        ValueError: unknown scenario, no settings, duplicate labels, messages < 1.
+        ValueError: unknown scenario, no settings, a program whose ``acks`` is not its
+            setting's, messages < 1, topics not one per setting.
         WaitTimeout: a condition (named in the message) did not hold within ``timeout_s``.
-        KafkalabError: topics could not be created, the cluster is not running.
+        KafkalabError: topics could not be created, a program failed, the cluster is not running.
 
     The cluster is restored (every broker up and resumed, every ISR full) before this returns
     or raises (``kafkalab.cluster.restore``).
     """
     check_scenario(scenario)
-    settings = list(settings)
+    runs = dict(runs)
+    settings = list(runs)
     if not settings:
         raise ValueError("give at least one setting")
-    if len({s.label for s in settings}) != len(settings):
-        raise ValueError("settings must differ")
+    for s, prog in runs.items():
+        if program_acks(prog) != s.acks:
+            raise ValueError(f"program {prog.name} sends acks={program_acks(prog)}, its setting says {s.label}")
+    if topics is not None and set(topics) != set(settings):
+        raise ValueError("topics must name one topic per setting")
     if messages < 1 or repeats < 1 or warmup < 0:
         raise ValueError("messages and repeats must be >= 1, warmup >= 0")
     if leader not in config.BROKER_IDS:
@@ -523,22 +623,27 @@ def run_round(scenario: str, settings: Iterable[Setting], messages: int = 10, re
     def mark(event: str) -> None:
         timeline.append((round(time.monotonic() - t0, 2), event))
 
-    topics = {f"repl-{rid}-{short}-{i}": s for i, s in enumerate(settings)}
-    by_label = {s.label: t for t, s in topics.items()}
+    caller_topics = topics is not None
+    topics = {t: s for s, t in topics.items()} if caller_topics else \
+        {f"repl-{rid}-{short}-{i}": s for i, s in enumerate(settings)}
+    topic_pattern = "(" + "|".join(sorted(topics)) + ")"   # kafka-topics --topic takes a regular expression
     parts = [(t, p) for t in topics for p in range(repeats)]
-    ledger_path = workloads.run_dir(rid) / f"replication-{scenario}.jsonl"
+    records = {t: [(p, "during", f"{t}/{p}/during/{i}") for p in range(repeats) for i in range(messages)]
+               for t in topics}
+    folder = workloads.run_dir(rid)
+    ledger_path = folder / f"replication-{scenario}.jsonl"
     ledger = Ledger(ledger_path, rid)
     monitor: AvailabilityMonitor | None = None
+    producers: _ProgramRuns | None = None
     all_brokers = list(config.BROKER_IDS)
     try:
         cluster.wait_healthy(timeout_s)
-        _create_topics({**topics, fence_topic: Setting("1", 1)}, replicas, repeats, timeout_s)
+        _create_topics({fence_topic: Setting("1", 1)} | ({} if caller_topics else topics), replicas, repeats, timeout_s)
         _wait_partitions(list(topics), repeats, all_brokers, lambda v: v[0] == leader and len(v[1]) == 3,
                          f"every partition led by broker {leader} with a full ISR", timeout_s)
         mark(f"topics created, broker {leader} leads, ISR full")
 
         # before: fully replicated records (acks=all, HW = warmup on every partition)
-        prods = _Producers(settings, scenario, ledger)
         if warmup:
             warm = Producer({"bootstrap.servers": config.bootstrap_servers(), "acks": "all", "log_level": 0})
             for t, p in parts:
@@ -552,13 +657,15 @@ def run_round(scenario: str, settings: Iterable[Setting], messages: int = 10, re
                                      error=err.name() if err else None))
             if warm.flush(timeout_s):
                 raise KafkalabError("warm-up records were not delivered")
-        for label, prod in prods.producers.items():  # metadata known before anything is paused
-            prod.list_topics(by_label[label], timeout=10)
         wait_until(lambda: all(v >= warmup for v in high_watermarks(parts, all_brokers).values()), timeout_s=timeout_s,
                    what=f"high watermark {warmup} on every partition (warm-up replicated)")
         _wait_partitions(list(topics), repeats, all_brokers, lambda v: len(v[1]) == 3, "ISR full after warm-up",
                          timeout_s)
         mark(f"{warmup} records per partition replicated to all 3 (high watermark {warmup})")
+        # the programs start now and wait at lab.wait_for_fault(), their metadata fetched
+        producers = _ProgramRuns(runs, topics, records, rid, folder)
+        producers.wait_ready(timeout_s)
+        mark(f"{len(runs)} producer programs started, waiting at lab.wait_for_fault()")
 
         # the fault
         for f in followers:
@@ -586,18 +693,15 @@ def run_round(scenario: str, settings: Iterable[Setting], messages: int = 10, re
             wait_until(lambda: barrier_topic in metadata_from([leader]).topics, timeout_s=timeout_s,
                        what=f"broker {leader} applied the ISR change (barrier topic visible)")
             shrunk_text = cluster.tool("kafka-topics", "--bootstrap-server", _client_port(leader), "--describe",
-                                       "--topic", f"repl-{rid}-{short}-[0-9]+", timeout_s=timeout_s).stdout
+                                       "--topic", topic_pattern, timeout_s=timeout_s).stdout
             mark("kafka-topics --describe with the ISR shrunk")
-        sent: Counter = Counter()
-        for t, s in topics.items():
-            for p in range(repeats):
-                for i in range(messages):
-                    prods.produce(s.label, t, p, "during", f"{t}/{p}/during/{i}")
-                    sent[s.label] += 1
+        producers.go()
+        mark("the programs send (lab.wait_for_fault() returned)")
+        sent = {s.label: messages * repeats for s in settings}
         # acks=all in leader-crash cannot be acknowledged while the followers sleep
         waiting_for = [s.label for s in settings if not (scenario == "leader-crash" and s.acks == "all")]
-        prods.wait_reports(waiting_for, sent, timeout_s)
-        refused = prods.refused_copy()
+        producers.wait_reports(waiting_for, sent, timeout_s)
+        refused = producers.refused()
         # A broker handles one request per connection at a time (it mutes the connection until
         # it answers), so an acks=all request waiting for paused followers holds back that
         # producer's later requests: in leader-crash only its first request reaches the log.
@@ -638,12 +742,11 @@ def run_round(scenario: str, settings: Iterable[Setting], messages: int = 10, re
         describe_text = ""
         if scenario == "isr-shrink":  # a JVM start (2-5 s): only where the notebook reads it
             describe_text = cluster.tool("kafka-topics", "--bootstrap-server", _followers_bootstrap(followers),
-                                         "--describe", "--topic", f"repl-{rid}-{short}-[0-9]+",
-                                         timeout_s=timeout_s).stdout
+                                         "--describe", "--topic", topic_pattern, timeout_s=timeout_s).stdout
             mark("kafka-topics --describe while the old leader is down")
         described = parse_describe(describe_text)
         if scenario == "leader-crash":
-            prods.wait_reports([s.label for s in settings], sent, timeout_s)  # acks=all: retried to the new leader
+            producers.wait_reports([s.label for s in settings], sent, timeout_s)  # acks=all: retried to the new leader
             mark("every delivery report in")
         dead_leo = {tp: log_on_disk(leader, *tp)[0] for tp in parts}
 
@@ -655,7 +758,8 @@ def run_round(scenario: str, settings: Iterable[Setting], messages: int = 10, re
         mark("ISR full again")
         samples = monitor.stop()
         monitor = None
-        prods.flush(timeout_s)
+        producers.wait_ended(timeout_s)
+        producers.copy_into(ledger)
         rejoined_leo = {tp: log_on_disk(leader, *tp)[0] for tp in parts}
         contents = read_partitions(parts, timeout_s)
         for (t, p), recs in contents.items():
@@ -666,9 +770,15 @@ def run_round(scenario: str, settings: Iterable[Setting], messages: int = 10, re
     finally:
         if monitor is not None:
             monitor.stop()
+        if producers is not None:
+            producers.stop()
         ledger.close()
         cluster.restore(max(timeout_s, 60.0))
         admin.delete_topics([fence_topic, barrier_topic] + ([] if keep_topics else list(topics)))
+    if keep_topics:  # the caller reads them next: every broker names the restored leader
+        wait_brokers_agree(list(topics), repeats, lambda v: v[0] == leader and len(v[1]) == 3,
+                           f"broker {leader} leading every partition with a full ISR", timeout_s)
+        wait_leaders_serving(parts, timeout_s)
 
     events = read_events(ledger_path)
     unavailable, elected = unavailable_seconds(samples, leader, back_after_s)
@@ -807,6 +917,183 @@ def run_failure_budget(min_insync_replicas: int = 2, timeout_s: float = 60.0) ->
         return FailureBudget(topic, min_insync_replicas, replicas, steps)
 
 
+# ----------------------------------------------------------------------------- an idempotent retry across an election
+
+
+@dataclass
+class ProduceAttempt:
+    """One Produce request of the program and its answer as the fault proxy saw them: the
+    broker it went to, the batch's producer id, epoch and base sequence, the records in it, and
+    what happened to the answer (``dropped`` by the proxy, ``forwarded``, or ``none``: the
+    connection closed first), with the broker's error and base offset."""
+
+    broker: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records: int
+    answer: str
+    error: str | None
+    base_offset: int | None
+
+
+@dataclass
+class FailoverRetry:
+    """``run_failover_retry``: a producer program's first record appended and replicated, its
+    ack lost, the leader killed, the record sent again to the new leader.
+
+    Attributes:
+        values: the records the program sent, in order.
+        log: the partition read back from offset 0 after the cluster recovered, ``[offset, value]``.
+        duplicates: records in the log minus distinct values.
+        deliveries: the delivery reports, ``[value, offset or None, error or None]``.
+        attempts: the program's Produce requests, oldest first (``ProduceAttempt``).
+        batches: the new leader's log on disk, ``[base offset, producer id, epoch, base sequence,
+            records]`` per batch.
+        elected: the new leader (a follower of the killed broker ``leader``).
+        lab_conf: what the harness added to the program's settings.
+    """
+
+    topic: str
+    program: str
+    leader: int
+    elected: int
+    values: list[str]
+    log: list[list]
+    duplicates: int
+    deliveries: list[list]
+    attempts: list[ProduceAttempt]
+    batches: list[list[int]]
+    lab_conf: dict[str, str]
+
+    def attempts_table(self) -> "object":
+        import pandas as pd
+
+        return pd.DataFrame([asdict(a) for a in self.attempts]).rename_axis("attempt")
+
+    def resends(self) -> list[ProduceAttempt]:
+        """The first record's attempts after the first one (whose answer the proxy dropped), up
+        to and including the first answered ``NONE``. More than one when the new leader, asked
+        before it had applied its election, answered ``NOT_LEADER_OR_FOLLOWER`` (appending
+        nothing) and the producer sent again after a metadata refresh."""
+        out = []
+        for a in self.attempts[1:]:
+            out.append(a)
+            if a.answer == "forwarded" and a.error == "NONE":
+                break
+        return out
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _attempts(proxy: FaultProxy, client_id: str) -> list[ProduceAttempt]:
+    """The Produce requests of ``client_id`` with their answers (``ProduceAttempt``)."""
+    events = proxy.events(api="Produce", client_id=client_id)
+    answers = {(e.conn, e.correlation_id): e for e in events if e.kind == "response"}
+    out = []
+    for e in events:
+        if e.kind != "request" or not e.batches:
+            continue
+        b, ans = e.batches[0], answers.get((e.conn, e.correlation_id))
+        res = ans.results[0] if ans is not None and ans.results else {}
+        out.append(ProduceAttempt(e.broker, b["producer_id"], b["producer_epoch"], b["base_sequence"], e.records,
+                                  ans.action if ans is not None else "none", res.get("error"), res.get("base_offset")))
+    return out
+
+
+def run_failover_retry(program: Program, records: int = 3, leader: int = 1, proxy: FaultProxy | None = None,
+                       keep_topic: bool = False, timeout_s: float = 60.0) -> FailoverRetry:
+    """Does a new leader recognise an idempotent producer's retry? A topic of one partition,
+    replicas ``[leader, followers]``, ``min.insync.replicas=2``. The producer ``program`` (role
+    ``producer``, bootstrapped on the fault proxy) sends ``records`` records one request each.
+    The proxy forwards the first Produce request and drops its answer (``Rule("drop_response",
+    times=1)``): the leader appended the record, and (``acks=all``, answer NONE, seen by the
+    proxy) every ISR member has it. Then, each step waiting for the one before:
+
+    1. the program is frozen (SIGSTOP), so it can send nothing until step 3: its retry cannot
+       reach the old leader, whatever its timers;
+    2. the leader is killed (SIGKILL), and the controller elects a follower (clean: it has the
+       record);
+    3. the program resumes (SIGCONT): its connection to the dead leader is gone, it learns the
+       new leader from the metadata and sends the record again there.
+
+    Then the cluster is restored and the partition read from offset 0 (``keep_topic``: the topic
+    stays, for the caller to read and delete). With
+    ``enable.idempotence=true`` the new leader knows the producer id and its last sequence from
+    the replicated log (its producer state is rebuilt from the batches it replicated), so the
+    retry is a duplicate it does not append; without, it is appended a second time.
+
+    Raises:
+        KafkalabError: the program failed, or the retry did not go to the new leader.
+        WaitTimeout: a step did not happen within ``timeout_s``.
+
+    Sources: KIP-98 (idempotent producer: producer id, epoch, per-partition sequence numbers,
+    the broker's duplicate check); Kafka 4.3 ``ProducerStateManager`` (the last 5 batches per
+    producer, kept on followers too, snapshotted with the log); librdkafka CONFIGURATION.md
+    (v2.16: ``enable.idempotence``, ``socket.timeout.ms``).
+    """
+    if leader not in config.BROKER_IDS or records < 1:
+        raise KafkalabError(f"need leader in {config.BROKER_IDS} and records >= 1, got {leader} and {records}")
+    followers = [b for b in config.BROKER_IDS if b != leader]
+    own_proxy = proxy is None
+    if own_proxy:
+        proxy = FaultProxy().start()
+    run = runscope.RunScope("failover")
+    child: workloads.Worker | None = None
+    try:
+        topic = run.topic("t")
+        cid = f"{run.run_id}-producer"
+        _create_topics({topic: Setting("all", 2)}, [leader, *followers], 1, timeout_s)
+        _wait_partitions([topic], 1, list(config.BROKER_IDS), lambda v: v[0] == leader and len(v[1]) == 3,
+                         f"{topic}-0 led by broker {leader} with a full ISR", timeout_s)
+        values = [f"r{i}" for i in range(records)]
+        conf = {"bootstrap.servers": proxy.bootstrap_servers, "client.id": cid}
+        rule = proxy.add_rule(Rule("drop_response", "Produce", client_id=cid, times=1))
+        child = workloads.spawn(ProgramSpec(cid, run.run_id, str(workloads.run_dir(run.run_id) / f"{cid}.jsonl"),
+                                            "producer", program.name, program.source, conf=conf, topics=[topic],
+                                            options={"records": [["", v, 0] for v in values]}))
+
+        def ack_lost() -> bool:
+            if not child.alive:
+                raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
+            return any(a.answer == "dropped" and a.error == "NONE" for a in _attempts(proxy, cid))
+
+        wait_until(ack_lost, timeout_s=timeout_s, interval_s=0.02,
+                   what=f"broker {leader} answering NONE to the first record (answer dropped by the proxy)")
+        proxy.remove_rule(rule)
+        child.pause()
+        cluster.kill(leader)
+        new_leader = _wait_partitions([topic], 1, followers, lambda v: v[0] in followers,
+                                      f"a follower of broker {leader} elected", timeout_s)[(topic, 0)][0]
+        for b in followers:  # both followers, the new leader too, name it in their own metadata
+            _wait_partitions([topic], 1, [b], lambda v: v[0] == new_leader,
+                             f"broker {b} naming broker {new_leader} leader of {topic}-0", timeout_s)
+        child.resume()
+        if child.wait(timeout_s * 2) != 0:
+            raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
+        batches = [[b.base_offset, b.producer_id, b.producer_epoch, b.base_sequence, b.records_count]
+                   for seg in segments.read_partition(Path(cluster.status().brokers[new_leader].data_dir)
+                                                      / segments.partition_dir_name(topic, 0), check_crc=False)
+                   for b in seg.batches]
+        cluster.restore(max(timeout_s, 60.0))   # broker 1 back, and the preferred leader again
+        wait_brokers_agree([topic], 1, lambda v: v[0] == leader and len(v[1]) == 3,
+                           f"broker {leader} leading {topic}-0 with a full ISR", timeout_s)
+        wait_leaders_serving([(topic, 0)], timeout_s)
+        log = [[c.offset, c.value] for c in workloads.read_topic(topic, 1, timeout_s=timeout_s)]
+        deliveries = [[e.value, e.offset, e.error] for e in read_events(child.ledger) if e.kind == "acked"]
+        return FailoverRetry(topic, program.name, leader, new_leader, values, log,
+                             len(log) - len({v for _, v in log}), deliveries, _attempts(proxy, cid), batches, conf)
+    finally:
+        if child is not None and child.alive:
+            child.kill()
+        cluster.restore(max(timeout_s, 60.0))
+        if not keep_topic:
+            run.cleanup()
+        if own_proxy:
+            proxy.stop()
+
+
 # ----------------------------------------------------------------------------- follower fetching
 
 
@@ -837,69 +1124,75 @@ class FollowerFetch:
         return asdict(self)
 
 
-def run_follower_fetch(records: int = 200, rack_broker: int = 3, timeout_s: float = 30.0) -> FollowerFetch:
+#: The line a follower-fetch consumer program prints from its statistics callback (notebook
+#: 08's ``rack_reader``): ``fetching from broker <id>``; the harness reads it from the worker's log.
+FETCHING_FROM = re.compile(r"^fetching from broker (-?\d+)$", re.M)
+
+
+def fetch_brokers(log_text: str) -> list[int]:
+    """The broker ids a consumer program's statistics named, oldest first (``FETCHING_FROM``
+    lines; -1, no broker yet, left out)."""
+    return [int(b) for b in FETCHING_FROM.findall(log_text) if int(b) >= 0]
+
+
+def run_follower_fetch(readers: Mapping[str, Program], records: int = 200, timeout_s: float = 60.0) -> FollowerFetch:
     """Can a consumer read from a follower? A topic of one partition, replicas ``[1, 2, 3]``
-    (broker 1 leads), ``records`` records written with ``acks=all``. Two consumers read it from
-    the start (assign, no group): one without ``client.rack``, one with
-    ``client.rack=rack-<rack_broker>``. The brokers run ``RackAwareReplicaSelector`` and each is
-    its own rack (``broker.rack=rack-<id>``, this lab's ``broker.properties``), so the leader
-    answers the second consumer's first fetch with a *preferred read replica* and the consumer
-    fetches from that follower from then on.
+    (broker 1 leads), ``records`` records written with ``acks=all``. Each consumer program of
+    ``readers`` (label -> program, role ``consumer``, run as it is in a worker process: notebook
+    08's ``rack_reader`` and its edit without ``client.rack``) reads it from the start (assign, no
+    group) and prints ``fetching from broker <id>`` from librdkafka's statistics
+    (``partitions.<p>.broker``, STATISTICS.md). The harness waits until the program has read every
+    record and printed at least two statistics lines after that, stops it (SIGTERM) and keeps the
+    last broker named. The brokers run ``RackAwareReplicaSelector`` and each is its own rack
+    (``broker.rack=rack-<id>``, this lab's ``broker.properties``), so the leader answers a
+    consumer with ``client.rack=rack-3`` with a *preferred read replica*, broker 3.
 
     Raises:
-        KafkalabError: bad ``rack_broker``, or a consumer's statistics never named a broker.
-        WaitTimeout: a consumer did not read every record within ``timeout_s``.
+        KafkalabError: a program failed, or its statistics never named a broker.
+        WaitTimeout: a program did not read every record within ``timeout_s``.
 
     Sources: KIP-392 (fetch from closest replica); Kafka documentation 4.3, Broker Configs
     (``broker.rack``, ``replica.selector.class``); librdkafka CONFIGURATION.md (``client.rack``)
     and STATISTICS.md (``partitions.broker``).
     """
     replicas = [1, 2, 3]
-    if rack_broker not in replicas[1:]:
-        raise KafkalabError(f"rack_broker must be a follower, 2 or 3, not {rack_broker}")
     with runscope.RunScope("follower") as run:
         topic = run.topic("t")
         a = workloads.admin()
         a.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas])])[topic].result(timeout=timeout_s)
+
         def led() -> bool:  # the metadata may list the topic before its partition
             part = a.list_topics(topic, timeout=5).topics.get(topic)
             return part is not None and 0 in part.partitions and part.partitions[0].leader == replicas[0]
 
-        wait_until(led,
-                   timeout_s=timeout_s, what=f"broker {replicas[0]} leading {topic}-0")
+        wait_until(led, timeout_s=timeout_s, what=f"broker {replicas[0]} leading {topic}-0")
         workloads.produce(topic, [(None, f"r{i}".encode()) for i in range(records)], conf={"acks": "all", "log_level": 3})
         served_by: dict[str, int] = {}
         read: dict[str, int] = {}
-        for label, extra in (("no client.rack", {}), (f"client.rack=rack-{rack_broker}", {"client.rack": f"rack-{rack_broker}"})):
-            seen: list[int] = []
+        for i, (label, program) in enumerate(readers.items()):
+            cid = f"{run.run_id}-reader-{i}"
+            child = workloads.spawn(ProgramSpec(
+                cid, run.run_id, str(workloads.run_dir(run.run_id) / f"{cid}.jsonl"), "consumer", program.name,
+                program.source, conf={"bootstrap.servers": config.bootstrap_servers(), "client.id": cid,
+                                      "group.id": run.name(f"reader-{i}")}, topics=[topic]))
+            state = {"read": 0, "lines_when_read": None, "brokers": []}
 
-            def on_stats(js: str) -> None:
-                part = json.loads(js).get("topics", {}).get(topic, {}).get("partitions", {}).get("0", {})
-                if part.get("broker", -1) >= 0:
-                    seen.append(part["broker"])
+            def done() -> bool:
+                if not child.alive:
+                    raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
+                events = read_events(child.ledger) if child.ledger.exists() else []   # none before its first record
+                state["read"] = sum(1 for e in events if e.kind == "consumed" and e.error is None)
+                state["brokers"] = fetch_brokers(child.log_path.read_text(errors="replace")) if child.log_path.exists() else []
+                if state["read"] >= records and state["lines_when_read"] is None:
+                    state["lines_when_read"] = len(state["brokers"])
+                return state["lines_when_read"] is not None and len(state["brokers"]) >= state["lines_when_read"] + 2
 
-            c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": run.name("reader"),
-                          "enable.auto.commit": False, "statistics.interval.ms": 200, "stats_cb": on_stats,
-                          "log_level": 3, **extra})
             try:
-                c.assign([TopicPartition(topic, 0, 0)])
-                got = 0
-                samples_when_read: list[int] = []  # statistics taken after the last record count
-
-                def done() -> bool:
-                    nonlocal got
-                    for m in c.consume(num_messages=500, timeout=0.2):
-                        if m.error() is None:
-                            got += 1
-                    if got >= records and not samples_when_read:
-                        samples_when_read.append(len(seen))
-                    return bool(samples_when_read) and len(seen) > samples_when_read[0]
-
-                wait_until(done, timeout_s=timeout_s, interval_s=0.0, what=f"{label}: all {records} records read",
-                           on_timeout=lambda: f"read {got}, statistics saw brokers {sorted(set(seen))}")
+                wait_until(done, timeout_s=timeout_s, interval_s=0.1, what=f"{label}: all {records} records read",
+                           on_timeout=lambda: f"read {state['read']}, statistics named brokers {state['brokers']}")
             finally:
-                c.close()
-            served_by[label], read[label] = seen[-1], got
+                child.terminate()
+            served_by[label], read[label] = state["brokers"][-1], state["read"]
         return FollowerFetch(topic, replicas[0], replicas, records, served_by, read)
 
 
@@ -907,19 +1200,39 @@ def _followers_bootstrap(followers: list[int]) -> str:
     return ",".join(_client_port(b) for b in followers)
 
 
+#: The notebook whose ``%%program`` cells the CLI twin runs (``programs.from_notebook``).
+NOTEBOOK = "08_replication"
+
+
+def without_retries(program: Program) -> Program:
+    """``program`` with ``"retries": 2147483647`` edited to ``"retries": 0`` (notebook 08's
+    section 2 edit: the broker's refusal becomes the delivery report's error)."""
+    return program.replace('"retries": 2147483647', '"retries": 0', name=f"{program.name}_no_retries")
+
+
+def notebook_producer(scenario: str, acks: str) -> Program:
+    """Notebook 08's ``producer`` program, edited as the notebook edits it for ``scenario`` and
+    ``acks`` (``with_acks``; ``without_retries`` in isr-shrink)."""
+    program = with_acks(programs.from_notebook(NOTEBOOK, "producer"), acks)
+    return without_retries(program) if check_scenario(scenario) == "isr-shrink" else program
+
+
 def run_replication(scenario: str, acks: str, min_insync_replicas: int, unclean_leader_election: bool = False,
                     messages: int = 10, repeats: int = 1, leader: int = 1, timeout_s: float = 60.0) -> dict:
-    """One setting through one round: what ``kafkalab run replication --json`` prints.
+    """One setting through one round, with notebook 08's ``producer`` program
+    (``notebook_producer``): what ``kafkalab run replication --json`` prints.
 
     Returns:
-        ``{"scenario", "setting", "acked", "lost_acked", "produce_errors", "not_acked_present",
-        "produced", "before_lost", "unavailable_s", "error_codes", "elected", "run_id", "elapsed_s",
-        "round"}`` (counts over the ``messages * repeats`` records of the fault).
+        ``{"scenario", "setting", "program", "acked", "lost_acked", "produce_errors",
+        "not_acked_present", "produced", "before_lost", "unavailable_s", "error_codes", "elected",
+        "run_id", "elapsed_s", "round"}`` (counts over the ``messages * repeats`` records of the fault).
     """
     setting = Setting(acks, min_insync_replicas, unclean_leader_election)
-    r = run_round(scenario, [setting], messages=messages, repeats=repeats, leader=leader, timeout_s=timeout_s)
+    program = notebook_producer(scenario, acks)
+    r = run_round(scenario, {setting: program}, messages=messages, repeats=repeats, leader=leader, timeout_s=timeout_s)
     totals = r.by_setting()[setting.label].to_json()
-    return {"scenario": scenario, **totals, "run_id": r.run_id, "elapsed_s": r.elapsed_s, "round": r.to_json()}
+    return {"scenario": scenario, **totals, "program": program.name, "run_id": r.run_id, "elapsed_s": r.elapsed_s,
+            "round": r.to_json()}
 
 
 @click.command("replication")
@@ -941,7 +1254,8 @@ def run_replication(scenario: str, acks: str, min_insync_replicas: int, unclean_
 @click.option("--full", is_flag=True, help="With --json: include the whole round (partitions, timeline).")
 def cli_command(scenario: str, acks: str, min_isr: int, unclean: str, messages: int, repeats: int, leader: str,
                 timeout_s: float, as_json: bool, full: bool) -> None:
-    """Kill a partition leader on purpose: are acknowledged writes lost?"""
+    """Kill a partition leader on purpose: are acknowledged writes lost? Runs notebook 08's
+    ``producer`` program with the given acks."""
     out = run_replication(scenario, acks, min_isr, unclean == "true", messages=messages, repeats=repeats,
                           leader=int(leader), timeout_s=timeout_s)
     if not full:
@@ -952,3 +1266,26 @@ def cli_command(scenario: str, acks: str, min_isr: int, unclean: str, messages: 
     click.echo(f"{scenario} {out['setting']}: acked {out['acked']}, lost_acked {out['lost_acked']}, "
                f"produce_errors {out['produce_errors']} {out['error_codes'] or ''}; "
                f"elected {out['elected']}, no live leader for {out['unavailable_s']} s")
+
+
+@click.command("failover-retry")
+@click.option("--without-idempotence", "without", is_flag=True,
+              help="Run notebook 08's idempotent_producer with enable.idempotence edited to False (exercise 6).")
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Upper bound of each wait, s.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def failover_command(without: bool, timeout_s: float, as_json: bool) -> None:
+    """An idempotent producer's ack lost, its leader killed: does the new leader recognise the
+    retry? Runs notebook 08's idempotent_producer (programs.from_notebook)."""
+    program = programs.from_notebook(NOTEBOOK, "idempotent_producer")
+    if without:
+        program = program.replace('"enable.idempotence": True', '"enable.idempotence": False', name="plain_producer")
+    r = run_failover_retry(program, timeout_s=timeout_s)
+    if as_json:
+        click.echo(json.dumps(r.to_json(), indent=2))
+        return
+    click.echo(f"{program.name}: r0 resent to broker {r.elected} (new leader) {len(r.resends())}x; "
+               f"log {[v for _, v in r.log]}, duplicates {r.duplicates}")
+
+
+#: ``kafkalab run replication`` and ``kafkalab run failover-retry``.
+cli_commands = [cli_command, failover_command]

@@ -25,9 +25,9 @@ role                instruments
                     (notebook 05)
 ``reader``          ``kafkalab.instruments.transactions.ReaderLab``: a reader's ledger of
                     records and end-of-partition positions (notebook 05)
-``armed_producer``  ``kafkalab.instruments.armed.ArmedProducerLab``: a producer's
-                    instruments plus ``lab.arm_fault()``, the wait after a warm-up record
-                    until the harness has armed the fault proxy's rule (notebook 07)
+``gated``           ``kafkalab.instruments.fault_gate.GatedProducerLab``: the ``producer``
+                    role plus ``lab.wait_for_fault()``, the gate that holds the records until
+                    the harness has applied its fault (notebooks 07 and 08)
 ``batches``         ``kafkalab.instruments.batches.BatchesLab``: the harness's settings, the
                     topic and partition, the records to write from a recipe (notebook 06)
 ``measuring``       ``kafkalab.instruments.measuring.MeasuringLab``: the harness's settings, the
@@ -61,7 +61,7 @@ ROLES: dict[str, str] = {
     "transactions": "kafkalab.instruments.transactions:TransactionsLab",
     "reader": "kafkalab.instruments.transactions:ReaderLab",
     "share": "kafkalab.instruments.share:ShareLab",
-    "armed_producer": "kafkalab.instruments.armed:ArmedProducerLab",
+    "gated": "kafkalab.instruments.fault_gate:GatedProducerLab",
     "batches": "kafkalab.instruments.batches:BatchesLab",
     "measuring": "kafkalab.instruments.measuring:MeasuringLab",
 }
