@@ -159,37 +159,6 @@ class BatchingRow:
         return self.span_ms / (self.linger_ms - 1) + 1
 
 
-def run_batching(lingers: Iterable[int] = (0, 200), rate: float = 2000, seconds: float = 1.0,
-                 record_size: int = 100, batch_sizes: Iterable[int] = ()) -> list[BatchingRow]:
-    """For each ``linger.ms`` (then each ``batch.size``, with ``linger.ms`` 100), send
-    ``rate * seconds`` records at ``rate`` records/s to a fresh one-partition topic and read
-    the batches back from the leader's segment: a record waits up to ``linger.ms`` for
-    company, and a batch closes at ``batch.size`` bytes. Each row has the batches' first
-    timestamps' span and least gap, from which ``linger.ms`` bounds the number of batches
-    (``BatchingRow.most_batches_for_linger``); librdkafka CONFIGURATION.md, ``linger.ms``."""
-    run = RunScope("batching")
-    rows: list[BatchingRow] = []
-    values = [b"x" * record_size] * int(rate * seconds)
-    try:
-        cases = [(f"linger.ms={lg}", ProducerSettings(acks="1", linger_ms=lg)) for lg in lingers]
-        cases += [(f"batch.size={bs}", ProducerSettings(acks="1", linger_ms=100, batch_size=bs)) for bs in batch_sizes]
-        for label, s in cases:
-            topic = run.topic(f"b{len(rows)}")
-            admin.create_topics({topic: 1})
-            acks = perf.paced_send(topic, values, rate, s)
-            batches = perf.data_batches(topic, 1)[1:]  # the warm-up record's own batch left out
-            counts = [b.records_count for b in batches]
-            starts = [b.base_timestamp for b in batches]
-            gaps = [b - a for a, b in zip(starts, starts[1:])]
-            rows.append(BatchingRow(label, s.linger_ms, s.batch_size, rate, sum(counts), len(counts),
-                                    round(statistics.mean(counts), 1), max(counts),
-                                    round(statistics.median(a for _, a in acks), 1), starts[-1] - starts[0],
-                                    min(gaps) if gaps else None))
-        return rows
-    finally:
-        run.cleanup()
-
-
 @dataclass
 class ProgramTimes:
     """One run of a measuring producer program (``send_with``): what the harness added
@@ -242,7 +211,7 @@ def program_setting(program: Program, name: str) -> int | None:
 
 def run_batching_programs(programs: Mapping[str, Program], rate: float = 2000, seconds: float = 1.0,
                           record_size: int = 100) -> list[BatchingRow]:
-    """``run_batching`` with the producers on screen: for each ``label -> program`` (a measuring
+    """Batching with the producers on screen: for each ``label -> program`` (a measuring
     producer program, run as it is), send ``rate * seconds`` records at ``rate`` records/s to a
     fresh one-partition topic and read the batches back from the leader's segment. The row's
     ``linger_ms`` and ``batch_size`` are what the program writes (``program_setting``)."""
@@ -327,46 +296,9 @@ class AcksRow:
     ack_p99_ms: float
 
 
-#: ``run_acks``'s cases: label -> (producer settings, the topic's ``min.insync.replicas``).
-ACKS_CASES: dict[str, tuple[ProducerSettings, int]] = {
-    "0": (ProducerSettings(acks="0", linger_ms=0), 2),
-    "1": (ProducerSettings(acks="1", linger_ms=0), 2),
-    "all": (ProducerSettings(acks="all", linger_ms=0, idempotence=False), 2),
-    "all, idempotent": (ProducerSettings(acks="all", linger_ms=0, idempotence=True), 2),
-    "all, min.insync.replicas=1": (ProducerSettings(acks="all", linger_ms=0, idempotence=False), 1),
-}
-
-
-def run_acks(rate: float = 200, seconds: float = 1.5, rounds: int = 2,
-             cases: dict[str, tuple[ProducerSettings, int]] | None = None) -> list[AcksRow]:
-    """Paced sends (no queueing) for each case of ``ACKS_CASES`` (acks 0, 1, all; all with
-    idempotence; all on a topic with ``min.insync.replicas=1``), alternating ``rounds`` times,
-    one topic per ``min.insync.replicas``: how many records the producer learned an offset
-    for, and the send-to-ack time."""
-    cases = cases or ACKS_CASES
-    run = RunScope("acks")
-    got: dict[str, list[tuple[int, float]]] = {label: [] for label in cases}
-    try:
-        topics = {m: run.topic(f"minisr{m}") for m in sorted({m for _, m in cases.values()})}
-        for m, t in topics.items():
-            admin.create_topics({t: 1}, topic_config={"min.insync.replicas": str(m)})
-        values = [b"x" * 100] * int(rate * seconds)
-        for _ in range(rounds):
-            for label, (settings, m) in cases.items():
-                got[label] += perf.paced_send(topics[m], values, rate, settings)
-        rows = []
-        for label, acks in got.items():
-            p50, p99, _ = perf.percentiles([m for _, m in acks])
-            rows.append(AcksRow(label, len(acks), sum(1 for off, _ in acks if off is not None and off >= 0),
-                                round(p50, 2), round(p99, 2)))
-        return rows
-    finally:
-        run.cleanup()
-
-
 def run_acks_programs(cases: Mapping[str, tuple[Program, int]], rate: float = 200, seconds: float = 1.5,
                       rounds: int = 2) -> list[AcksRow]:
-    """``run_acks`` with the producers on screen: ``label -> (measuring producer program, the
+    """Acknowledgement cost with the producers on screen: ``label -> (measuring producer program, the
     topic's min.insync.replicas)``, each program run as it is (``send_with``), paced at ``rate``
     records/s for ``seconds``, the cases alternating ``rounds`` times, one topic per
     ``min.insync.replicas``: how many records each producer learned an offset for, and the

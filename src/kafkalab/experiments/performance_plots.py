@@ -84,7 +84,7 @@ def summary(panels: Sequence[Panel], columns: int = 2) -> "Figure":
 def summary_panels(clients: Sequence[Any], batching: Iterable[Any], codecs: Iterable[Any], acks: Iterable[Any],
                    transactions: Iterable[Any], latency: Any, reads: Any, messages: int, size: int) -> list[Panel]:
     """The panels of notebook 10's summary, one per run, from the results its sections returned
-    (``performance.run_throughput`` x3, ``run_batching``, ``run_compression``, ``run_acks``,
+    (``performance.run_throughput`` x3, ``run_batching_programs``, ``run_compression``, ``run_acks_programs``,
     ``run_transactions``, ``run_latency``, ``run_consumer_throughput``); ``messages``, ``size``:
     section 1's burst."""
     batching, codecs, acks, transactions = list(batching), list(codecs), list(acks), list(transactions)
