@@ -21,11 +21,10 @@ Nothing here sets a Kafka configuration or sends a record: the program does.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import KafkalabError
+from ..waiting import wait_until
 from .producer import ProducerLab
 
 #: The longest ``wait_for_fault`` waits for the go file, seconds.
@@ -55,12 +54,10 @@ class GatedProducerLab(ProducerLab):
         """Mark this program ready, then return once the go file exists.
 
         Raises:
-            KafkalabError: no go file within ``WAIT_MAX_S`` seconds.
+            WaitTimeout: no go file within ``WAIT_MAX_S`` seconds (the harness never applied its
+                fault).
         """
         ready_path(self._ledger_path).touch()
         go = go_path(self._ledger_path)
-        deadline = time.monotonic() + WAIT_MAX_S
-        while not go.exists():
-            if time.monotonic() > deadline:
-                raise KafkalabError(f"no {go} within {WAIT_MAX_S} s: the harness never applied its fault")
-            time.sleep(0.005)
+        wait_until(go.exists, timeout_s=WAIT_MAX_S, interval_s=0.005,
+                   what=f"{go}: the harness applying its fault")
