@@ -13,6 +13,10 @@ Each code cell is put in one class, the first that fits:
 - ``experiment``: a cell that calls into ``kafkalab.experiments`` (a name imported from it);
 - ``check``: everything else (asserts, tables, plots, set-up, clean-up).
 
+``strict`` counts again by a narrower rule: a ``%%program`` cell, or a cell that itself
+constructs a confluent-kafka client; a method call on a client made in another cell does not
+count. ``strict_share`` is that count over the code cells.
+
 A heuristic read of the source (nothing runs); ``--rev`` reads the notebooks as committed at a
 git revision, for a before/after comparison. Nothing is asserted.
 """
@@ -72,6 +76,13 @@ def classify(sources: list[str]) -> dict[str, int]:
     return counts
 
 
+def strict(sources: list[str]) -> int:
+    """How many of ``sources`` are a ``%%program`` cell or construct a confluent-kafka client."""
+    return sum(s.lstrip().startswith("%%program") or bool(CALLS_CONSTRUCTOR.search(
+        "\n".join(line for line in s.splitlines() if not line.lstrip().startswith(("import ", "from ")))))
+        for s in sources)
+
+
 def code_cells(path: Path, rev: str | None) -> list[str]:
     text = path.read_text() if rev is None else subprocess.run(
         ["git", "show", f"{rev}:{path.relative_to(ROOT)}"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
@@ -86,9 +97,16 @@ def main() -> None:
     paths = [p.resolve() for p in args.notebooks] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     out = {}
     for p in paths:
-        c = classify(code_cells(p, args.rev))
+        cells = code_cells(p, args.rev)
+        c = classify(cells)
         total = sum(c.values())
-        out[p.stem] = c | {"code_cells": total, "client_share": round(c["client"] / total, 2) if total else 0.0}
+        n = strict(cells)
+        out[p.stem] = c | {"code_cells": total, "client_share": round(c["client"] / total, 2) if total else 0.0,
+                           "strict": n, "strict_share": round(n / total, 2) if total else 0.0}
+    seven = [k for k in out if k[:2] in ("00", "01", "02", "06", "07", "08", "10")]
+    if len(seven) > 1:
+        n, total = sum(out[k]["strict"] for k in seven), sum(out[k]["code_cells"] for k in seven)
+        out["issue 24's seven"] = {"strict": n, "code_cells": total, "strict_share": round(n / total, 2)}
     print(json.dumps(out, indent=1))
 
 
