@@ -39,7 +39,8 @@ def retry_timeline(timeline: "RetryTimeline", ax: "Axes | None" = None) -> "Axes
     ax.set_ylim(-0.6, len(names) - 0.4)
     ax.set_xlabel("ms since produce()")
     ax.set_title("Producer against a blackholed broker (dashed: message.timeout.ms)")
-    ax.legend(loc="lower right", fontsize=8)
+    # below the axes: inside, it covered the last row's attempts and its delivery report
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=8, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     return ax
 
