@@ -15,3 +15,5 @@ def test_throughput_plot_draws_the_sizes_and_the_baseline() -> None:
     ax = tp.plot_throughput(table)
     assert list(ax.lines[0].get_xdata()) == [1, 10, 100]
     assert ax.get_xscale() == "log" and len(ax.lines) == 2
+    assert ax.get_yscale() == "log", "the rates span orders of magnitude: on a linear axis the small ones lie on zero"
+    assert [t.get_text() for t in ax.texts] == ["80", "700", "4,000"], "each point labelled with its rate"

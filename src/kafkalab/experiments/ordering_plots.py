@@ -36,8 +36,13 @@ def log_order(runs: Mapping[str, list[int]]) -> "Figure":
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 3.5))
+    styles = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-.")]
+    seen: dict[tuple, str] = {}
     for i, (label, seqs) in enumerate(runs.items()):
-        ax.plot(range(len(seqs)), seqs, marker="o", ms=4, label=label, alpha=0.8, lw=1 + 0.5 * (len(runs) - i))
+        marker, line = styles[i % len(styles)]
+        same = seen.setdefault(tuple(seqs), label)  # a run in the same order as an earlier one lies on it
+        ax.plot(range(len(seqs)), seqs, marker=marker, ms=7 - 1.5 * i, linestyle=line, alpha=0.8,
+                lw=1 + 0.5 * (len(runs) - i), label=label if same == label else f"{label} (same order as {same})")
     ax.set_xlabel("position in the partition (offset order)")
     ax.set_ylabel("sequence number (producer order)")
     ax.legend(fontsize=8)
