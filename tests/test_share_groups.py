@@ -294,10 +294,13 @@ def test_the_timeline_draws_each_delivery_and_a_lock_bar_for_each_unacknowledged
         {"ms": 0, "client_id": "c0", "partition": 0, "offset": 0, "value": "a", "delivery_count": 1, "ack": None},
         {"ms": 10, "client_id": "c1", "partition": 0, "offset": 1, "value": "b", "delivery_count": 1, "ack": "ACCEPT"},
         {"ms": 900, "client_id": "c1", "partition": 0, "offset": 0, "value": "a", "delivery_count": 2, "ack": "ACCEPT"},
+        {"ms": 5, "client_id": "c0", "partition": 0, "offset": 2, "value": "c", "delivery_count": 1, "ack": None},
+        {"ms": 1500, "client_id": "c1", "partition": 0, "offset": 2, "value": "c", "delivery_count": 2, "ack": "ACCEPT"},
     ])
     fig = plots.deliveries_timeline(frame, lock_ms=1000)
     ax = fig.axes[0]
     points = sum(len(c.get_offsets()) for c in ax.collections)
-    assert points == 3, "one marker per delivery"
-    assert [list(line.get_xdata()) for line in ax.get_lines()] == [[0, 1000]], "the held delivery's lock runs to 1000 ms"
+    assert points == 5, "one marker per delivery"
+    assert [list(line.get_xdata()) for line in ax.get_lines()] == [[0, 900], [5, 1005]], (
+        "a held record's bar ends at its redelivery (900 ms, released early: a crash) or when the lock runs out (1005 ms)")
     plt.close(fig)

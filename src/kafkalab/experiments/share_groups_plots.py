@@ -19,8 +19,8 @@ MARKERS = {1: "o", 2: "^"}
 
 def deliveries_timeline(frame: "pd.DataFrame", title: str = "", lock_ms: int | None = None) -> "Figure":
     """One panel per partition of ``frame`` (``share_groups_analysis.deliveries(...).toPandas()``).
-    ``lock_ms``: the acquisition lock, drawn as a bar after each unacknowledged delivery (when
-    it would run out). Returns the matplotlib Figure."""
+    ``lock_ms``: the acquisition lock (ms), drawn as a bar after each unacknowledged delivery
+    until the record's next delivery, at most until the lock would run out. Returns the matplotlib Figure."""
     import matplotlib.pyplot as plt
 
     parts = sorted(frame["partition"].unique()) if len(frame) else [0]
@@ -41,7 +41,11 @@ def deliveries_timeline(frame: "pd.DataFrame", title: str = "", lock_ms: int | N
                                edgecolors=colour[c], label=f"{c}, delivery {int(count)}, never acknowledged")
                     if lock_ms:  # plotting
                         for x, y in zip(group["ms"][held], group["offset"][held]):
-                            ax.plot([x, x + lock_ms], [y, y], color=colour[c], lw=1, alpha=0.5)
+                            # the record is held until its next delivery, at most until the lock runs out:
+                            # a crashed member's records come back sooner (its session ended)
+                            later = rows[(rows["offset"] == y) & (rows["delivery_count"] > count)]["ms"]
+                            end = min([x + lock_ms, *later])
+                            ax.plot([x, end], [y, y], color=colour[c], lw=1, alpha=0.5)
         ax.set_title(f"{title} partition {p}".strip(), fontsize=10)
         ax.set_xlabel("ms since the first delivery")
         ax.set_ylabel("offset")
