@@ -140,6 +140,8 @@ class AssignmentResult:
     (DescribeGroups / ConsumerGroupDescribe), e.g. ``"range"`` or ``"uniform"``.
     ``subscriptions``: member name -> the given topic names it subscribed to, when members
     did not all subscribe to every topic (None: they did).
+    ``lab_conf``: member name -> what the harness put in its ``lab.conf`` (addresses and names
+    only), when the members ran a program (empty otherwise).
     """
 
     group_id: str
@@ -150,6 +152,7 @@ class AssignmentResult:
     elapsed_ms: int
     partition_assignor: str = ""
     subscriptions: dict[str, list[str]] | None = None
+    lab_conf: dict[str, dict] = field(default_factory=dict)
 
     @property
     def counts(self) -> list[int]:
@@ -549,6 +552,7 @@ class GroupRun:
         self.static = static
         self.replication_factor = replication_factor
         self.members: list[GroupMember | ProgramMember] = []
+        self.lab_conf: dict[str, dict] = {}  # member name -> its lab.conf (program members)
         self.t0 = time.monotonic()
 
     def __enter__(self) -> "GroupRun":
@@ -584,6 +588,7 @@ class GroupRun:
                                role="consumer", program_name=self.program.name, source=self.program.source,
                                conf=conf, topics=[self.names[t] for t in given])
             m = ProgramMember(self.host, key, i, spec)
+            self.lab_conf[client_id] = dict(conf)
             self.members.append(m)
             return m
         conf = workloads.consumer_config(
@@ -624,7 +629,9 @@ class GroupRun:
             subs = {m.state.client_id: self.subscriptions[m.state.index] if m.state.index < len(self.subscriptions)
                     else list(self.topics) for m in self.members}
         return AssignmentResult(self.group_id, self.label, dict(self.topics), dict(self.names), members,
-                                workloads.elapsed_ms(self.t0), reported, subs)
+                                workloads.elapsed_ms(self.t0), reported, subs,
+                                {m.state.client_id: dict(self.lab_conf[m.state.client_id]) for m in self.members
+                                 if m.state.client_id in self.lab_conf})
 
     def revoked_counts(self) -> dict[str, int]:
         """member name -> partitions revoked from it so far (every rebalance callback)."""
@@ -677,22 +684,33 @@ def in_parallel(calls: Mapping[str, Callable[[], T]], parallel: int | None = Non
 def compare(consumers: int, topics: dict[str, int], assignors: Sequence[str] | None = None,
             parallel: int | None = None, timeout_s: float = 30.0,
             subscriptions: Sequence[Sequence[str]] | None = None,
-            programs: Mapping[str, Program] | None = None) -> dict[str, AssignmentResult]:
+            programs: Mapping[str, Program] | None = None, host: MemberHost | None = None) -> dict[str, AssignmentResult]:
     """``run_assignment`` once per assignor label, in parallel (each run has its own topics
     and group). Returns label -> result, in the order given.
 
     Args:
         assignors: labels (default: those of ``programs``, else ``LABELS``).
         programs: label -> the program its members run (``member_programs``), all in one
-            ``MemberHost``; None: in-process members (``GroupRun``).
+            ``MemberHost``: ``host``, or one made for this call; None: in-process members
+            (``GroupRun``).
     """
     labels = list(assignors or (programs or {}).keys() or LABELS)
     if programs is None:
         return in_parallel({a: partial(run_assignment, consumers, topics, a, None, timeout_s, subscriptions)
                             for a in labels}, parallel)
-    with MemberHost() as host:
+    with _host_for_call(host) as h:
         return in_parallel({a: partial(run_assignment, consumers, topics, a, None, timeout_s, subscriptions,
-                                       programs[a], host) for a in labels}, parallel)
+                                       programs[a], h) for a in labels}, parallel)
+
+
+@contextmanager
+def _host_for_call(host: MemberHost | None) -> Iterator[MemberHost]:
+    """``host`` as it is (its owner closes it), or a ``MemberHost`` for this call only."""
+    if host is not None:
+        yield host
+        return
+    with MemberHost() as own:
+        yield own
 
 
 def broker_config(name: str, timeout_s: float = 10.0) -> str:
@@ -805,14 +823,15 @@ def run_leave(consumers: int, topics: dict[str, int], assignor: Assignor | str, 
 
 def compare_leave(consumers: int, topics: dict[str, int], assignors: Sequence[str] | None = None,
                   leaver: int | str = "first", parallel: int | None = None,
-                  timeout_s: float = 30.0, programs: Mapping[str, Program] | None = None) -> dict[str, LeaveResult]:
+                  timeout_s: float = 30.0, programs: Mapping[str, Program] | None = None,
+                  host: MemberHost | None = None) -> dict[str, LeaveResult]:
     """``run_leave`` once per assignor label, in parallel. Returns label -> result.
-    ``programs``: as for ``compare``."""
+    ``programs``, ``host``: as for ``compare``."""
     labels = list(assignors or (programs or {}).keys() or LABELS)
     if programs is None:
         return in_parallel({a: partial(run_leave, consumers, topics, a, leaver, timeout_s) for a in labels}, parallel)
-    with MemberHost() as host:
-        return in_parallel({a: partial(run_leave, consumers, topics, a, leaver, timeout_s, programs[a], host)
+    with _host_for_call(host) as h:
+        return in_parallel({a: partial(run_leave, consumers, topics, a, leaver, timeout_s, programs[a], h)
                             for a in labels}, parallel)
 
 
@@ -951,12 +970,13 @@ def grid(consumers: Sequence[int], topics: Sequence[int], partitions: Sequence[i
 
 
 def sweep(cases: list[SweepCase], parallel: int = 4, ledger: Path | None = None,
-          timeout_s: float = 45.0, programs: Mapping[str, Program] | None = None) -> list[AssignmentResult]:
+          timeout_s: float = 45.0, programs: Mapping[str, Program] | None = None,
+          host: MemberHost | None = None) -> list[AssignmentResult]:
     """Run many assignment cases, ``parallel`` groups at a time (each its own topics and
     group). Topics are named T0, T1, ... each with ``partitions`` partitions. If ``ledger``
     is given, writes one JSON line per (case, member) for Spark (see ``sweep_rows``).
     ``programs``: assignor label -> the program its members run, all cases in one
-    ``MemberHost`` (None: in-process members)."""
+    ``MemberHost`` (``host``, or one for this call; None: in-process members)."""
     def one(case: SweepCase, host: MemberHost | None = None) -> AssignmentResult:
         return run_assignment(case.consumers, {f"T{i}": case.partitions for i in range(case.topics)},
                               case.assignor, timeout_s=timeout_s,
@@ -966,8 +986,8 @@ def sweep(cases: list[SweepCase], parallel: int = 4, ledger: Path | None = None,
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             results = list(pool.map(one, cases))
     else:
-        with MemberHost() as host, ThreadPoolExecutor(max_workers=parallel) as pool:
-            results = list(pool.map(partial(one, host=host), cases))
+        with _host_for_call(host) as h, ThreadPoolExecutor(max_workers=parallel) as pool:
+            results = list(pool.map(partial(one, host=h), cases))
     if ledger is not None:
         ledger.parent.mkdir(parents=True, exist_ok=True)
         with open(ledger, "w") as f:
