@@ -257,3 +257,53 @@ def test_live_broker_lists_uniform_first_among_remote_assignors() -> None:
     assert A.remote_assignors_configured()[0] == "uniform"
     with pytest.raises(KafkalabError, match="reports no setting"):
         A.broker_config("no.such.setting")
+
+
+# ----------------------------------------------------------------------------- the programs
+
+from kafkalab.programs import Program  # noqa: E402
+
+_MEMBER = '''from kafkalab.instruments import lab
+conf = lab.conf | {
+    "partition.assignment.strategy": "range",    # the assignor
+    "session.timeout.ms": 6000,
+}
+'''
+_KIP848 = '''from kafkalab.instruments import lab
+conf = lab.conf | {
+    "group.protocol": "consumer",
+    "group.remote.assignor": "uniform",   # broker-side
+}
+'''
+
+
+def test_member_program_changes_only_the_assignor_line() -> None:
+    member, kip = Program("member", _MEMBER), Program("kip848_member", _KIP848)
+    progs = A.member_programs(A.LABELS + A.DEFAULT_LABELS, member, kip)
+    assert progs["range"] is member and progs["consumer/uniform"] is kip, "the shown program itself when it already says so"
+    assert progs["roundrobin"].name == "member_roundrobin"
+    assert progs["cooperative-sticky"].source == _MEMBER.replace('"range"', '"cooperative-sticky"')
+    assert progs["consumer/range"].source == _KIP848.replace('"uniform"', '"range"')
+    assert '# "partition.assignment.strategy" not set,' in progs["classic/default"].source
+    assert '# "group.remote.assignor" not set,' in progs["consumer/default"].source
+    for p in progs.values():
+        compile(p.source, p.filename, "exec")
+    lines = A.assignor_lines(progs)
+    assert lines["roundrobin"] == 'member_roundrobin: "partition.assignment.strategy": "roundrobin",'
+    assert lines["classic/default"].endswith('# "partition.assignment.strategy" not set,')
+
+
+def test_member_program_refuses_what_it_cannot_edit() -> None:
+    member = Program("member", _MEMBER)
+    with pytest.raises(KafkalabError, match="kip848_member"):
+        A.member_program("consumer/range", member)
+    with pytest.raises(KafkalabError, match="once"):
+        A.member_program("roundrobin", Program("bare", "x = 1\n"))
+    with pytest.raises(KafkalabError):
+        A.member_program("sticky", member)
+
+
+def test_partitioner_of_reads_the_producer_programs_setting() -> None:
+    assert A.partitioner_of(Program("p", 'conf = {"partitioner": "murmur2_random"}\n')) == "murmur2_random"
+    assert A.partitioner_of(Program("p", "conf = {}\n")) == "consistent_random (default)"
+

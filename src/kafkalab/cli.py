@@ -210,8 +210,11 @@ def _parse_topic(value: str) -> tuple[str, int]:
 @runscope.checks_cluster_itself
 def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | None, group_protocol: str | None,
                        remote_assignor: str | None, run_prefix: str | None, timeout_s: float, as_json: bool) -> None:
-    """Real consumers in a real group on fresh topics: who gets which partition."""
-    from .experiments.assignment import Assignor, run_assignment
+    """Real consumers in a real group on fresh topics: who gets which partition. The members run
+    notebook 01's programs ``member`` (classic) or ``kip848_member`` (KIP-848), read from the
+    notebook, with the assignor line set as asked (``assignment.member_program``)."""
+    from .experiments.assignment import Assignor, member_program, run_assignment
+    from .programs import from_notebook
 
     parsed = dict(_parse_topic(t) for t in topics)
     if len(parsed) != len(topics):
@@ -226,7 +229,9 @@ def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | 
             raise click.UsageError("--remote-assignor needs --group-protocol consumer")
         assignor = Assignor(strategy=strategy or "range")
     runscope.require_for_cli()
-    result = run_assignment(consumers, parsed, assignor, run_prefix=run_prefix, timeout_s=timeout_s)
+    program = member_program(assignor.label, from_notebook("01_partition_assignment", "member"),
+                             from_notebook("01_partition_assignment", "kip848_member"))
+    result = run_assignment(consumers, parsed, assignor, run_prefix=run_prefix, timeout_s=timeout_s, program=program)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:

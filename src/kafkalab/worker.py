@@ -9,6 +9,9 @@ starts it and returns a handle (``workloads.Worker``). The spec's ``kind`` picks
 ``program``     ``ProgramSpec``: a client program as a notebook shows it (``kafkalab.programs``),
                 run with the lab's instruments of its role (``kafkalab.instruments``):
                 notebooks 02, 03, 04, 05 and 09
+``host``        ``HostSpec``: many client programs in one process, each in its own thread
+                with its own instruments (``lab`` per thread), started and stopped through
+                files in an inbox folder: the members of notebook 01's groups
 ==============  ===========================================================================
 
 Every worker dies with its parent, one way for all: ``die_with_parent`` asks Linux for
@@ -78,6 +81,108 @@ class ProgramSpec:
     kind: str = "program"
 
 
+@dataclass
+class HostSpec:
+    """A worker that runs many client programs, each in its own thread with its own
+    instruments (``instruments.install_per_thread``): e.g. the members of many consumer groups
+    in one process, where a process each would cost a Python start per member (notebook 01).
+
+    ``inbox``: a folder. The harness starts a program by writing its ``ProgramSpec`` as JSON
+    to ``<KEY>.json`` there (written under another name, then renamed, so it is read whole),
+    and asks it to stop by creating ``<KEY>.stop`` (its ``lab.running()`` turns False). When a
+    program ends, the host writes ``<KEY>.end``: empty if the program returned, its traceback
+    if it raised. SIGTERM stops every program; the host exits once they have all ended.
+    ``ledger``: names the host's log (``<ledger>.log``); each program has its own ledger.
+    ``poll_ms``: how often the host looks at the inbox, ms."""
+
+    name: str
+    run_id: str
+    ledger: str
+    inbox: str
+    poll_ms: int = 20
+    kind: str = "host"
+
+
+def _write_file(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` under a temporary name, then rename: a reader sees all of it or nothing."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _host_program(spec: ProgramSpec, lab: Any, end_path: str) -> None:
+    """One program of a host worker, on its own thread: ``lab`` bound to this thread, the
+    source run as ``__main__``, the instruments closed and ``end_path`` written when it ends."""
+    import linecache
+    import traceback
+
+    from . import instruments
+
+    instruments.bind_thread(lab)
+    filename = f"<program {spec.program_name}>"
+    linecache.cache[filename] = (len(spec.source), None, spec.source.splitlines(keepends=True), filename)
+    error = ""
+    try:
+        exec(compile(spec.source, filename, "exec"), {"__name__": "__main__"})
+    except Exception:
+        error = traceback.format_exc()
+        print(f"program {spec.name} ({spec.program_name}) failed:\n{error}", file=sys.stderr, flush=True)
+    finally:
+        lab.close()
+        _write_file(end_path, error)
+
+
+def run_host(spec: HostSpec) -> int:
+    """Run a host worker (``HostSpec``) until SIGTERM and the end of all its programs.
+    Returns 0. A program whose instruments cannot be made (bad role or options) ends at once,
+    its ``.end`` file holding the error."""
+    import threading
+    import traceback
+    from pathlib import Path
+
+    from . import instruments
+
+    instruments.install_per_thread()
+    inbox = Path(spec.inbox)
+    inbox.mkdir(parents=True, exist_ok=True)
+    stopping = threading.Event()
+
+    def on_sigterm(*_: Any) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    labs: dict[str, Any] = {}
+    threads: dict[str, threading.Thread | None] = {}
+    tick = threading.Event()  # never set: the pause between two looks at the inbox
+    while True:
+        for path in sorted(inbox.glob("*.json")):
+            key = path.stem
+            if key in threads:
+                continue
+            try:
+                program = ProgramSpec(**json.loads(path.read_text()))
+                lab = instruments.make(program)  # a role may set its own SIGTERM handler...
+            except Exception:
+                threads[key] = None
+                _write_file(inbox / f"{key}.end", traceback.format_exc())
+                continue
+            finally:
+                signal.signal(signal.SIGTERM, on_sigterm)  # ...the host's is the one that counts
+            labs[key] = lab
+            t = threading.Thread(target=_host_program, args=(program, lab, str(inbox / f"{key}.end")),
+                                 name=key, daemon=True)
+            threads[key] = t
+            t.start()
+        stop_asked = {p.stem for p in inbox.glob("*.stop")}
+        for key, lab in labs.items():
+            if stopping.is_set() or key in stop_asked:
+                lab.stop()
+        if stopping.is_set() and all(t is None or not t.is_alive() for t in threads.values()):
+            return 0
+        tick.wait(spec.poll_ms / 1000)  # the inbox's polling interval
+
+
 def die_with_parent(parent_pid: int | None = None) -> None:
     """Ask Linux to SIGKILL this process when its parent exits (prctl ``PR_SET_PDEATHSIG``,
     kept across ``exec``). ``parent_pid``: the pid of the process that spawned this one; if
@@ -136,7 +241,7 @@ def spec_from_json(text: str) -> Any:
         ValueError: unknown ``kind`` or invalid fields.
     """
     d = json.loads(text)
-    kinds = {"exec": ExecSpec, "program": ProgramSpec}
+    kinds = {"exec": ExecSpec, "program": ProgramSpec, "host": HostSpec}
     kind = d.get("kind")
     if kind not in kinds:
         raise ValueError(f"unknown worker kind {kind!r}: one of {', '.join(kinds)}")
@@ -149,6 +254,8 @@ def run(spec: Any) -> int:
         run_exec(spec)
     elif spec.kind == "program":
         return run_program(spec)
+    elif spec.kind == "host":
+        return run_host(spec)
     return 0
 
 

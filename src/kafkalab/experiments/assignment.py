@@ -16,6 +16,16 @@ Assignors (sources: librdkafka CONFIGURATION.md ``partition.assignment.strategy`
   coordinator assigns with ``uniform`` or ``range``; ``consumer/default`` sets no
   ``group.remote.assignor``, so the broker's first ``group.consumer.assignors`` entry is used.
 
+The members are client programs (``kafkalab.programs``): notebook 01 shows ``member`` (a
+classic-protocol consumer whose ``partition.assignment.strategy`` line names the assignor) and
+``kip848_member`` (``group.protocol=consumer`` and ``group.remote.assignor``); every other
+assignor runs a copy of one of them with that one line changed (``member_programs``). They run
+in a host worker (``MemberHost``, ``worker.HostSpec``): one process for all the members of a
+call (45 groups of section 4 included), each member a thread with its own ``lab``, since a
+Python process per member would cost more than the whole notebook. Without a program,
+``GroupRun`` still runs in-process ``workloads.GroupMember`` threads (the solutions' exercise
+on a member whose poll loop stops while its client lives on).
+
 Member order, which decides range and round-robin: librdkafka's assignors sort members by
 ``group.instance.id`` if set, else by member id (rdkafka_assignor.c). Under the classic
 protocol the coordinator makes member ids ``<client.id>-<UUID>``, so here (client ids
@@ -27,7 +37,10 @@ group-coordinator ``RangeAssignor.sortMemberIds``): the order changes from run t
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -38,10 +51,14 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, TypeVar
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, ResourceType
 
-from .. import admin, workloads
+from .. import admin, config, workloads
+from .. import ledger as ledgers
 from ..errors import KafkalabError
+from ..programs import Program
 from ..runscope import RunScope
-from ..workloads import GroupMember, Partition
+from ..waiting import wait_until
+from ..worker import HostSpec, ProgramSpec
+from ..workloads import GroupMember, MemberState, Partition
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -123,6 +140,8 @@ class AssignmentResult:
     (DescribeGroups / ConsumerGroupDescribe), e.g. ``"range"`` or ``"uniform"``.
     ``subscriptions``: member name -> the given topic names it subscribed to, when members
     did not all subscribe to every topic (None: they did).
+    ``lab_conf``: member name -> what the harness put in its ``lab.conf`` (addresses and names
+    only), when the members ran a program (empty otherwise).
     """
 
     group_id: str
@@ -133,6 +152,7 @@ class AssignmentResult:
     elapsed_ms: int
     partition_assignor: str = ""
     subscriptions: dict[str, list[str]] | None = None
+    lab_conf: dict[str, dict] = field(default_factory=dict)
 
     @property
     def counts(self) -> list[int]:
@@ -268,6 +288,212 @@ def predict(result: AssignmentResult, rule: str) -> dict[str, list[str]]:
     return {m.name: [f"{back[t]}-{p}" for t, p in predicted[m.name]] for m in result.members}
 
 
+# ----------------------------------------------------------------------------- the programs
+
+#: The line of ``member`` that names the classic assignor (librdkafka CONFIGURATION.md,
+#: ``partition.assignment.strategy``), and of ``kip848_member`` the broker-side one
+#: (``group.remote.assignor``, KIP-848), each with its trailing comma.
+STRATEGY_LINE = re.compile(r'"partition\.assignment\.strategy":\s*"[^"]*",?')
+REMOTE_ASSIGNOR_LINE = re.compile(r'"group\.remote\.assignor":\s*"[^"]*",?')
+
+
+def _one_match(pattern: re.Pattern, program: Program) -> str:
+    found = pattern.findall(program.source)
+    if len(found) != 1:
+        raise KafkalabError(f"program {program.name} should set {pattern.pattern.split(':')[0]} once "
+                            f"(the line the other assignors change); found it {len(found)} times")
+    return found[0]
+
+
+def member_program(label: str, member: Program, kip848_member: Program | None = None) -> Program:
+    """The program that runs assignor ``label`` (one of ``LABELS`` or ``DEFAULT_LABELS``): a
+    classic label runs ``member`` with its ``partition.assignment.strategy`` line set to the
+    label (``classic/default``: the line commented out, librdkafka's default list); a
+    ``consumer/...`` label runs ``kip848_member`` with its ``group.remote.assignor`` line set
+    (``consumer/default``: commented out, the broker's first ``group.consumer.assignors``).
+    The program itself when its line already says so; else a copy (``Program.replace``) named
+    ``<program>_<assignor>``, which differs from the shown cell in that one line.
+
+    Raises:
+        KafkalabError: unknown label; ``kip848_member`` missing for a consumer label; the
+            program does not set its line exactly once.
+    """
+    a = Assignor.parse(label)
+    if a.group_protocol == "classic":
+        program, pattern, key, value = member, STRATEGY_LINE, "partition.assignment.strategy", a.strategy
+    else:
+        if kip848_member is None:
+            raise KafkalabError(f"{label} needs the KIP-848 program (kip848_member)")
+        program, pattern, key, value = kip848_member, REMOTE_ASSIGNOR_LINE, "group.remote.assignor", a.remote_assignor
+    old = _one_match(pattern, program)
+    new = f'"{key}": "{value}",' if value else f'# "{key}" not set,'
+    if new.rstrip(",") == old.rstrip(","):
+        return program
+    suffix = re.sub(r"\W+", "_", (value or "default"))
+    return program.replace(old, new, name=f"{program.name}_{suffix}")
+
+
+def member_programs(labels: Sequence[str], member: Program, kip848_member: Program | None = None) -> dict[str, Program]:
+    """``member_program`` for each label: label -> program, in the order given."""
+    return {label: member_program(label, member, kip848_member) for label in labels}
+
+
+def assignor_lines(programs: Mapping[str, Program]) -> dict[str, str]:
+    """label -> the line that names the assignor in the program that runs it (what the copies
+    change), e.g. ``{"roundrobin": '"partition.assignment.strategy": "roundrobin",'}``."""
+    out = {}
+    for label, program in programs.items():
+        found = (STRATEGY_LINE.findall(program.source) or REMOTE_ASSIGNOR_LINE.findall(program.source)
+                 or re.findall(r'# "(?:partition\.assignment\.strategy|group\.remote\.assignor)" not set,', program.source))
+        out[label] = f"{program.name}: " + (found[0] if found else "(no assignor line)")
+    return out
+
+
+PARTITIONER_LINE = re.compile(r'"partitioner":\s*"([^"]*)"')
+
+
+def partitioner_of(program: Program) -> str:
+    """The ``partitioner`` a producer program sets, or librdkafka's default
+    (``consistent_random``, CONFIGURATION.md) when it sets none."""
+    found = PARTITIONER_LINE.findall(program.source)
+    return found[0] if found else "consistent_random (default)"
+
+
+class MemberHost:
+    """One host worker process (``worker.HostSpec``) that runs client programs as threads,
+    each with its own ``lab``: the members of every group of one call (and the producers of
+    section 6). A context manager: on exit it stops every program still running (SIGTERM: a
+    member leaves its group) and removes its folder. Create it in a thread that lives as long
+    as the host should (the worker dies with the thread that spawned it).
+    """
+
+    def __init__(self, name: str = "members"):
+        self.run_id = f"{name}-{uuid.uuid4().hex[:8]}"
+        self.dir = workloads.run_dir(self.run_id)
+        self.inbox = self.dir / "inbox"
+        self.inbox.mkdir(parents=True, exist_ok=True)
+        self.worker = workloads.spawn(HostSpec(name, self.run_id, str(self.dir / "host.jsonl"), str(self.inbox)))
+
+    def start(self, key: str, spec: ProgramSpec) -> None:
+        """Start ``spec`` in the host under ``key`` (unique in this host)."""
+        path = self.inbox / f"{key}.json"
+        tmp = self.inbox / f"{key}.json.part"
+        tmp.write_text(json.dumps(asdict(spec)))
+        tmp.rename(path)
+
+    def stop(self, key: str) -> None:
+        """Ask program ``key`` to stop (its ``lab.running()`` turns False)."""
+        (self.inbox / f"{key}.stop").touch()
+
+    def ended(self, key: str) -> str | None:
+        """None while program ``key`` runs; once it ended, its traceback ("" if it returned)."""
+        end = self.inbox / f"{key}.end"
+        if not end.exists():
+            if not self.worker.alive:
+                raise KafkalabError(f"the member host died (exit {self.worker.returncode}); its log: {self.worker.log_path}")
+            return None
+        return end.read_text()
+
+    def wait_ended(self, keys: Sequence[str], timeout_s: float = 30.0) -> None:
+        """Until every program of ``keys`` has ended."""
+        wait_until(lambda: all(self.ended(k) is not None for k in keys), timeout_s=timeout_s, interval_s=0.05,
+                   what=f"{len(keys)} program(s) of the member host to end")
+
+    def close(self) -> None:
+        """Stop every program, end the host, remove its folder."""
+        self.worker.terminate(timeout_s=30)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> "MemberHost":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class ProgramMember:
+    """One group member run as a program in a ``MemberHost``; what it knows about itself is
+    read from its ledger (``assigned``/``revoked`` events of its ``on_assign``/``on_revoke``).
+    Same face as ``workloads.GroupMember`` (``state``, ``snapshot``, ``close``)."""
+
+    def __init__(self, host: MemberHost, key: str, index: int, spec: ProgramSpec):
+        self.host = host
+        self.key = key
+        self.ledger_path = Path(spec.ledger)
+        self.state = MemberState(index=index, client_id=spec.conf["client.id"],
+                                 group_instance_id=spec.conf.get("group.instance.id"))
+        host.start(key, spec)
+
+    def snapshot(self) -> MemberState:
+        """The member's view: partitions held (assigned minus revoked, in ledger order), every
+        partition revoked, member id (as its last rebalance callback saw it).
+
+        Raises:
+            KafkalabError: the program raised (its traceback in the message).
+        """
+        error = self.host.ended(self.key)
+        if error:
+            raise KafkalabError(f"{self.state.client_id}'s program failed:\n{error}")
+        s = self.state
+        out = MemberState(s.index, s.client_id, s.group_instance_id)
+        events = ledgers.read_events(self.ledger_path, growing=True) if self.ledger_path.exists() else []
+        for e in events:
+            tp = (e.topic, e.partition)
+            if e.kind == "assigned":
+                out.assignment.add(tp)
+                out.assigned.append(tp)
+            elif e.kind == "revoked":
+                out.assignment.discard(tp)
+                out.revoked.append(tp)
+            if e.member_id:
+                out.member_id = e.member_id
+        return out
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop the program (it closes its consumer: a LeaveGroup) and wait until it ended."""
+        self.host.stop(self.key)
+        self.host.wait_ended([self.key], timeout_s)
+
+
+def wait_programs_stable(group_id: str, members: Sequence[ProgramMember], topics: dict[str, int],
+                         timeout_s: float = 30.0) -> tuple[dict[str, tuple[str, str | None, set[Partition]]], str]:
+    """Until the coordinator reports the group STABLE with exactly these members (by
+    ``client.id``), every partition of ``topics`` assigned once, and each member's own view
+    (its ledger) equal to the coordinator's. Returns (client id -> (member id,
+    group.instance.id, partitions), the assignor the coordinator reports).
+
+    Raises:
+        WaitTimeout: with the last state seen; KafkalabError: a member's program failed.
+    """
+    expected = workloads.partitions_of(topics)
+    last: dict = {}
+
+    def stable():
+        nonlocal last
+        views = {m.state.client_id: m.snapshot().assignment for m in members}
+        try:
+            d = workloads.describe_group(group_id)
+        except (KafkaException, TimeoutError):
+            return None
+        coordinator = {m.client_id: (m.member_id, m.group_instance_id,
+                                     {(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])})
+                       for m in d.members}
+        last = {"state": d.state.name, "coordinator": {c: sorted(v[2]) for c, v in coordinator.items()},
+                "members": {c: sorted(v) for c, v in views.items()}}
+        if d.state.name != "STABLE" or len(d.members) != len(members) or set(coordinator) != set(views):
+            return None
+        flat = [tp for v in coordinator.values() for tp in v[2]]
+        if len(flat) != len(set(flat)) or set(flat) != expected:
+            return None
+        if any(views[c] != coordinator[c][2] for c in views):
+            return None
+        return coordinator, d.partition_assignor or ""
+
+    return wait_until(stable, timeout_s=timeout_s, interval_s=0.2,
+                      what=f"group {group_id} stable with {len(members)} members covering {len(expected)} partitions",
+                      on_timeout=lambda: f"last seen: {last}")
+
+
 # ----------------------------------------------------------------------------- live groups
 
 
@@ -277,11 +503,18 @@ class GroupRun:
 
     ``subscriptions``: for member i, the given topic names it subscribes to (default: all).
     ``static``: give each member a ``group.instance.id`` (KIP-345).
+    ``program``: the client program every member runs (role ``consumer``: it subscribes to
+    ``lab.topics`` and reports its rebalances with ``lab.on_assign``/``lab.on_revoke``), in
+    ``host`` (default: a ``MemberHost`` of its own); ``lab.conf`` then holds only
+    ``bootstrap.servers``, ``group.id``, ``client.id`` (and ``group.instance.id`` if static),
+    and ``assignor`` may be any label (the program decides). None: in-process
+    ``workloads.GroupMember`` threads configured by ``assignor`` (``consumer_config``).
     """
 
-    def __init__(self, consumers: int, topics: dict[str, int], assignor: Assignor,
+    def __init__(self, consumers: int, topics: dict[str, int], assignor: "Assignor | str",
                  run_prefix: str | None = None, static: bool = False, replication_factor: int = 1,
-                 subscriptions: Sequence[Sequence[str]] | None = None):
+                 subscriptions: Sequence[Sequence[str]] | None = None, program: Program | None = None,
+                 host: MemberHost | None = None):
         if consumers < 1:
             raise KafkalabError("consumers must be at least 1")
         if not topics or any(n < 1 for n in topics.values()):
@@ -296,7 +529,20 @@ class GroupRun:
             if orphans:
                 raise KafkalabError(f"no member subscribes to {sorted(orphans)}: nobody could be assigned them")
         self.subscriptions = [list(s) for s in subscriptions] if subscriptions is not None else None
+        if isinstance(assignor, str):
+            self.label = assignor
+            try:
+                assignor = Assignor.parse(assignor)
+            except KafkalabError:
+                if program is None:
+                    raise
+                assignor = None
+        else:
+            self.label = assignor.label
         self.assignor = assignor
+        self.program = program
+        self.host = host
+        self._own_host = False
         self.topics = dict(topics)
         self.scope = RunScope(run_prefix or "kl", unique=run_prefix is None)  # names, cleanup
         self.prefix = self.scope.prefix
@@ -305,13 +551,18 @@ class GroupRun:
         self.n = consumers
         self.static = static
         self.replication_factor = replication_factor
-        self.members: list[GroupMember] = []
+        self.members: list[GroupMember | ProgramMember] = []
+        self.lab_conf: dict[str, dict] = {}  # member name -> its lab.conf (program members)
         self.t0 = time.monotonic()
 
     def __enter__(self) -> "GroupRun":
         for t in self.names.values():
             self.scope.add_topic(t)
         self.scope.add_group(self.group_id)
+        if self.program is not None and self.host is None:
+            self.host = MemberHost()
+            self._own_host = True
+            self.scope.on_cleanup(self.host.close)  # closers run last-added first: members, then host
         self.scope.on_cleanup(self._close_members)
         admin.create_topics({self.names[t]: n for t, n in self.topics.items()},
                                 replication_factor=self.replication_factor)
@@ -323,16 +574,29 @@ class GroupRun:
             raise
         return self
 
-    def add(self) -> GroupMember:
+    def add(self) -> "GroupMember | ProgramMember":
         """Start one more member."""
         i = len(self.members)
+        given = self.subscriptions[i] if self.subscriptions and i < len(self.subscriptions) else list(self.topics)
+        if self.program is not None:
+            client_id = f"consumer-{i}"
+            conf = {"bootstrap.servers": config.bootstrap_servers(), "group.id": self.group_id, "client.id": client_id}
+            if self.static:
+                conf["group.instance.id"] = f"{self.prefix}-instance-{i}"
+            key = f"{self.group_id}.{client_id}"
+            spec = ProgramSpec(name=client_id, run_id=self.group_id, ledger=str(self.host.dir / f"{key}.jsonl"),
+                               role="consumer", program_name=self.program.name, source=self.program.source,
+                               conf=conf, topics=[self.names[t] for t in given])
+            m = ProgramMember(self.host, key, i, spec)
+            self.lab_conf[client_id] = dict(conf)
+            self.members.append(m)
+            return m
         conf = workloads.consumer_config(
             self.group_id, i, strategy=self.assignor.strategy, group_protocol=self.assignor.group_protocol,
             remote_assignor=self.assignor.remote_assignor,
             group_instance_id=f"{self.prefix}-instance-{i}" if self.static else None)
         if self.assignor.group_protocol == "classic" and self.assignor.strategy is None:
             conf.pop("partition.assignment.strategy", None)  # the client's own default
-        given = self.subscriptions[i] if self.subscriptions and i < len(self.subscriptions) else list(self.topics)
         m = GroupMember(i, conf, [self.names[t] for t in given])
         self.members.append(m)
         return m
@@ -345,29 +609,43 @@ class GroupRun:
     def wait_stable(self, timeout_s: float = 30.0) -> AssignmentResult:
         """Wait until the group is stable (see workloads.wait_group_stable); return the assignment."""
         real = {self.names[t]: n for t, n in self.topics.items()}
-        assigned = workloads.wait_group_stable(self.group_id, self.members, real, timeout_s=timeout_s)
         members = []
-        for m in self.members:
-            s = m.snapshot()
-            members.append(Member(s.client_id, s.member_id, s.group_instance_id, sorted(assigned[s.member_id])))
-        try:
-            reported = workloads.describe_group(self.group_id).partition_assignor or ""
-        except (KafkaException, TimeoutError):
-            reported = ""
+        if self.program is not None:
+            seen, reported = wait_programs_stable(self.group_id, self.members, real, timeout_s=timeout_s)
+            for m in self.members:
+                member_id, instance, parts = seen[m.state.client_id]
+                members.append(Member(m.state.client_id, member_id, instance, sorted(parts)))
+        else:
+            assigned = workloads.wait_group_stable(self.group_id, self.members, real, timeout_s=timeout_s)
+            for m in self.members:
+                s = m.snapshot()
+                members.append(Member(s.client_id, s.member_id, s.group_instance_id, sorted(assigned[s.member_id])))
+            try:
+                reported = workloads.describe_group(self.group_id).partition_assignor or ""
+            except (KafkaException, TimeoutError):
+                reported = ""
         subs = None
         if self.subscriptions is not None:
             subs = {m.state.client_id: self.subscriptions[m.state.index] if m.state.index < len(self.subscriptions)
                     else list(self.topics) for m in self.members}
-        return AssignmentResult(self.group_id, self.assignor.label, dict(self.topics), dict(self.names), members,
-                                workloads.elapsed_ms(self.t0), reported, subs)
+        return AssignmentResult(self.group_id, self.label, dict(self.topics), dict(self.names), members,
+                                workloads.elapsed_ms(self.t0), reported, subs,
+                                {m.state.client_id: dict(self.lab_conf[m.state.client_id]) for m in self.members
+                                 if m.state.client_id in self.lab_conf})
 
     def revoked_counts(self) -> dict[str, int]:
         """member name -> partitions revoked from it so far (every rebalance callback)."""
         return {m.state.client_id: len(m.snapshot().revoked) for m in self.members}
 
     def _close_members(self) -> None:
+        programs = [m for m in self.members if isinstance(m, ProgramMember)]
+        for m in programs:
+            self.host.stop(m.key)  # all at once: they leave together
         for m in self.members:
-            m.close()
+            if not isinstance(m, ProgramMember):
+                m.close()
+        if programs:
+            self.host.wait_ended([m.key for m in programs])
         self.members = []
 
     def __exit__(self, *exc) -> None:
@@ -376,18 +654,21 @@ class GroupRun:
 
 def run_assignment(consumers: int, topics: dict[str, int], assignor: Assignor | str = "range",
                    run_prefix: str | None = None, timeout_s: float = 30.0,
-                   subscriptions: Sequence[Sequence[str]] | None = None) -> AssignmentResult:
+                   subscriptions: Sequence[Sequence[str]] | None = None, program: Program | None = None,
+                   host: MemberHost | None = None) -> AssignmentResult:
     """Start ``consumers`` members subscribed to fresh ``topics`` (given name -> partitions)
     and return the stable assignment.
 
     Args:
         subscriptions: for member i, the topics (given names) it subscribes to; default all.
+        program: the program every member runs (``GroupRun``); ``assignor`` is then its label.
+        host: the ``MemberHost`` to run it in (default: one of its own).
 
     Raises:
         KafkalabError: bad arguments; WaitTimeout: the group did not stabilise in ``timeout_s``.
     """
-    a = Assignor.parse(assignor) if isinstance(assignor, str) else assignor
-    with GroupRun(consumers, topics, a, run_prefix, subscriptions=subscriptions) as run:
+    with GroupRun(consumers, topics, assignor, run_prefix, subscriptions=subscriptions, program=program,
+                  host=host) as run:
         return run.wait_stable(timeout_s)
 
 
@@ -400,13 +681,36 @@ def in_parallel(calls: Mapping[str, Callable[[], T]], parallel: int | None = Non
         return {name: f.result() for name, f in futures.items()}
 
 
-def compare(consumers: int, topics: dict[str, int], assignors: Sequence[str] = LABELS,
+def compare(consumers: int, topics: dict[str, int], assignors: Sequence[str] | None = None,
             parallel: int | None = None, timeout_s: float = 30.0,
-            subscriptions: Sequence[Sequence[str]] | None = None) -> dict[str, AssignmentResult]:
+            subscriptions: Sequence[Sequence[str]] | None = None,
+            programs: Mapping[str, Program] | None = None, host: MemberHost | None = None) -> dict[str, AssignmentResult]:
     """``run_assignment`` once per assignor label, in parallel (each run has its own topics
-    and group). Returns label -> result, in the order given."""
-    return in_parallel({a: partial(run_assignment, consumers, topics, a, None, timeout_s, subscriptions)
-                        for a in assignors}, parallel)
+    and group). Returns label -> result, in the order given.
+
+    Args:
+        assignors: labels (default: those of ``programs``, else ``LABELS``).
+        programs: label -> the program its members run (``member_programs``), all in one
+            ``MemberHost``: ``host``, or one made for this call; None: in-process members
+            (``GroupRun``).
+    """
+    labels = list(assignors or (programs or {}).keys() or LABELS)
+    if programs is None:
+        return in_parallel({a: partial(run_assignment, consumers, topics, a, None, timeout_s, subscriptions)
+                            for a in labels}, parallel)
+    with _host_for_call(host) as h:
+        return in_parallel({a: partial(run_assignment, consumers, topics, a, None, timeout_s, subscriptions,
+                                       programs[a], h) for a in labels}, parallel)
+
+
+@contextmanager
+def _host_for_call(host: MemberHost | None) -> Iterator[MemberHost]:
+    """``host`` as it is (its owner closes it), or a ``MemberHost`` for this call only."""
+    if host is not None:
+        yield host
+        return
+    with MemberHost() as own:
+        yield own
 
 
 def broker_config(name: str, timeout_s: float = 10.0) -> str:
@@ -491,7 +795,7 @@ def leaver_index(before: AssignmentResult, leaver: int | str) -> int:
 
 
 def run_leave(consumers: int, topics: dict[str, int], assignor: Assignor | str, leaver: int | str = 0,
-              timeout_s: float = 30.0) -> LeaveResult:
+              timeout_s: float = 30.0, program: Program | None = None, host: MemberHost | None = None) -> LeaveResult:
     """Form a stable group, close member ``leaver`` cleanly, wait for the new stable
     assignment, and count what moved and what was revoked from the members that stayed.
 
@@ -499,9 +803,10 @@ def run_leave(consumers: int, topics: dict[str, int], assignor: Assignor | str, 
         leaver: consumer index, or ``"first"``/``"last"``: the member first or last in the
             assignor's order (``leaver_index``); range gives the first one partition 0 of every
             topic, and the last one nothing when partitions are fewer than members.
+        program, host: as for ``run_assignment``; the leaver's program is stopped (its
+            ``lab.running()`` turns False and it closes its consumer).
     """
-    a = Assignor.parse(assignor) if isinstance(assignor, str) else assignor
-    with GroupRun(consumers, topics, a) as run:
+    with GroupRun(consumers, topics, assignor, program=program, host=host) as run:
         before = run.wait_stable(timeout_s)
         revoked_before = run.revoked_counts()
         index = leaver_index(before, leaver)
@@ -513,14 +818,21 @@ def run_leave(consumers: int, topics: dict[str, int], assignor: Assignor | str, 
     owner_after = {tp: m.name for m in after.members for tp in m.partitions}
     moved = sorted(tp for tp in owner_after if owner_after[tp] != owner_before.get(tp))
     revoked = sum(revoked_after[n] - revoked_before.get(n, 0) for n in revoked_after)
-    return LeaveResult(a.label, before, after, left, moved, revoked)
+    return LeaveResult(run.label, before, after, left, moved, revoked)
 
 
-def compare_leave(consumers: int, topics: dict[str, int], assignors: Sequence[str] = LABELS,
+def compare_leave(consumers: int, topics: dict[str, int], assignors: Sequence[str] | None = None,
                   leaver: int | str = "first", parallel: int | None = None,
-                  timeout_s: float = 30.0) -> dict[str, LeaveResult]:
-    """``run_leave`` once per assignor label, in parallel. Returns label -> result."""
-    return in_parallel({a: partial(run_leave, consumers, topics, a, leaver, timeout_s) for a in assignors}, parallel)
+                  timeout_s: float = 30.0, programs: Mapping[str, Program] | None = None,
+                  host: MemberHost | None = None) -> dict[str, LeaveResult]:
+    """``run_leave`` once per assignor label, in parallel. Returns label -> result.
+    ``programs``, ``host``: as for ``compare``."""
+    labels = list(assignors or (programs or {}).keys() or LABELS)
+    if programs is None:
+        return in_parallel({a: partial(run_leave, consumers, topics, a, leaver, timeout_s) for a in labels}, parallel)
+    with _host_for_call(host) as h:
+        return in_parallel({a: partial(run_leave, consumers, topics, a, leaver, timeout_s, programs[a], h)
+                            for a in labels}, parallel)
 
 
 # ----------------------------------------------------------------------------- co-partitioned joins
@@ -569,26 +881,75 @@ class JoinPlacement:
 
 def run_join_placement(consumers: int = 3, partitions: int = 4, assignor: Assignor | str = "range",
                        n_keys: int = 24, partitioner_a: str | None = None, partitioner_b: str | None = None,
-                       timeout_s: float = 30.0) -> JoinPlacement:
+                       timeout_s: float = 30.0, program: Program | None = None,
+                       producer_a: Program | None = None, producer_b: Program | None = None,
+                       host: MemberHost | None = None) -> JoinPlacement:
     """Two topics ``A`` and ``B`` with ``partitions`` each, a group of ``consumers`` reading
     both; produce one record per key ``customer-0`` ... to each topic (confluent-kafka,
     ``partitioner`` as given, else librdkafka's default ``consistent_random``: CRC32 of the
     key) and report which partition and which member each side of each key got.
+
+    With ``program`` (the members' program) and ``producer_a``/``producer_b`` (producer
+    programs, role ``producer``: they send ``lab.records()``, the keys in order, and report
+    each delivery with ``lab.delivered``), everything runs as those programs in ``host``;
+    the partitioners are then the ones the producer programs set (``partitioner_of``).
     """
-    a = Assignor.parse(assignor) if isinstance(assignor, str) else assignor
     keys = [f"customer-{i}" for i in range(n_keys)]
-    with GroupRun(consumers, {"A": partitions, "B": partitions}, a) as run:
+    if (producer_a is None) != (producer_b is None):
+        raise KafkalabError("give both producer programs, or neither")
+    with GroupRun(consumers, {"A": partitions, "B": partitions}, assignor, program=program, host=host) as run:
         result = run.wait_stable(timeout_s)
-        placed = {}
-        for topic, partitioner, value in (("A", partitioner_a, b"order"), ("B", partitioner_b, b"payment")):
-            conf = {"partitioner": partitioner} if partitioner else {}
-            placed[topic] = workloads.produce(run.names[topic], [(k.encode(), value) for k in keys], conf=conf)
+        placed: dict[str, list[int]] = {}
+        if producer_a is not None:
+            partitioner_a, partitioner_b = partitioner_of(producer_a), partitioner_of(producer_b)
+            placed = _produce_with_programs(run, {"A": (producer_a, "order"), "B": (producer_b, "payment")}, keys,
+                                            timeout_s)
+        else:
+            for topic, partitioner, value in (("A", partitioner_a, b"order"), ("B", partitioner_b, b"payment")):
+                conf = {"partitioner": partitioner} if partitioner else {}
+                placed[topic] = [p for p, _ in workloads.produce(run.names[topic], [(k.encode(), value) for k in keys],
+                                                                  conf=conf)]
     owners = result.owners()
-    rows = [KeyPlacement(k, placed["A"][i][0], placed["B"][i][0],
-                         owners[("A", placed["A"][i][0])], owners[("B", placed["B"][i][0])])
+    rows = [KeyPlacement(k, placed["A"][i], placed["B"][i], owners[("A", placed["A"][i])], owners[("B", placed["B"][i])])
             for i, k in enumerate(keys)]
-    return JoinPlacement(a.label, partitioner_a or "consistent_random (default)",
+    return JoinPlacement(run.label, partitioner_a or "consistent_random (default)",
                          partitioner_b or "consistent_random (default)", result, rows)
+
+
+def _produce_with_programs(run: GroupRun, producers: Mapping[str, tuple[Program, str]], keys: Sequence[str],
+                           timeout_s: float) -> dict[str, list[int]]:
+    """Run one producer program per topic (given name -> (program, value)) in the group's host,
+    each sending one record per key, and return given name -> the partition of each key's
+    record, in key order, from the programs' delivery reports (``acked`` ledger events).
+
+    Raises:
+        KafkalabError: a program failed, or a delivery report carries an error or is missing.
+    """
+    if run.host is None:
+        raise KafkalabError("producer programs run in the group's member host: give the group a program")
+    started = {}
+    for topic, (program, value) in producers.items():
+        key = f"{run.group_id}.producer-{topic}"
+        path = run.host.dir / f"{key}.jsonl"
+        run.host.start(key, ProgramSpec(name=f"producer-{topic}", run_id=run.group_id, ledger=str(path), role="producer",
+                                        program_name=program.name, source=program.source,
+                                        conf={"bootstrap.servers": config.bootstrap_servers(),
+                                              "client.id": f"producer-{topic}"},
+                                        topics=[run.names[topic]],
+                                        options={"records": [[k, f"{value}-{k}", -1] for k in keys]}))
+        started[topic] = (key, path)
+    run.host.wait_ended([k for k, _ in started.values()], timeout_s)
+    out = {}
+    for topic, (key, path) in started.items():
+        error = run.host.ended(key)
+        if error:
+            raise KafkalabError(f"producer program for {topic} failed:\n{error}")
+        acked = {e.key: e for e in ledgers.read_events(path) if e.kind == "acked"}
+        bad = [k for k in keys if k not in acked or acked[k].error]
+        if bad:
+            raise KafkalabError(f"producer program for {topic}: no delivery report without error for {bad[:5]}")
+        out[topic] = [acked[k].partition for k in keys]
+    return out
 
 
 # ----------------------------------------------------------------------------- sweeps
@@ -609,16 +970,24 @@ def grid(consumers: Sequence[int], topics: Sequence[int], partitions: Sequence[i
 
 
 def sweep(cases: list[SweepCase], parallel: int = 4, ledger: Path | None = None,
-          timeout_s: float = 45.0) -> list[AssignmentResult]:
+          timeout_s: float = 45.0, programs: Mapping[str, Program] | None = None,
+          host: MemberHost | None = None) -> list[AssignmentResult]:
     """Run many assignment cases, ``parallel`` groups at a time (each its own topics and
     group). Topics are named T0, T1, ... each with ``partitions`` partitions. If ``ledger``
-    is given, writes one JSON line per (case, member) for Spark (see ``sweep_rows``)."""
-    def one(case: SweepCase) -> AssignmentResult:
+    is given, writes one JSON line per (case, member) for Spark (see ``sweep_rows``).
+    ``programs``: assignor label -> the program its members run, all cases in one
+    ``MemberHost`` (``host``, or one for this call; None: in-process members)."""
+    def one(case: SweepCase, host: MemberHost | None = None) -> AssignmentResult:
         return run_assignment(case.consumers, {f"T{i}": case.partitions for i in range(case.topics)},
-                              case.assignor, timeout_s=timeout_s)
+                              case.assignor, timeout_s=timeout_s,
+                              program=programs[case.assignor] if programs is not None else None, host=host)
 
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
-        results = list(pool.map(one, cases))
+    if programs is None:
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            results = list(pool.map(one, cases))
+    else:
+        with _host_for_call(host) as h, ThreadPoolExecutor(max_workers=parallel) as pool:
+            results = list(pool.map(partial(one, host=h), cases))
     if ledger is not None:
         ledger.parent.mkdir(parents=True, exist_ok=True)
         with open(ledger, "w") as f:
@@ -696,9 +1065,8 @@ def join_table(placements: Mapping[str, JoinPlacement]) -> "pd.DataFrame":
 # ----------------------------------------------------------------------------- cleanup
 
 
-def leftovers(results: Sequence[AssignmentResult | LeaveResult | JoinPlacement], timeout_s: float = 10.0) -> dict[str, list[str]]:
-    """Topics and consumer groups of these runs that still exist on the cluster (both lists
-    are empty when every run cleaned up after itself)."""
+def run_names(results: Sequence[AssignmentResult | LeaveResult | JoinPlacement]) -> dict[str, set[str]]:
+    """The topics and consumer groups these runs created: ``{"topics": {...}, "groups": {...}}``."""
     topics: set[str] = set()
     groups: set[str] = set()
     for r in results:
@@ -706,6 +1074,14 @@ def leftovers(results: Sequence[AssignmentResult | LeaveResult | JoinPlacement],
         for x in inner:
             topics |= set(x.topic_names.values())
             groups.add(x.group_id)
+    return {"topics": topics, "groups": groups}
+
+
+def leftovers(results: Sequence[AssignmentResult | LeaveResult | JoinPlacement], timeout_s: float = 10.0) -> dict[str, list[str]]:
+    """Topics and consumer groups of these runs that still exist on the cluster (both lists
+    are empty when every run cleaned up after itself)."""
+    names = run_names(results)
+    topics, groups = names["topics"], names["groups"]
     a = workloads.admin()
     existing_topics = set(a.list_topics(timeout=timeout_s).topics)
     listed = a.list_consumer_groups(request_timeout=timeout_s).result(timeout=timeout_s + 5)

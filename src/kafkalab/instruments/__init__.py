@@ -35,6 +35,11 @@ role                instruments
                     (notebook 10)
 ==================  =========================================================================
 
+A host worker (``worker.HostSpec``) runs many programs in one process, each in its own
+thread: there ``lab`` is a ``ThreadLabs`` (``install_per_thread``) that hands each thread the
+instruments of its own program (``bind_thread``), so the program's text is the same as in a
+worker of its own (notebook 01 runs the members of its groups this way).
+
 The instruments are few and named for what they do: record to the ledger, do the simulated
 work, crash here. Nothing in them sets a Kafka configuration the program does not show:
 ``lab.conf`` holds only the addresses and names of the run (``bootstrap.servers``,
@@ -95,6 +100,11 @@ class ProgramLab:
         """Close the ledger (the worker calls it when the program ends)."""
         self.ledger.close()
 
+    def stop(self) -> None:
+        """Ask the program to stop, as SIGTERM does (``running()`` turns False): how a host
+        worker stops one of its programs."""
+        self._stop.set()
+
 
 def install(spec: Any) -> Any:
     """Make the instruments of ``spec.role`` for this process and bind them to ``lab``.
@@ -108,3 +118,62 @@ def install(spec: Any) -> Any:
     module, cls = ROLES[spec.role].split(":")
     lab = getattr(importlib.import_module(module), cls)(spec)
     return lab
+
+
+def make(spec: Any) -> Any:
+    """The instruments of ``spec.role`` for one program, not bound to ``lab`` (a host worker
+    binds them to the program's thread with ``bind_thread``).
+
+    Raises:
+        ValueError: unknown role.
+    """
+    if spec.role not in ROLES:
+        raise ValueError(f"unknown program role {spec.role!r}: one of {', '.join(ROLES)}")
+    module, cls = ROLES[spec.role].split(":")
+    return getattr(importlib.import_module(module), cls)(spec)
+
+
+class ThreadLabs:
+    """``lab`` in a host worker (``worker.HostSpec``): every attribute is looked up on the
+    instruments bound to the calling thread (``bind_thread``), so each program, running in its
+    own thread, sees its own ``lab.conf``, topics, ledger and stop flag. Its rebalance and
+    delivery callbacks run inside ``poll()``, on the same thread, and see the same ``lab``.
+
+    Raises:
+        AttributeError: the calling thread runs no program (nothing bound).
+    """
+
+    _local = threading.local()
+
+    def bind(self, instruments: Any) -> None:
+        """Bind ``instruments`` to the calling thread."""
+        ThreadLabs._local.lab = instruments
+
+    def current(self) -> Any:
+        """The instruments bound to the calling thread, or None."""
+        return getattr(ThreadLabs._local, "lab", None)
+
+    def __getattr__(self, name: str) -> Any:
+        current = ThreadLabs._local.__dict__.get("lab")
+        if current is None:
+            raise AttributeError(f"lab.{name}: this thread runs no program (no instruments bound)")
+        return getattr(current, name)
+
+
+def install_per_thread() -> ThreadLabs:
+    """Make ``lab`` a ``ThreadLabs`` for this process (a host worker) and return it."""
+    global lab
+    lab = ThreadLabs()
+    return lab
+
+
+def bind_thread(instruments: Any) -> None:
+    """Bind ``instruments`` (from ``make``) to the calling thread, for ``lab`` as installed by
+    ``install_per_thread``.
+
+    Raises:
+        RuntimeError: ``install_per_thread`` was not called in this process.
+    """
+    if not isinstance(lab, ThreadLabs):
+        raise RuntimeError("bind_thread needs install_per_thread() first (a host worker)")
+    lab.bind(instruments)
