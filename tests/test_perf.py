@@ -301,6 +301,7 @@ def test_a_measuring_consumer_keeps_latencies_bytes_and_the_fetch_count(tmp_path
     lab.statistics(json.dumps({"brokers": {"b": {"req": {"Fetch": 3}}},
                                "topics": {"t": {"partitions": {"0": {"partition": 0, "rxmsgs": 2}}}}}))
     assert lab.counted()
+    lab.statistics(json.dumps({"brokers": {"b": {"req": {"Fetch": 4}}}, "topics": {}}))  # a report during close()
     lab.close()
     out = json.loads(open(times_path(ledger)).read())
     assert out["value_bytes"] == 6 and out["fetch_requests"] == 3 and len(out["latencies_ms"]) == 2

@@ -352,7 +352,7 @@ def run_compression(programs: Mapping[str, Program], records: int = 10_000) -> l
     run = RunScope("codec")
     rows: list[CompressionRow] = []
     try:
-        path = workloads.run_dir(runscope.run_id()) / f"{run.topic('values')}.json"
+        path = workloads.run_dir(runscope.run_id()) / f"codec-values-{time.time_ns()}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
         for codec, program in programs.items():
@@ -706,38 +706,36 @@ class LatencyResult:
 
 def run_latency(producer: Program, consumers: Mapping[str, Program], rate: float = 100, seconds: float = 2.0,
                 record_size: int = 100, java_records: int = 200) -> LatencyResult:
-    """For each ``label -> consumer program`` (a measuring consumer program, role
-    ``timed_reader``, run as it is), a fresh one-partition topic: the consumer is started and
-    connected (``lab.start()``), then the measuring producer program ``producer`` (run as it is
-    by ``send_with``) sends ``rate * seconds`` records at ``rate`` records/s; each latency is the
-    arrival time minus the record's CreateTime (the producer's clock, the same machine), the
-    producer's warm-up record left out. Then ``kafka-e2e-latency`` with ``java_records`` records
-    (0: skip). One untimed run of the first consumer comes first: brokers whose JIT compiler has
-    not seen this path yet (a cluster just started) would slow whichever setting ran first.
+    """Every ``label -> consumer program`` (a measuring consumer program, role ``timed_reader``,
+    run as it is) reads the same fresh one-partition topic at the same time: the consumers are
+    started and connected (``lab.start()``), then the measuring producer program ``producer``
+    (run as it is by ``send_with``) sends ``rate * seconds`` records at ``rate`` records/s; each
+    latency is a consumer's arrival time minus the record's CreateTime (the producer's clock, the
+    same machine), the producer's warm-up record left out. The consumers read the same records
+    side by side, so a broker still warming up (a cluster just started) or a busy minute slows
+    them alike. Then ``kafka-e2e-latency`` with ``java_records`` records (0: skip).
 
     Raises:
         KafkalabError: a program failed or records were missing.
     """
     count = max(1, int(rate * seconds))
     run = RunScope("latency")
+    readers: dict[str, ReaderRun] = {}
     try:
-        out = []
-        first = next(iter(consumers.values()))
-        for label, consumer in [("warm-up", first), *consumers.items()]:
-            topic = run.topic(f"l{len(out)}" if label != "warm-up" else "warm")
-            admin.create_topics({topic: 1})
-            reader = ReaderRun(consumer, topic, count + 1)  # + the producer's warm-up record
+        topic = run.topic("l")
+        admin.create_topics({topic: 1})
+        readers = {label: ReaderRun(consumer, topic, count + 1) for label, consumer in consumers.items()}  # + warm-up
+        for reader in readers.values():
             reader.ready()
-            send_with(producer, topic, count, record_size, rate, timeout_s=seconds + 120)
-            got = reader.result(timeout_s=120)
-            lat = got.latencies_ms[1:]  # the warm-up record arrives first (one partition, in order)
+        send_with(producer, topic, count, record_size, rate, timeout_s=seconds + 120)
+        out = []
+        for label, reader in readers.items():
+            lat = reader.result(timeout_s=120).latencies_ms[1:]  # the warm-up record arrives first (one partition)
             if len(lat) < count:
                 raise KafkalabError(f"{label}: received {len(lat)} of {count} records")
-            if label == "warm-up":
-                continue
             p50, p99, mx = perf.percentiles(lat)
             out.append(Latency(label, len(lat), round(p50, 1), round(p99, 1), round(mx, 1), rate,
-                               {k: v for k in FETCH_KNOBS if (v := program_setting(consumer, k)) is not None}))
+                               {k: v for k in FETCH_KNOBS if (v := program_setting(reader.program, k)) is not None}))
         java = None
         if java_records:
             topic = run.topic("java")
@@ -745,6 +743,9 @@ def run_latency(producer: Program, consumers: Mapping[str, Program], rate: float
             java = perf.java_e2e_latency(topic, java_records, record_size)
         return LatencyResult(out, java)
     finally:
+        for reader in readers.values():
+            if reader.child.alive:
+                reader.child.kill()
         run.cleanup()
 
 

@@ -182,6 +182,7 @@ class MeasuringConsumerLab(ProgramLab):
         self._start: float | None = None
         self._last: float | None = None
         self._report: str | None = None
+        self._fetches: int | None = None
         self.latencies_ms: list[float] = []
         self.value_bytes = 0
 
@@ -205,16 +206,20 @@ class MeasuringConsumerLab(ProgramLab):
         self._report = report
 
     def counted(self) -> bool:
-        """A statistics report has seen every record that arrived (its Fetch count is complete),
-        or the harness asked to stop."""
+        """A statistics report has seen every record that arrived (its Fetch count is complete,
+        and kept: ``close`` writes it), or the harness asked to stop."""
         if not self.running():
             return True
-        return self._report is not None and fetch_requests(self._report, len(self.latencies_ms)) is not None
+        if self._report is not None:
+            self._fetches = fetch_requests(self._report, len(self.latencies_ms))
+        return self._fetches is not None
 
     def close(self) -> None:
         """Write ``<ledger>.times.json``: ``latencies_ms``, ``value_bytes``, ``seconds`` (from
         ``start`` to the last record) and ``fetch_requests`` (None without a complete report)."""
-        fetches = fetch_requests(self._report, len(self.latencies_ms)) if self._report else None
+        fetches = self._fetches  # as counted: a report during close() may no longer list the partition
+        if fetches is None and self._report is not None:
+            fetches = fetch_requests(self._report, len(self.latencies_ms))
         seconds = (self._last - self._start) if self._start is not None and self._last is not None else 0.0
         with open(times_path(self._ledger_path), "w") as fh:
             json.dump({"latencies_ms": self.latencies_ms, "value_bytes": self.value_bytes, "seconds": seconds,
