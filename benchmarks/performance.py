@@ -30,6 +30,9 @@ import psutil
 from kafkalab.experiments import performance as pf
 from kafkalab.perf import ProducerSettings
 
+# The Python clients are notebook 10's own programs (``pf.notebook_program``), edited line by line
+# as the notebook edits them; only the throughput table's bursts use ``ProducerSettings``.
+
 SETTINGS = {
     "acks=1": ProducerSettings(acks="1"),
     "acks=all": ProducerSettings(acks="all"),
@@ -59,16 +62,44 @@ def measure(messages: int, rounds: int, consumer_messages: int = 50_000, serving
                                     "ratio": round(py / jv, 2), "bytes_on_disk_per_record": rs[-1].bytes_on_disk_per_record,
                                     "python_records_per_batch": rs[-1].records_per_batch,
                                     "java_records_per_batch": rs[-1].java_records_per_batch}
-    out["batching"] = [vars(r) for r in pf.run_batching(lingers=(0, 1, 5, 20, 100), rate=5000, seconds=2.0,
-                                                          batch_sizes=(2000, 16384))]
-    out["acks"] = [vars(r) for r in pf.run_acks(rate=200, seconds=3.0, rounds=rounds)]
-    out["idempotence"] = [vars(r) for r in pf.run_idempotence_cost(messages=messages // 5)]
-    out["compression"] = [vars(r) for r in pf.run_compression(records=50_000)]
-    out["transactions"] = [vars(r) for r in pf.run_transactions(sizes=(10, 100, 1000), commits=20)]
-    out["latency"] = pf.run_latency(rate=200, seconds=5.0, java_records=1000).to_json()
-    out["consumer"] = pf.run_consumer_throughput(consumer_messages, 1000).to_json()
+    paced, burst = pf.notebook_program("paced_producer"), pf.notebook_program("burst_producer")
+    reader, txn = pf.notebook_program("measuring_consumer"), pf.notebook_program("transactional_producer")
+    lingers = {f"linger.ms={ms}": paced.replace('"linger.ms": 200', f'"linger.ms": {ms}', name=f"linger_{ms}")
+               for ms in (0, 1, 5, 20, 100)}
+    sizes = {f"batch.size={b}": paced.replace('"batch.size": 1000000', f'"batch.size": {b}', name=f"batch_{b}")
+             for b in (2000, 16384)}
+    out["batching"] = [vars(r) for r in pf.run_batching_programs({**lingers, **sizes}, rate=5000, seconds=2.0)]
+    unlingered = pf.unlingered(paced)
+    acks_all = unlingered.replace('"acks": "1",', '"acks": "all",', name="acks_all")
+    out["acks"] = [vars(r) for r in pf.run_acks_programs({
+        "0": (unlingered.replace('"acks": "1",', '"acks": "0",', name="acks_0"), 2), "1": (unlingered, 2),
+        "all": (acks_all, 2),
+        "all, idempotent": (acks_all.replace('"enable.idempotence": False,', '"enable.idempotence": True,',
+                                             name="acks_all_idempotent"), 2),
+        "all, min.insync.replicas=1": (acks_all, 1)}, rate=200, seconds=3.0, rounds=rounds)]
+    burst_all = burst.replace('"acks": "1"', '"acks": "all"', name="burst_acks_all")
+    out["idempotence"] = [vars(r) for r in pf.run_idempotence_cost(
+        [burst_all, burst_all.replace('"enable.idempotence": False', '"enable.idempotence": True', name="burst_idempotent")],
+        messages=messages // 5)]
+    out["compression"] = [vars(r) for r in pf.run_compression(
+        {c: burst.replace('"compression.type": "none"', f'"compression.type": "{c}"', name=f"burst_{c}")
+         for c in ("none", "gzip", "snappy", "lz4", "zstd")}, records=50_000)]
+    out["transactions"] = [vars(r) for r in pf.run_transactions(
+        {k: txn.replace("RECORDS_PER_TRANSACTION = 10", f"RECORDS_PER_TRANSACTION = {k}", name=f"transactional_{k}")
+         for k in (10, 100, 1000)}, commits=20)]
+    out["latency"] = pf.run_latency(unlingered, {
+        "defaults (fetch.min.bytes=1)": reader,
+        "fetch.min.bytes=100000, fetch.wait.max.ms=500": pf.with_fetch(reader, "held_consumer", fetch_min_bytes=100000)},
+        rate=200, seconds=5.0, java_records=1000).to_json()
+    fetching = pf.with_fetch(reader, "fetching", fetch_wait_max_ms=pf.PARKED_FETCH_MS)
+
+    def readers(*sizes: int) -> list:
+        return [pf.with_fetch(fetching, f"fetch_{n}", max_partition_fetch_bytes=n) for n in sizes]
+
+    out["consumer"] = pf.run_consumer_throughput(readers(1000, pf.DEFAULT_PARTITION_FETCH_BYTES), consumer_messages,
+                                                 1000).to_json()
     out["consumer_large_batches"] = pf.run_consumer_throughput(
-        consumer_messages, 100, fetch_bytes=(100, pf.DEFAULT_PARTITION_FETCH_BYTES), producer_batch_size=1_000_000).to_json()
+        readers(100, pf.DEFAULT_PARTITION_FETCH_BYTES), consumer_messages, 100, producer_batch_size=1_000_000).to_json()
     if serving:
         out["serving"] = pf.run_serving(records=200_000, record_size=200, trace=True, tls=True).to_json()
     out["machine_after"] = machine()

@@ -258,3 +258,73 @@ def test_editing_the_shown_paced_producers_linger_changes_its_batches() -> None:
     assert rows["shown"].batches <= rows["shown"].most_batches_for_linger()
     assert rows["edited"].batches >= 3 * rows["shown"].batches, \
         f"a 20 ms linger closes batches ten times as often: {rows['edited'].batches} vs {rows['shown'].batches}"
+
+
+def test_the_settings_a_program_writes_are_read_and_edited_line_by_line() -> None:
+    from kafkalab.experiments.performance import program_acks, program_flag, with_fetch
+    from kafkalab.programs import Program
+
+    p = Program("p", 'conf = {"acks": "all", "enable.idempotence": False,\n'
+                     '        "fetch.min.bytes": 1, "fetch.wait.max.ms": 500}\n')
+    assert (program_acks(p), program_flag(p, "enable.idempotence"), program_flag(p, "linger.ms")) == ("all", False, None)
+    held = with_fetch(p, "held", fetch_min_bytes=100000, fetch_wait_max_ms=300)
+    assert held.name == "held" and '"fetch.min.bytes": 100000' in held.source and '"fetch.wait.max.ms": 300' in held.source
+    with pytest.raises(KafkalabError, match="max.partition.fetch.bytes"):
+        with_fetch(p, "x", max_partition_fetch_bytes=1000)
+
+
+def test_a_statistics_report_counts_fetches_only_once_it_has_seen_every_record() -> None:
+    from kafkalab.instruments.measuring import fetch_requests
+
+    report = json.dumps({"brokers": {"b1": {"req": {"Fetch": 7}}, "b2": {"req": {"Fetch": 2}}},
+                         "topics": {"t": {"partitions": {"0": {"partition": 0, "rxmsgs": 30},
+                                                         "-1": {"partition": -1, "rxmsgs": 99}}}}})
+    assert fetch_requests(report, 30) == 9 and fetch_requests(report, 31) is None
+
+
+def test_a_measuring_consumer_keeps_latencies_bytes_and_the_fetch_count(tmp_path) -> None:
+    from types import SimpleNamespace as NS
+
+    from kafkalab.instruments.measuring import MeasuringConsumerLab, ready_path, times_path
+
+    ledger = str(tmp_path / "c.jsonl")
+    spec = NS(name="c", conf={"group.id": "g"}, topics=["t"], ledger=ledger, run_id="r",
+              options={"count": 2, "value_bytes": 1})
+    lab = MeasuringConsumerLab(spec)
+    lab.start()
+    assert (tmp_path / "c.jsonl.ready").exists() and ready_path(ledger).endswith(".ready")
+    msg = NS(timestamp=lambda: (1, 0), value=lambda: b"abc")
+    assert lab.wanted()
+    lab.arrived(msg)
+    lab.arrived(msg)
+    assert not lab.wanted() and not lab.counted()
+    lab.statistics(json.dumps({"brokers": {"b": {"req": {"Fetch": 3}}},
+                               "topics": {"t": {"partitions": {"0": {"partition": 0, "rxmsgs": 2}}}}}))
+    assert lab.counted()
+    lab.statistics(json.dumps({"brokers": {"b": {"req": {"Fetch": 4}}}, "topics": {}}))  # a report during close()
+    lab.close()
+    out = json.loads(open(times_path(ledger)).read())
+    assert out["value_bytes"] == 6 and out["fetch_requests"] == 3 and len(out["latencies_ms"]) == 2
+    assert out["seconds"] >= 0
+
+
+@pytest.mark.cluster
+def test_editing_the_shown_transactional_producers_size_changes_its_commits() -> None:
+    """Notebook 10's ``transactional_producer`` as shown (10 records per transaction) and edited
+    to 50, each sending the same 100 records: 10 commits, then 2, every record delivered."""
+    from kafkalab import admin, programs
+    from kafkalab.experiments import performance as pf
+    from kafkalab.runscope import RunScope
+
+    shown = programs.from_notebook("10_performance", "transactional_producer")
+    edited = shown.replace("RECORDS_PER_TRANSACTION = 10", "RECORDS_PER_TRANSACTION = 50", name="transactional_50")
+    run = RunScope("txedit")
+    try:
+        topics = {p.name: run.topic(p.name) for p in (shown, edited)}
+        admin.create_topics({t: 1 for t in topics.values()})
+        got = {p.name: pf.send_with(p, topics[p.name], 100, 100) for p in (shown, edited)}
+    finally:
+        run.cleanup()
+    assert all(len(t.acks) == 100 and all(off >= 0 for off, _ in t.acks) for t in got.values())
+    assert (len(got[shown.name].commit_ms), len(got[edited.name].commit_ms)) == (10, 2), \
+        "the edited line decides how many commits the same 100 records take"

@@ -125,9 +125,13 @@ def test_the_performance_summary_has_a_panel_per_run_each_on_its_own_linear_axis
     panels = pp.summary_panels(clients, batching, codecs, acks, txn, lat, reads, 50_000, 100)
     assert len(panels) == 7
     assert panels[3].rows == {"acks=all": {"p50": 3, "p99": 9}}, "acks=0 has no ack to time"
+    assert "no ack to time" in panels[3].notes["acks=0"], "the panel says why acks=0 has no bar"
+    numbers = [p.title.split(" ")[0] for p in panels]
+    assert numbers == ["1.", "2.", "3.", "4a.", "4b.", "5a.", "5b."], "each panel numbered once, by its section"
     assert panels[5].series() == ["p50", "p99", "max"], "each percentile named"
     fig = pp.summary(panels)
     drawn = [ax for ax in fig.axes if ax.has_data()]
     assert len(drawn) == 7 and all(ax.get_xscale() == "linear" and ax.get_xlim()[0] == 0 for ax in drawn)
+    assert any("no ack to time" in t.get_text() for t in drawn[3].texts), "the note is drawn in the acks panel"
     with pytest.raises(ValueError):
         pp.summary([pp.Panel("empty", "ms")])

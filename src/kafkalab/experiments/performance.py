@@ -3,9 +3,15 @@
 Each function runs one comparison on fresh topics, in one run, so the numbers it returns can be
 compared with each other (never with a figure from another machine or another minute). The
 measurements themselves live in the shared layer (``kafkalab.perf``); this family picks the
-settings, the topics and the data, and returns tables. The paced runs of sections 2 and 4 run
-the notebook's own producer program (``send_with``: a ``%%program`` cell, role ``measuring``,
-``kafkalab.instruments.measuring``), as shown or with a line changed.
+settings, the topics and the data, and returns tables. Every Python client whose outcome the
+notebook checks is one of the notebook's own programs (``%%program`` cells), run as shown or with
+a line changed (``Program.replace``), in a worker process: the measuring producers
+(``send_with``: ``burst_producer``, ``paced_producer``, ``transactional_producer``; role
+``measuring``, ``kafkalab.instruments.measuring``), the measuring consumer (``read_with``,
+``ReaderRun``: ``measuring_consumer``, role ``timed_reader``) and the producer held at the fault
+gate while a follower is frozen (``run_follower_wait``: ``one_record_producer``, role ``gated``).
+The CLI runs the same programs (``programs.from_notebook``). The Java sides are Kafka's own tools
+(``kafka-producer-perf-test``, ``kafka-e2e-latency``, ``kafka-consumer-perf-test``).
 
 Sources: Kafka documentation 4.3, "Design: Efficiency" (batching, compression, the page cache,
 ``sendfile``) and Producer/Consumer Configs; librdkafka CONFIGURATION.md; KIP-74 (a fetch returns at
@@ -27,7 +33,7 @@ import click
 
 from .. import admin, config, coordinators, perf, runscope, segments, workloads
 from ..errors import KafkalabError
-from ..instruments.measuring import MeasureOptions, times_path
+from ..instruments.measuring import MeasureOptions, commits_path, ready_path, times_path
 from ..programs import Program
 from ..worker import ProgramSpec
 from ..perf import Burst, ConsumeBurst, Latency, ProducerSettings
@@ -164,22 +170,25 @@ class ProgramTimes:
     """One run of a measuring producer program (``send_with``): what the harness added
     (``lab_conf``), and per delivery report, in report order, ``(offset, ack_ms)``: the offset
     (-1: not told, ``acks=0``) and the ms from ``produce`` to the report; ``seconds`` from the
-    first send to the last report; ``errors``: the reports' error names."""
+    first send to the last report; ``errors``: the reports' error names; ``commit_ms``: each
+    ``commit_transaction()``'s duration (a transactional program, ``lab.committed``)."""
 
     program: str
     lab_conf: dict
     acks: list[tuple[int, float]]
     seconds: float
     errors: list[str] = field(default_factory=list)
+    commit_ms: list[float] = field(default_factory=list)
 
 
 def send_with(program: Program, topic: str, count: int, value_bytes: int, rate: float | None = None,
-              timeout_s: float = 120.0) -> ProgramTimes:
+              timeout_s: float = 120.0, values_path: str | None = None) -> ProgramTimes:
     """Run the measuring producer ``program`` (a notebook's ``%%program`` cell, role
     ``measuring``) as it is, in a worker process: ``count`` values of ``value_bytes`` to
-    partition 0 of ``topic``, paced at ``rate`` records/s (None: a burst); wait for it to end and
-    read its delivery reports' times (``instruments.measuring``). The harness adds only
-    ``bootstrap.servers`` and ``client.id``.
+    partition 0 of ``topic`` (or the ``count`` strings of the JSON list in ``values_path``),
+    paced at ``rate`` records/s (None: a burst); wait for it to end and read its delivery
+    reports' times (``instruments.measuring``). The harness adds only ``bootstrap.servers`` and
+    ``client.id``.
 
     Raises:
         KafkalabError: the program failed, or a report was missing or an error.
@@ -191,15 +200,94 @@ def send_with(program: Program, topic: str, count: int, value_bytes: int, rate: 
     ledger = workloads.run_dir(run_id) / f"{client_id}.jsonl"
     child = workloads.spawn(ProgramSpec(client_id, run_id, str(ledger), "measuring", program.name, program.source,
                                         conf=conf, topics=[topic],
-                                        options=asdict(MeasureOptions(count, value_bytes, rate))))
+                                        options=asdict(MeasureOptions(count, value_bytes, rate, values_path))))
     if child.wait(timeout_s) != 0:
         raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
     reports = json.loads(Path(times_path(str(ledger))).read_text())
     errors = [e for *_, e in reports if e is not None]
     if len(reports) != count or errors:
         raise KafkalabError(f"program {program.name}: {len(reports)} of {count} delivery reports; errors {errors[:3]}")
+    commits = Path(commits_path(str(ledger)))
     return ProgramTimes(program.name, conf, [(off, round((acked - sent) * 1000, 3)) for sent, acked, off, _ in reports],
-                        max(a for _, a, _, _ in reports) - min(s for s, _, _, _ in reports), errors)
+                        max(a for _, a, _, _ in reports) - min(s for s, _, _, _ in reports), errors,
+                        json.loads(commits.read_text()) if commits.exists() else [])
+
+
+@dataclass
+class ReaderTimes:
+    """One run of a measuring consumer program (``read_with``): what the harness added
+    (``lab_conf``); per record in arrival order its end-to-end latency (arrival minus CreateTime,
+    ms); value bytes received; ``seconds`` from ``lab.start()`` to the last record; the Fetch
+    requests librdkafka's statistics counted (None if no report saw every record)."""
+
+    program: str
+    lab_conf: dict
+    latencies_ms: list[float]
+    value_bytes: int
+    seconds: float
+    fetch_requests: int | None
+
+
+class ReaderRun:
+    """A measuring consumer program (role ``timed_reader``) started in a worker process, reading
+    partition 0 of ``topic`` from offset 0 until ``count`` records arrived. The harness adds only
+    ``bootstrap.servers``, ``client.id`` and ``group.id``. ``ready`` waits until it is connected
+    (``lab.start()``); ``result`` until it ends."""
+
+    def __init__(self, program: Program, topic: str, count: int):
+        run_id = runscope.run_id()
+        self.program = program
+        client_id = f"{run_id}-{program.name}"
+        self.conf = {"bootstrap.servers": config.bootstrap_servers(), "client.id": client_id, "group.id": client_id}
+        self.ledger = workloads.run_dir(run_id) / f"{client_id}.jsonl"
+        self.child = workloads.spawn(ProgramSpec(client_id, run_id, str(self.ledger), "timed_reader", program.name,
+                                                 program.source, conf=self.conf, topics=[topic],
+                                                 options=asdict(MeasureOptions(count, 1))))
+
+    def ready(self, timeout_s: float = 60.0) -> None:
+        """Until the program called ``lab.start()`` (connected to the leader).
+
+        Raises:
+            KafkalabError: it exited first. WaitTimeout: not within ``timeout_s``.
+        """
+        from ..waiting import wait_until
+
+        def started() -> bool:
+            if not self.child.alive:
+                raise KafkalabError(f"program {self.program.name} exited {self.child.returncode}:\n{self.child.log_tail()}")
+            return Path(ready_path(str(self.ledger))).exists()
+
+        wait_until(started, timeout_s=timeout_s, interval_s=0.02, what=f"program {self.program.name} at lab.start()")
+
+    def result(self, timeout_s: float = 120.0) -> ReaderTimes:
+        """Wait for the program to end and read its times.
+
+        Raises:
+            KafkalabError: it failed. WaitTimeout: still running after ``timeout_s`` (it is killed).
+        """
+        try:
+            rc = self.child.wait(timeout_s)
+        except KafkalabError:
+            self.child.kill()
+            raise
+        if rc != 0:
+            raise KafkalabError(f"program {self.program.name} exited {rc}:\n{self.child.log_tail()}")
+        t = json.loads(Path(times_path(str(self.ledger))).read_text())
+        return ReaderTimes(self.program.name, self.conf, t["latencies_ms"], t["value_bytes"], t["seconds"],
+                           t["fetch_requests"])
+
+
+def read_with(program: Program, topic: str, count: int, timeout_s: float = 120.0) -> ReaderTimes:
+    """Run the measuring consumer ``program`` (role ``timed_reader``) as it is until ``count``
+    records of ``topic`` arrived (``ReaderRun``).
+
+    Raises:
+        KafkalabError: it failed or stopped short. WaitTimeout: it ran longer than ``timeout_s``.
+    """
+    r = ReaderRun(program, topic, count).result(timeout_s)
+    if len(r.latencies_ms) < count:
+        raise KafkalabError(f"program {program.name}: {len(r.latencies_ms)} of {count} records of {topic}")
+    return r
 
 
 def program_setting(program: Program, name: str) -> int | None:
@@ -247,35 +335,32 @@ class CompressionRow:
     records_per_s: float
 
 
-def run_compression(records: int = 20000, codecs: Iterable[str] = perf.CODECS) -> list[CompressionRow]:
-    """The same ``records`` flight records (JSON, ``kafkalab.data.record_json``, about 400
-    bytes each) with each codec, ``linger.ms`` 50 and ``batch.size`` 1 MB so batches are
-    alike; bytes on disk per record from the leader's segment, records/s of the burst."""
-    from ..data import flights, record_json
-    from ..producers import make_producer, produce_when_room
-    from .. import config
+def run_compression(programs: Mapping[str, Program], records: int = 10_000) -> list[CompressionRow]:
+    """The same ``records`` flight records (JSON, ``kafkalab.data.record_json``, about 240 bytes
+    each) sent by each ``codec label -> program`` (a measuring producer program whose only
+    difference is its ``compression.type``, run as it is by ``send_with``, a burst), each to a
+    fresh one-partition topic; bytes on disk per record from the leader's segment (the
+    program's untimed warm-up record included, 1 byte), records/s of the burst.
 
-    rows: list[CompressionRow] = []
+    Raises:
+        KafkalabError: a program failed.
+    """
+    from ..data import flights, record_json
+
     fl = flights()
-    values = [record_json(fl[i % len(fl)], f"r{i}") for i in range(records)]
+    values = [record_json(fl[i % len(fl)], f"r{i}").decode() for i in range(records)]
     run = RunScope("codec")
+    rows: list[CompressionRow] = []
     try:
-        for codec in codecs:
+        path = workloads.run_dir(runscope.run_id()) / f"codec-values-{time.time_ns()}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+        for codec, program in programs.items():
             topic = run.topic(codec)
             admin.create_topics({topic: 1})
-            s = ProducerSettings(acks="1", linger_ms=50, batch_size=1_000_000, compression=codec)
-            p = make_producer({"bootstrap.servers": config.bootstrap_servers(), "log_level": 3, **s.librdkafka_conf()})
-            p.produce(topic, value=b"w", partition=0)
-            p.flush(30)
-            t0 = time.perf_counter()
-            for v in values:
-                produce_when_room(p, topic, v, 0)
-            if p.flush(120):
-                raise KafkalabError(f"{codec}: burst not delivered in 120 s")
-            seconds = time.perf_counter() - t0
-            p.close()
+            sent = send_with(program, topic, records, 1, rate=None, timeout_s=300, values_path=str(path))
             per = perf.log_bytes(topic, 1) / records
-            rows.append(CompressionRow(codec, records, round(per, 1), 0.0, round(records / seconds)))
+            rows.append(CompressionRow(codec, records, round(per, 1), 0.0, round(records / sent.seconds)))
         none = next((r.bytes_on_disk_per_record for r in rows if r.codec == "none"), None)
         for r in rows:
             r.ratio_to_none = round(none / r.bytes_on_disk_per_record, 2) if none else 0.0
@@ -362,24 +447,24 @@ class FollowerWait:
         return {**asdict(self), "isr_kept_ms": self.isr_kept_ms}
 
 
-#: ``run_follower_wait``'s cases: label -> (acks, the topic's ``min.insync.replicas``).
-FOLLOWER_WAIT_CASES: dict[str, tuple[str, int]] = {
-    "acks=1": ("1", 2),
-    "acks=all": ("all", 2),
-    "acks=all, min.insync.replicas=1": ("all", 1),
-}
+def program_acks(program: Program) -> str | None:
+    """The ``acks`` a producer program writes (``"acks": "all"`` -> ``"all"``), or None."""
+    m = re.search(r'"acks":\s*"(\w+)"', program.source)
+    return m.group(1) if m else None
 
 
-def run_follower_wait(leader: int = 1, follower: int = 3, hold_ms: float = 500.0,
-                      timeout_s: float = 30.0) -> FollowerWait:
-    """One record per case of ``FOLLOWER_WAIT_CASES`` while follower ``follower`` is frozen
-    (SIGSTOP, ``kafkalab.cluster.pause``) but still in the ISR. Two one-partition topics (RF 3,
-    replicas ``[leader, ...]``, ``min.insync.replicas`` 2 and 1) are created and fully
-    replicated, and one producer per case (``linger.ms=0``, no idempotence) writes a warm-up
-    record, so connections and metadata are ready. Then the follower is paused, the three
-    records are sent at once, and after the ``acks=1`` report plus ``hold_ms`` the run notes
-    which reports came and asks the leader for the ISR; then the follower is resumed and every
-    report awaited.
+def run_follower_wait(cases: Mapping[str, tuple[Program, int]], leader: int = 1, follower: int = 3,
+                      hold_ms: float = 500.0, timeout_s: float = 30.0) -> FollowerWait:
+    """One record per case ``label -> (producer program, the topic's min.insync.replicas)`` while
+    follower ``follower`` is frozen (SIGSTOP, ``kafkalab.cluster.pause``) but still in the ISR.
+    Each program (role ``gated``: ``kafkalab.instruments.fault_gate``) runs as it is in a worker
+    process: it sends a warm-up record (connections and metadata ready), then waits at
+    ``lab.wait_for_fault()``. One one-partition topic per ``min.insync.replicas`` (RF 3, replicas
+    ``[leader, ..., follower]``) is created and fully replicated first. Then the follower is
+    paused and the gate opened, so the records are sent at once; after the first report of a
+    program that does not write ``acks=all`` plus ``hold_ms``, the run notes which reports came
+    (the ledgers) and asks the leader for the ISR; then the follower is resumed and every program
+    awaited. ``ack_ms`` is from the ledger's ``produced`` to its ``acked`` line (ms resolution).
 
     The leader acknowledges an ``acks=all`` write when its high watermark passes it, that is
     when every replica in the ISR has fetched it, whatever ``min.insync.replicas`` says; a
@@ -392,20 +477,24 @@ def run_follower_wait(leader: int = 1, follower: int = 3, hold_ms: float = 500.0
     returns or raises.
 
     Raises:
-        KafkalabError: ``hold_ms`` not well below the configured ISR bound, a report missing
-            or failed.
+        KafkalabError: ``hold_ms`` not well below the configured ISR bound, no case without
+            ``acks=all``, a program failed, a report missing or failed.
         WaitTimeout: the topics not led by ``leader`` with a full ISR within ``timeout_s``.
 
     Sources: Kafka documentation 4.3, Design > Replication ("Replicated Logs", "Availability
     and Durability Guarantees"), Producer Configs ``acks``, Broker Configs
     ``replica.lag.time.max.ms``, ``broker.session.timeout.ms``; KIP-631 (KRaft fencing).
     """
-    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from .. import cluster, workloads
+    from .. import cluster
+    from ..instruments import fault_gate
+    from ..ledger import read_events
     from ..waiting import wait_until
 
+    quick = next((label for label, (prog, _) in cases.items() if program_acks(prog) != "all"), None)
+    if quick is None:
+        raise KafkalabError("one case must not write acks=all: its report marks the start of the hold")
     replicas = [leader, *[b for b in config.BROKER_IDS if b != leader and b != follower], follower]
     cfg = {k: int(v.value) for k, v in admin.describe_config(
         "broker", str(leader), ["replica.lag.time.max.ms", "broker.session.timeout.ms",
@@ -415,10 +504,12 @@ def run_follower_wait(leader: int = 1, follower: int = 3, hold_ms: float = 500.0
     if hold_ms > bound / 4:
         raise KafkalabError(f"hold_ms={hold_ms} is not well below the {bound} ms a frozen follower stays in the ISR")
     run = RunScope("ackwait")
-    producers: dict[str, Producer] = {}
+    run_id = runscope.run_id()
+    folder = workloads.run_dir(run_id) / run.topic("gate")
+    workers: dict[str, workloads.Worker] = {}
     paused = False
     try:
-        topics = {m: run.topic(f"minisr{m}") for m in sorted({m for _, m in FOLLOWER_WAIT_CASES.values()})}
+        topics = {m: run.topic(f"minisr{m}") for m in sorted({m for _, m in cases.values()})}
         a = workloads.admin()
         for m, t in topics.items():
             a.create_topics([NewTopic(t, num_partitions=1, replica_assignment=[replicas],
@@ -433,60 +524,65 @@ def run_follower_wait(leader: int = 1, follower: int = 3, hold_ms: float = 500.0
 
         wait_until(lambda: all(state(t) == (leader, sorted(replicas)) for t in topics.values()), timeout_s=timeout_s,
                    what=f"both topics led by broker {leader} with a full ISR {sorted(replicas)}")
-        sent: dict[str, float] = {}
-        acked: dict[str, float] = {}
-        errors: list[str] = []
-        for label, (acks, m) in FOLLOWER_WAIT_CASES.items():
-            p = Producer({"bootstrap.servers": config.bootstrap_servers(), "acks": acks, "linger.ms": 0,
-                          "enable.idempotence": False, "log_level": 0})
-            p.produce(topics[m], value=b"warm-up", partition=0)
-            if p.flush(timeout_s):
-                raise KafkalabError(f"{label}: the warm-up record was not acknowledged within {timeout_s} s")
-            producers[label] = p
+        for i, (label, (prog, m)) in enumerate(cases.items()):
+            cid = f"{run_id}-ackwait-{i}"
+            workers[label] = workloads.spawn(ProgramSpec(
+                cid, run_id, str(folder / f"{cid}.jsonl"), "gated", prog.name, prog.source,
+                conf={"bootstrap.servers": config.bootstrap_servers(), "client.id": cid}, topics=[topics[m]],
+                options={"records": [[f"case-{i}", "during the pause", 0]]}))
 
-        def report(label: str):
-            def cb(err, msg) -> None:
-                if err is not None:
-                    errors.append(f"{label}: {err}")
-                else:
-                    acked[label] = time.monotonic()
-            return cb
+        def reports(label: str) -> list:
+            return [e for e in read_events(workers[label].ledger, growing=True) if e.kind == "acked"]
 
+        def check_alive() -> None:
+            for label, w in workers.items():
+                if not w.alive and w.returncode != 0:
+                    raise KafkalabError(f"producer program for {label} exited {w.returncode}:\n{w.log_tail()}")
+
+        def ready() -> bool:
+            check_alive()
+            return all(fault_gate.ready_path(w.ledger).exists() for w in workers.values())
+
+        wait_until(ready, timeout_s=max(timeout_s, 120.0), interval_s=0.05,
+                   what="every producer program at lab.wait_for_fault(), its warm-up record acknowledged")
         cluster.pause(follower)
         paused = True
-        for label, (_, m) in FOLLOWER_WAIT_CASES.items():
-            sent[label] = time.monotonic()
-            producers[label].produce(topics[m], value=b"during the pause", partition=0, on_delivery=report(label))
+        fault_gate.go_path(next(iter(workers.values())).ledger).touch()
 
         def first_acked() -> bool:
-            for p in producers.values():
-                p.poll(0.01)
-            return "acks=1" in acked or bool(errors)
+            check_alive()
+            return bool(reports(quick))
 
-        wait_until(first_acked, timeout_s=timeout_s, interval_s=0, what="the acks=1 record's delivery report")
+        wait_until(first_acked, timeout_s=timeout_s, interval_s=0.005, what=f"the {quick} record's delivery report")
         hold_until = time.monotonic() + hold_ms / 1000
-        while time.monotonic() < hold_until:
-            for p in producers.values():
-                p.poll(0.01)
-        while_paused = {label: label in acked for label in FOLLOWER_WAIT_CASES}
-        isr = state(topics[2])[1]
+        while time.monotonic() < hold_until:  # the hold itself is the measurement: the follower stays frozen
+            time.sleep(0.01)
+        while_paused = {label: any(e.error is None for e in reports(label)) for label in cases}
+        isr = state(topics[max(topics)])[1]
+        held_from = min(e.ts_ms for w in workers.values() for e in read_events(w.ledger) if e.kind == "produced")
         cluster.resume(follower)
-        resumed = time.monotonic()
+        resumed_ms = time.time() * 1000
         paused = False
-        for label, p in producers.items():
-            if p.flush(timeout_s):
-                raise KafkalabError(f"{label}: no delivery report within {timeout_s} s of the resume")
-        if errors:
-            raise KafkalabError(f"writes failed: {errors}")
-        return FollowerWait(leader, follower, {label: m for label, (_, m) in FOLLOWER_WAIT_CASES.items()}, while_paused,
-                            isr, {label: round((acked[label] - sent[label]) * 1000, 1) for label in FOLLOWER_WAIT_CASES},
-                            round((resumed - min(sent.values())) * 1000, 1), cfg["replica.lag.time.max.ms"],
+        for label, w in workers.items():
+            if w.wait(timeout_s + 60) != 0:
+                raise KafkalabError(f"producer program for {label} exited {w.returncode}:\n{w.log_tail()}")
+        ack_ms: dict[str, float] = {}
+        for label, w in workers.items():
+            events = read_events(w.ledger)
+            produced = [e for e in events if e.kind == "produced"]
+            acked = [e for e in events if e.kind == "acked"]
+            if len(acked) != 1 or acked[0].error is not None:
+                raise KafkalabError(f"{label}: delivery reports {[(e.offset, e.error) for e in acked]}")
+            ack_ms[label] = float(acked[0].ts_ms - produced[0].ts_ms)
+        return FollowerWait(leader, follower, {label: m for label, (_, m) in cases.items()}, while_paused,
+                            isr, ack_ms, round(resumed_ms - held_from, 1), cfg["replica.lag.time.max.ms"],
                             cfg["broker.session.timeout.ms"], cfg["broker.heartbeat.interval.ms"])
     finally:
         if paused:
             cluster.resume(follower)
-        for p in producers.values():
-            p.flush(5)
+        for w in workers.values():
+            if w.alive:
+                w.kill()
         cluster.restore(max(timeout_s, 60.0))
         run.cleanup()
 
@@ -503,9 +599,6 @@ class IdempotenceRow:
         producer_ids: the distinct producer ids in the batch headers (-1: none).
         sequences_consecutive: each batch's base sequence is the previous batch's base sequence
             plus its record count (and the first one 0): the broker's duplicate check.
-        in_flight_refused: librdkafka's message when asked for 6 requests in flight with this
-            setting, "" if it accepted (CONFIGURATION.md: ``max.in.flight`` must be <= 5 with
-            idempotence).
     """
 
     idempotence: bool
@@ -515,40 +608,46 @@ class IdempotenceRow:
     records_per_batch: float
     producer_ids: list[int]
     sequences_consecutive: bool
-    in_flight_refused: str
 
 
-def run_idempotence_cost(messages: int = 20_000, record_size: int = 100) -> list[IdempotenceRow]:
-    """The same ``acks=all`` burst of ``messages`` values with ``enable.idempotence`` off, then on,
-    each to a fresh one-partition topic; each topic's batch headers are read from the leader's
-    segment, and each setting is offered ``max.in.flight=6`` to see whether librdkafka takes it.
-    The idempotent producer stamps every batch with its producer id and the sequence number of
-    its first record (KIP-98), fields every v2 batch header has anyway (-1 without), and keeps at
-    most 5 requests in flight so that a retried batch cannot overtake (librdkafka
-    CONFIGURATION.md, ``enable.idempotence``)."""
-    from ..producers import make_producer
+def program_flag(program: Program, name: str) -> bool | None:
+    """The boolean a program writes for setting ``name`` (``"enable.idempotence": True`` ->
+    True), or None if it does not write one."""
+    m = re.search(rf'"{re.escape(name)}":\s*(True|False)', program.source)
+    return m.group(1) == "True" if m else None
 
+
+def run_idempotence_cost(programs: Iterable[Program], messages: int = 10_000,
+                         record_size: int = 100) -> list[IdempotenceRow]:
+    """Each measuring producer program (the same burst, ``acks=all``, ``enable.idempotence``
+    written ``False`` in one and ``True`` in the other; run as it is by ``send_with``) sends
+    ``messages`` values to a fresh one-partition topic; each topic's batch headers are read from
+    the leader's segment. The idempotent producer stamps every batch with its producer id and the
+    sequence number of its first record (KIP-98), fields every v2 batch header has anyway (-1
+    without).
+
+    Raises:
+        KafkalabError: a program failed, or does not write ``enable.idempotence``.
+    """
     run = RunScope("idemcost")
     rows: list[IdempotenceRow] = []
     try:
-        for on in (False, True):
+        for program in programs:
+            on = program_flag(program, "enable.idempotence")
+            if on is None:
+                raise KafkalabError(f"program {program.name} does not write enable.idempotence")
             topic = run.topic("on" if on else "off")
             admin.create_topics({topic: 1})
-            b = perf.python_burst(topic, messages, record_size, ProducerSettings(acks="all", idempotence=on))
+            sent = send_with(program, topic, messages, record_size, rate=None, timeout_s=300)
             batches = perf.data_batches(topic, 1)
             expected, consecutive = 0, True
             for x in batches:
                 consecutive &= x.base_sequence == expected
                 expected = x.base_sequence + x.records_count
-            try:
-                make_producer({"bootstrap.servers": config.bootstrap_servers(), "enable.idempotence": on,
-                               "max.in.flight": 6, "log_level": 3}).close()
-                refused = ""
-            except KafkalabError as e:
-                refused = str(e)
             stored = sum(x.records_count for x in batches)  # the burst and its warm-up record
-            rows.append(IdempotenceRow(on, stored, round(b.records_per_s), len(batches), round(stored / len(batches), 1),
-                                       sorted({x.producer_id for x in batches}), consecutive, refused))
+            rows.append(IdempotenceRow(on, stored, round(messages / sent.seconds), len(batches),
+                                       round(stored / len(batches), 1), sorted({x.producer_id for x in batches}),
+                                       consecutive))
         return rows
     finally:
         run.cleanup()
@@ -564,19 +663,28 @@ class TransactionRow:
     commit_max_ms: float
 
 
-def run_transactions(sizes: Iterable[int] = (10, 1000), commits: int = 10) -> list[TransactionRow]:
-    """``commits`` transactions of each size (one fresh transactional producer per size, so
-    ``size * commits`` records): throughput, and each ``commit_transaction()`` call timed (it
-    flushes the transaction's records, then the coordinator writes markers to each partition)."""
+def run_transactions(programs: Mapping[int, Program], commits: int = 10) -> list[TransactionRow]:
+    """For each ``records per transaction -> program`` (a transactional measuring producer
+    program that commits every that many records, run as it is by ``send_with``, a burst),
+    ``commits`` transactions' worth of 100-byte records (``k * commits``) to a fresh
+    one-partition topic: throughput, and each ``commit_transaction()`` call timed by the program
+    (``lab.committed``: it flushes the transaction's records, then the coordinator writes markers
+    to each partition).
+
+    Raises:
+        KafkalabError: a program failed, or did not commit ``commits`` times.
+    """
     run = RunScope("txcost")
     rows: list[TransactionRow] = []
     try:
-        for k in sizes:
+        for k, program in programs.items():
             topic = run.topic(f"k{k}")
             admin.create_topics({topic: 1})
-            b = perf.python_burst(topic, k * commits, 100, ProducerSettings(transactional_batch=k))
-            rows.append(TransactionRow(k, k * commits, round(b.records_per_s), len(b.commit_ms),
-                                       round(statistics.median(b.commit_ms), 2), round(max(b.commit_ms), 2)))
+            sent = send_with(program, topic, k * commits, 100, rate=None, timeout_s=300)
+            if not sent.commit_ms:
+                raise KafkalabError(f"program {program.name} timed no commit (lab.committed)")
+            rows.append(TransactionRow(k, k * commits, round(k * commits / sent.seconds), len(sent.commit_ms),
+                                       round(statistics.median(sent.commit_ms), 2), round(max(sent.commit_ms), 2)))
         return rows
     finally:
         run.cleanup()
@@ -596,30 +704,38 @@ class LatencyResult:
         return {"runs": [r.to_json() for r in self.runs], "java": self.java}
 
 
-#: Consumer settings compared by ``run_latency``: librdkafka's defaults, and a consumer that
-#: asks the broker to wait for 100 kB or 500 ms (librdkafka CONFIGURATION.md).
-FETCH_SETTINGS: dict[str, dict] = {
-    "defaults (fetch.min.bytes=1)": {},
-    "fetch.min.bytes=100000, fetch.wait.max.ms=500": {"fetch.min.bytes": 100000, "fetch.wait.max.ms": 500},
-}
+def run_latency(producer: Program, consumers: Mapping[str, Program], rate: float = 100, seconds: float = 2.0,
+                record_size: int = 100, java_records: int = 200) -> LatencyResult:
+    """Every ``label -> consumer program`` (a measuring consumer program, role ``timed_reader``,
+    run as it is) reads the same fresh one-partition topic at the same time: the consumers are
+    started and connected (``lab.start()``), then the measuring producer program ``producer``
+    (run as it is by ``send_with``) sends ``rate * seconds`` records at ``rate`` records/s; each
+    latency is a consumer's arrival time minus the record's CreateTime (the producer's clock, the
+    same machine), the producer's warm-up record left out. The consumers read the same records
+    side by side, so a broker still warming up (a cluster just started) or a busy minute slows
+    them alike. Then ``kafka-e2e-latency`` with ``java_records`` records (0: skip).
 
-
-def run_latency(rate: float = 100, seconds: float = 2.0, record_size: int = 100,
-                consumers: dict[str, dict] | None = None, java_records: int = 200) -> LatencyResult:
-    """For each consumer setting, produce at ``rate`` records/s for ``seconds`` while it
-    reads (``perf.e2e_latency``); then ``kafka-e2e-latency`` with ``java_records`` records
-    (0: skip). One untimed second at the same rate comes first: brokers whose JIT compiler has
-    not seen this path yet (a cluster just started) would slow whichever setting ran first."""
+    Raises:
+        KafkalabError: a program failed or records were missing.
+    """
+    count = max(1, int(rate * seconds))
     run = RunScope("latency")
+    readers: dict[str, ReaderRun] = {}
     try:
-        warm = run.topic("warm")
-        admin.create_topics({warm: 1})
-        perf.e2e_latency(warm, rate, 1.0, record_size, label="warm-up")
+        topic = run.topic("l")
+        admin.create_topics({topic: 1})
+        readers = {label: ReaderRun(consumer, topic, count + 1) for label, consumer in consumers.items()}  # + warm-up
+        for reader in readers.values():
+            reader.ready()
+        send_with(producer, topic, count, record_size, rate, timeout_s=seconds + 120)
         out = []
-        for label, conf in (consumers or FETCH_SETTINGS).items():
-            topic = run.topic(f"l{len(out)}")
-            admin.create_topics({topic: 1})
-            out.append(perf.e2e_latency(topic, rate, seconds, record_size, consumer_conf=conf, label=label))
+        for label, reader in readers.items():
+            lat = reader.result(timeout_s=120).latencies_ms[1:]  # the warm-up record arrives first (one partition)
+            if len(lat) < count:
+                raise KafkalabError(f"{label}: received {len(lat)} of {count} records")
+            p50, p99, mx = perf.percentiles(lat)
+            out.append(Latency(label, len(lat), round(p50, 1), round(p99, 1), round(mx, 1), rate,
+                               {k: v for k in FETCH_KNOBS if (v := program_setting(reader.program, k)) is not None}))
         java = None
         if java_records:
             topic = run.topic("java")
@@ -627,7 +743,14 @@ def run_latency(rate: float = 100, seconds: float = 2.0, record_size: int = 100,
             java = perf.java_e2e_latency(topic, java_records, record_size)
         return LatencyResult(out, java)
     finally:
+        for reader in readers.values():
+            if reader.child.alive:
+                reader.child.kill()
         run.cleanup()
+
+
+#: The consumer knobs a measuring consumer program writes, shown with each row.
+FETCH_KNOBS = ("fetch.min.bytes", "fetch.wait.max.ms", "max.partition.fetch.bytes")
 
 
 @dataclass
@@ -680,20 +803,22 @@ class ConsumerThroughputResult:
 DEFAULT_PARTITION_FETCH_BYTES = 1_048_576
 
 
-#: ``fetch.wait.max.ms`` of the measuring confluent-kafka consumers (librdkafka's default is 500):
-#: how long the broker parks a Fetch that finds no new record (the empty polls after the last one).
+#: ``fetch.wait.max.ms`` the notebook's throughput readers write (librdkafka's default is 500):
+#: how long the broker parks a Fetch that finds no new record. The reads run at the same speed,
+#: but after the last record librdkafka sends one parked Fetch every 10 s instead of one every
+#: 500 ms, so the statistics report that counts the requests (at most seconds late on a loaded
+#: machine) holds one or two empty Fetches, not more.
 PARKED_FETCH_MS = 10_000
 
 
-def run_consumer_throughput(messages: int = 5000, record_size: int = 1000,
-                            fetch_bytes: Iterable[int] | None = None, producer_batch_size: int | None = None,
-                            java_fetch_bytes: Iterable[int] | None = None) -> ConsumerThroughputResult:
+def run_consumer_throughput(readers: Iterable[Program], messages: int = 2000, record_size: int = 1000,
+                            producer_batch_size: int | None = None, java: bool = True) -> ConsumerThroughputResult:
     """Write ``messages`` values of ``record_size`` bytes to a fresh one-partition topic in small
     batches (``producer_batch_size`` bytes, default 4 × ``record_size``: about 3 records a batch),
-    then read them all, once per ``max.partition.fetch.bytes`` in ``fetch_bytes`` (default: one
-    record's size, then the default 1048576), with confluent-kafka (``perf.python_consume``) and
-    with ``kafka-consumer-perf-test`` (``perf.java_consume``) for each size in
-    ``java_fetch_bytes`` (default: the same sizes; empty: none).
+    then read them all from offset 0 with each measuring consumer program of ``readers`` (role
+    ``timed_reader``, run as it is; its row is the ``max.partition.fetch.bytes`` it writes), and
+    with ``kafka-consumer-perf-test`` (``perf.java_consume``, ``--fetch-size`` the same bytes)
+    when ``java``.
 
     A fetch returns, per partition, up to ``max.partition.fetch.bytes`` of whole batches, but at
     least the first batch even when it is larger (KIP-74; Kafka Consumer Configs
@@ -701,10 +826,8 @@ def run_consumer_throughput(messages: int = 5000, record_size: int = 1000,
     carry one batch, and the consumer pays a round trip per batch.
 
     Raises:
-        KafkalabError: a burst or a read failed.
+        KafkalabError: a burst or a read failed, or a program writes no ``max.partition.fetch.bytes``.
     """
-    fetch_bytes = list(fetch_bytes or (record_size, DEFAULT_PARTITION_FETCH_BYTES))
-    java_fetch_bytes = fetch_bytes if java_fetch_bytes is None else list(java_fetch_bytes)
     batch = producer_batch_size or 4 * record_size
     run = RunScope("consume")
     try:
@@ -713,14 +836,15 @@ def run_consumer_throughput(messages: int = 5000, record_size: int = 1000,
         perf.python_burst(topic, messages - 1, record_size, ProducerSettings(acks="1", batch_size=batch))
         batches = perf.data_batches(topic, 1)
         rows = []
-        for size in fetch_bytes:
-            # fetch.wait.max.ms only parks a Fetch that finds nothing new: the reads run at the same
-            # speed, but after the last record librdkafka sends one parked Fetch every 10 s instead of
-            # one every 500 ms (its default), so the statistics report that counts the requests
-            # (at most seconds late on a loaded machine) holds one or two empty Fetches, not more.
-            py = perf.python_consume(topic, messages, {"max.partition.fetch.bytes": size,
-                                                       "fetch.wait.max.ms": PARKED_FETCH_MS})
-            jv = perf.java_consume(topic, messages, size) if size in java_fetch_bytes else None
+        for program in readers:
+            size = program_setting(program, "max.partition.fetch.bytes")
+            if size is None:
+                raise KafkalabError(f"program {program.name} does not write max.partition.fetch.bytes")
+            got = read_with(program, topic, messages)
+            conf = {k: v for k in FETCH_KNOBS if (v := program_setting(program, k)) is not None}
+            py = ConsumeBurst("confluent-kafka", conf, len(got.latencies_ms), got.value_bytes, max(got.seconds, 1e-3),
+                              got.fetch_requests)
+            jv = perf.java_consume(topic, messages, size) if java else None
             rows.append(ConsumerRow(size, py, jv))
         return ConsumerThroughputResult(messages, record_size, batch, len(batches),
                                         round(statistics.mean(b.records_count for b in batches), 2),
@@ -875,6 +999,35 @@ def cli_command(messages: int, record_size: int, acks: str, linger_ms: int | Non
     click.echo(throughput_table([r]).T.to_string())
 
 
+#: The notebook that holds the programs the CLI runs (``programs.from_notebook``).
+NOTEBOOK = "10_performance"
+
+
+def notebook_program(name: str) -> Program:
+    """Program ``name`` as notebook 10 saves it (its ``%%program`` cell)."""
+    from .. import programs
+
+    return programs.from_notebook(NOTEBOOK, name)
+
+
+def unlingered(paced: Program) -> Program:
+    """Notebook 10's ``paced_producer`` with ``linger.ms`` 0 (each record sent at once), as the
+    notebook's sections 4 and 5 edit it."""
+    return paced.replace('"linger.ms": 200', '"linger.ms": 0', name="unlingered")
+
+
+def with_fetch(reader: Program, name: str, **knobs: int) -> Program:
+    """``reader`` (notebook 10's ``measuring_consumer``) with each knob (``fetch_min_bytes=...``,
+    underscores for dots) edited to the value given (``Program.replace`` of its line)."""
+    for knob, value in knobs.items():
+        key = knob.replace("_", ".")
+        current = program_setting(reader, key)
+        if current is None:
+            raise KafkalabError(f"program {reader.name} does not write {key}")
+        reader = reader.replace(f'"{key}": {current}', f'"{key}": {value}', name=name)
+    return reader
+
+
 @click.command("latency")
 @click.option("--rate", type=click.FloatRange(1, 100_000), default=100, show_default=True, help="Records/s.")
 @click.option("--seconds", type=click.FloatRange(0.1, 600), default=2.0, show_default=True)
@@ -887,12 +1040,15 @@ def cli_command(messages: int, record_size: int, acks: str, linger_ms: int | Non
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def latency_command(rate: float, seconds: float, record_size: int, fetch_min_bytes: int | None,
                     fetch_wait_max_ms: int, java_records: int, as_json: bool) -> None:
-    """End-to-end latency percentiles (p50, p99, max in ms), beside kafka-e2e-latency."""
-    consumers = {"defaults": {}}
+    """End-to-end latency percentiles (p50, p99, max in ms), beside kafka-e2e-latency: notebook 10's
+    measuring_consumer program (as saved, and with the fetch knobs edited) reading what its
+    paced_producer (linger.ms 0) sends."""
+    reader = notebook_program("measuring_consumer")
+    consumers = {"defaults (fetch.min.bytes=1)": reader}
     if fetch_min_bytes:
-        consumers[f"fetch.min.bytes={fetch_min_bytes}"] = {"fetch.min.bytes": fetch_min_bytes,
-                                                           "fetch.wait.max.ms": fetch_wait_max_ms}
-    r = run_latency(rate, seconds, record_size, consumers, java_records)
+        consumers[f"fetch.min.bytes={fetch_min_bytes}, fetch.wait.max.ms={fetch_wait_max_ms}"] = with_fetch(
+            reader, "held_consumer", fetch_min_bytes=fetch_min_bytes, fetch_wait_max_ms=fetch_wait_max_ms)
+    r = run_latency(unlingered(notebook_program("paced_producer")), consumers, rate, seconds, record_size, java_records)
     if as_json:
         click.echo(json.dumps(r.to_json(), indent=2))
         return
@@ -914,9 +1070,12 @@ def latency_command(rate: float, seconds: float, record_size: int, fetch_min_byt
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def consume_command(messages: int, record_size: int, fetch_bytes: tuple[int, ...], producer_batch_size: int | None,
                     java: bool, as_json: bool) -> None:
-    """Consumer throughput per max.partition.fetch.bytes: confluent-kafka beside kafka-consumer-perf-test."""
-    r = run_consumer_throughput(messages, record_size, fetch_bytes or None, producer_batch_size,
-                                None if java else ())
+    """Consumer throughput per max.partition.fetch.bytes: notebook 10's measuring_consumer program
+    (fetch.wait.max.ms 10000, max.partition.fetch.bytes edited) beside kafka-consumer-perf-test."""
+    reader = with_fetch(notebook_program("measuring_consumer"), "fetching_consumer", fetch_wait_max_ms=PARKED_FETCH_MS)
+    readers = [with_fetch(reader, f"fetch_{size}", max_partition_fetch_bytes=size)
+               for size in (fetch_bytes or (record_size, DEFAULT_PARTITION_FETCH_BYTES))]
+    r = run_consumer_throughput(readers, messages, record_size, producer_batch_size, java)
     if as_json:
         click.echo(json.dumps(r.to_json(), indent=2))
         return

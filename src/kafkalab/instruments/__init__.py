@@ -33,6 +33,9 @@ role                instruments
 ``measuring``       ``kafkalab.instruments.measuring.MeasuringLab``: the harness's settings, the
                     topic, the values, the pacing, the stopwatch and the delivery reports' times
                     (notebook 10)
+``timed_reader``    ``kafkalab.instruments.measuring.MeasuringConsumerLab``: the harness's
+                    settings, the topic, the stopwatch, each record's end-to-end latency, the
+                    Fetch requests from librdkafka's statistics (notebook 10)
 ==================  =========================================================================
 
 A host worker (``worker.HostSpec``) runs many programs in one process, each in its own
@@ -69,6 +72,7 @@ ROLES: dict[str, str] = {
     "gated": "kafkalab.instruments.fault_gate:GatedProducerLab",
     "batches": "kafkalab.instruments.batches:BatchesLab",
     "measuring": "kafkalab.instruments.measuring:MeasuringLab",
+    "timed_reader": "kafkalab.instruments.measuring:MeasuringConsumerLab",
 }
 
 
