@@ -1,0 +1,284 @@
+"""The late transaction request (notebook 11, issue 26; KAFKA-17754, Jepsen's Bufstream 0.1.0
+analysis, 2024): a transaction-control request that the network delays until the producer has
+given up on it and moved on, delivered late, into the producer's next transaction.
+
+The schedule, the same for each client, made by the fault proxy (never by timing luck):
+
+1. the program's transaction N writes records and commits; the proxy *holds* N's EndTxn
+   (``hold_request``, ``kafkalab.faults``);
+2. the client's request times out: it closes the connection and sends EndTxn again on a new
+   one (librdkafka: ``rd_kafka_broker_timeout_scan`` in ``src/rdkafka_broker.c`` times out the
+   in-flight request after ``socket.timeout.ms`` and, with ``socket.max.fails=1``, the default,
+   tears the connection down; ``rd_kafka_txn_handle_EndTxn`` in ``src/rdkafka_txnmgr.c`` retries
+   an EndTxn that timed out (``RD_KAFKA_ERR_ACTION_RETRY``); librdkafka v2.15.0 source, the
+   pinned confluent-kafka bundles 2.16.0. The Java client: ``NetworkClient`` disconnects a
+   connection whose request exceeded ``request.timeout.ms`` and the ``TransactionManager``
+   re-sends the EndTxn);
+3. the retry gets through: N is committed; the program begins N+1 and writes records, then
+   says so (a marker file) and waits;
+4. the harness, once the client's connection of the held request is closed and the program
+   has written N+1's first records, releases the held EndTxn to the coordinator and records
+   its answer;
+5. the program writes more records and aborts N+1;
+6. a ``read_committed`` reader reads the topic.
+
+Anomalies, in Jepsen's words (``jepsen/src/jepsen/tests/kafka.clj``): an *aborted read* (a
+record of the aborted N+1 that the reader sees), a *lost write* (a record of the committed N
+the reader does not see), a *torn transaction* (N+1 partly visible).
+
+``run_librdkafka`` runs ``PROGRAM`` (confluent-kafka) under the schedule, ``run_java`` the Java
+producer (``kafka/src/main/java/kafkalab/clients/LateTxnProducer.java``, kafka-clients 4.3.1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+
+from .. import admin, config
+from ..errors import KafkalabError
+from ..faults import FaultProxy, Rule
+from ..runscope import RunScope
+from ..waiting import wait_until
+
+#: The Python transactional producer under test (confluent-kafka, librdkafka). Arguments:
+#: bootstrap servers, topic, transactional.id, client.id, gate folder. It writes one JSON line
+#: per step to ``<gate>/program.jsonl`` and waits for ``<gate>/released`` after N+1's first
+#: records.
+PROGRAM = '''
+import json, os, sys, time
+from confluent_kafka import KafkaException, Producer
+
+bootstrap, topic, txn_id, client_id, gate = sys.argv[1:6]
+log = open(os.path.join(gate, "program.jsonl"), "a")
+
+def record(**fields):
+    log.write(json.dumps(fields) + "\\n"); log.flush()
+
+def wait_for(name, timeout_s=120.0):  # the harness's go file
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(os.path.join(gate, name)):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no {name} from the harness within {timeout_s} s")
+        time.sleep(0.01)
+
+def delivered(err, msg):
+    record(step="delivery", value=msg.value().decode(), offset=msg.offset(),
+           error=err.name() if err else None)
+
+producer = Producer({
+    "bootstrap.servers": bootstrap,
+    "client.id": client_id,
+    "transactional.id": txn_id,
+    # A request unanswered for 2 s times out; with socket.max.fails=1 (the default) librdkafka
+    # then closes the connection and retries on a new one (CONFIGURATION.md, 2.16).
+    "socket.timeout.ms": 2000,
+    # Must exceed socket.timeout.ms by 100 ms at least (CONFIGURATION.md); also the default
+    # timeout of the transactional API calls.
+    "transaction.timeout.ms": 60000,
+})
+producer.init_transactions()
+
+def write(label, n):
+    for i in range(n):
+        producer.produce(topic, value=f"{label}-{i}".encode(), on_delivery=delivered)
+    producer.flush(30)
+
+# transaction N: its EndTxn(commit) is the one the proxy holds
+producer.begin_transaction()
+write("N", 3)
+producer.commit_transaction()          # times out once, retried on a new connection
+record(step="committed", txn="N")
+
+# transaction N+1
+producer.begin_transaction()
+write("N+1-before", 3)
+open(os.path.join(gate, "n1-written"), "w").close()
+wait_for("released")                    # the late EndTxn(commit) of N reached the coordinator
+try:
+    write("N+1-after", 3)
+    producer.abort_transaction()        # the program decides: N+1 is aborted
+    record(step="aborted", txn="N+1")
+except KafkaException as e:
+    record(step="error", txn="N+1", error=e.args[0].name(), message=e.args[0].str(),
+           fatal=e.args[0].fatal())
+'''
+
+#: The longest any step of the schedule may take, seconds (a wait's bound, never a claim).
+STEP_TIMEOUT_S = 120.0
+
+
+@dataclass
+class LateTxnRun:
+    """One run of the schedule.
+
+    Attributes:
+        client: ``"librdkafka"`` or ``"java"``.
+        topic: the run's topic (1 partition, replication factor 3).
+        held: the held request (``HeldRequest.to_json()``): its api, version, producer id and
+            epoch, and the broker's answer when it was released late.
+        late_answer: the error name the coordinator answered the late request (``"NONE"``: it
+            applied it).
+        versions: request api -> sorted versions the client sent (as the proxy decoded them).
+        txn_answers: every EndTxn/AddPartitionsToTxn response the client got: ``api``,
+            ``version``, ``error``, ``producer_epoch`` (EndTxn v5+).
+        program: the program's step lines (``program.jsonl``).
+        seen: values the read_committed reader read, in offset order.
+        committed_n: N's values the program saw committed; ``aborted_n1``: N+1's values.
+        lost_writes: values of a committed N the reader does not see.
+        aborted_reads: values of N+1 (aborted, or never committed) the reader sees.
+        torn: N+1 is partly visible (some of its values seen, others not).
+        log_end_offset, last_stable_offset: of the partition after the run (an open
+            transaction holds the LSO back).
+    """
+
+    client: str
+    topic: str
+    held: dict
+    late_answer: str
+    versions: dict[str, list[int]]
+    txn_answers: list[dict]
+    program: list[dict]
+    seen: list[str]
+    committed_n: list[str]
+    aborted_n1: list[str]
+    lost_writes: list[str] = field(default_factory=list)
+    aborted_reads: list[str] = field(default_factory=list)
+    torn: bool = False
+    log_end_offset: int = -1
+    last_stable_offset: int = -1
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _read_committed(topic: str, timeout_s: float) -> tuple[list[str], int, int]:
+    """Values a read_committed reader reads from partition 0 up to the last stable offset, and
+    the (log end offset, last stable offset)."""
+    bootstrap = config.Topology().bootstrap_servers
+    tp = TopicPartition(topic, 0)
+    values: list[str] = []
+    with_uncommitted = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-peek",
+                                 "isolation.level": "read_uncommitted", "enable.auto.commit": False})
+    try:
+        _, leo = with_uncommitted.get_watermark_offsets(tp, timeout=timeout_s)
+    finally:
+        with_uncommitted.close()
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "isolation.level": "read_committed",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        _, lso = c.get_watermark_offsets(tp, timeout=timeout_s)
+        c.assign([TopicPartition(topic, 0, 0)])
+
+        def caught_up() -> bool:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                values.append(m.value().decode())
+            pos = c.position([tp])[0].offset
+            return pos >= lso
+        wait_until(caught_up, timeout_s=timeout_s, what=f"the read_committed reader reaching the LSO {lso} of {topic}",
+                   interval_s=0)
+    finally:
+        c.close()
+    return values, leo, lso
+
+
+def _analyse(client: str, topic: str, held: dict, answers: list[dict], versions: dict[str, list[int]],
+             program: list[dict], seen: list[str], leo: int, lso: int) -> LateTxnRun:
+    committed = any(p.get("step") == "committed" and p.get("txn") == "N" for p in program)
+    written = [p["value"] for p in program if p.get("step") == "delivery" and not p.get("error")]
+    n_values = [v for v in written if v.startswith("N-")] if committed else []
+    n1_values = [v for v in written if v.startswith("N+1")]
+    seen_set = set(seen)
+    lost = [v for v in n_values if v not in seen_set]
+    aborted = [v for v in seen if v.startswith("N+1")]
+    n1_all = [f"N+1-before-{i}" for i in range(3)] + [f"N+1-after-{i}" for i in range(3)]
+    visible = [v for v in n1_all if v in seen_set]
+    late = held.get("answer") or {}
+    return LateTxnRun(client, topic, held, late.get("error", "none"), versions, answers, program, seen,
+                      n_values, n1_values, lost, aborted, 0 < len(visible) < len(n1_all), leo, lso)
+
+
+def _versions(proxy: FaultProxy, client_id: str) -> dict[str, list[int]]:
+    out: dict[str, set[int]] = {}
+    for e in proxy.events(kind="request", client_id=client_id):
+        out.setdefault(e.api, set()).add(e.api_version)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def _txn_answers(proxy: FaultProxy, client_id: str) -> list[dict]:
+    return [{"api": e.api, "version": e.api_version, "error": (e.txn or {}).get("error") or _err(e.error_code),
+             "producer_epoch": (e.txn or {}).get("producer_epoch"), "action": e.action}
+            for e in proxy.events(kind="response", client_id=client_id) if e.api in ("EndTxn", "AddPartitionsToTxn")]
+
+
+def _err(code: int | None) -> str:
+    from ..protocol import ERROR_NAMES
+
+    return ERROR_NAMES.get(code, str(code)) if code is not None else "?"
+
+
+def _schedule(client: str, argv_for, hold_api: str = "EndTxn", hold_skip: int = 0) -> LateTxnRun:
+    """Run one client program (``argv_for(bootstrap, topic, txn_id, client_id, gate)``) under the schedule."""
+    scope = RunScope(f"late-txn-{client}")
+    topic = scope.topic("events")
+    txn_id = scope.name("txn")
+    client_id = scope.name("producer")
+    admin.create_topics({topic: 1})
+    try:
+        with tempfile.TemporaryDirectory(prefix="kafkalab-late-txn-") as gate, FaultProxy() as proxy:
+            rule = proxy.add_rule(Rule("hold_request", api=hold_api, client_id=client_id, skip=hold_skip, times=1))
+            proc = subprocess.Popen(argv_for(proxy.bootstrap_servers, topic, txn_id, client_id, gate),
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                proxy.wait_for_held(1, timeout_s=STEP_TIMEOUT_S, client_closed=True)
+                gate_file = Path(gate) / "n1-written"
+                wait_until(lambda: gate_file.exists() or proc.poll() is not None, timeout_s=STEP_TIMEOUT_S,
+                           what="the program writing N+1's first records")
+                if not gate_file.exists():
+                    raise KafkalabError(f"the {client} program ended before N+1:\n{proc.communicate()[0][-3000:]}")
+                released = proxy.release_held(timeout_s=30)
+                (Path(gate) / "released").touch()
+                out, _ = proc.communicate(timeout=STEP_TIMEOUT_S)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            program = [json.loads(line) for line in (Path(gate) / "program.jsonl").read_text().splitlines()]
+            held = released[0].to_json()
+            versions = _versions(proxy, client_id)
+            answers = _txn_answers(proxy, client_id)
+        assert rule.applied == 1
+        seen, leo, lso = _read_committed(topic, STEP_TIMEOUT_S)
+        run = _analyse(client, topic, held, answers, versions, program, seen, leo, lso)
+        run.program.append({"step": "output", "text": out[-4000:]})
+        return run
+    finally:
+        scope.cleanup()
+
+
+def run_librdkafka(hold_api: str = "EndTxn") -> LateTxnRun:
+    """Run ``PROGRAM`` (confluent-kafka) under the schedule, holding N's ``hold_api`` request.
+
+    Raises:
+        WaitTimeout: a step of the schedule did not happen within ``STEP_TIMEOUT_S``.
+        KafkalabError: the program ended early, or the broker did not answer the late request.
+    """
+    def argv(bootstrap: str, topic: str, txn_id: str, client_id: str, gate: str) -> list[str]:
+        return [sys.executable, "-c", PROGRAM, bootstrap, topic, txn_id, client_id, gate]
+
+    return _schedule("librdkafka", argv, hold_api)
+
+
+if __name__ == "__main__":  # a spike: python -m kafkalab.experiments.late_txn [EndTxn|AddPartitionsToTxn] [runs]
+    api = sys.argv[1] if len(sys.argv) > 1 else "EndTxn"
+    for _ in range(int(sys.argv[2]) if len(sys.argv) > 2 else 1):
+        print(json.dumps(run_librdkafka(api).to_json(), indent=1))
