@@ -18,7 +18,9 @@ The schedule, the same for each client, made by the fault proxy (never by timing
    says so (a marker file) and waits;
 4. the harness, once the client's connection of the held request is closed and the program
    has written N+1's first records, releases the held EndTxn to the coordinator and records
-   its answer;
+   its answer; if the coordinator took it (error NONE), the harness waits until the
+   partition has no open transaction (its markers are written: LSO = log end offset) before
+   it lets the program go on, so that N+1's later records never race the markers;
 5. the program writes more records and aborts N+1;
 6. a ``read_committed`` reader reads the topic.
 
@@ -159,6 +161,46 @@ class LateTxnRun:
     def to_json(self) -> dict:
         return asdict(self)
 
+    def counts(self) -> dict:
+        """One line of the closing table: the late request, the coordinator's answer, the
+        anomaly counts (records), and the EndTxn versions on the wire."""
+        txn = self.held.get("txn") or {}
+        return {"client": self.client, "late_request": f"{self.held['api']} v{self.held['api_version']}",
+                "late_epoch": txn.get("producer_epoch"), "late_answer": self.late_answer,
+                "aborted_reads": len(self.aborted_reads), "lost_writes": len(self.lost_writes),
+                "torn_transactions": int(self.torn), "end_txn_versions": self.versions.get("EndTxn", []),
+                "api_versions_versions": self.versions.get("ApiVersions", [])}
+
+
+def _offsets(topic: str, timeout_s: float) -> tuple[int, int]:
+    """(log end offset, last stable offset) of partition 0: an open transaction holds the LSO back."""
+    bootstrap = config.Topology().bootstrap_servers
+    tp = TopicPartition(topic, 0)
+    out = []
+    for isolation in ("read_uncommitted", "read_committed"):
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-offsets", "isolation.level": isolation,
+                      "enable.auto.commit": False})
+        try:
+            out.append(c.get_watermark_offsets(tp, timeout=timeout_s)[1])
+        finally:
+            c.close()
+    return out[0], out[1]
+
+
+def _wait_no_open_transaction(topic: str, timeout_s: float) -> None:
+    """Wait until partition 0's last stable offset equals its log end offset (every marker of
+    the transaction written: KIP-98, the LSO).
+
+    Raises:
+        WaitTimeout: a transaction stays open longer than ``timeout_s``.
+    """
+    def closed() -> bool:
+        leo, lso = _offsets(topic, timeout_s)
+        return leo == lso
+
+    wait_until(closed, timeout_s=timeout_s, what=f"no open transaction on {topic}-0 (LSO = log end offset)",
+               interval_s=0.05)
+
 
 def _read_committed(topic: str, timeout_s: float) -> tuple[list[str], int, int]:
     """Values a read_committed reader reads from partition 0 up to the last stable offset, and
@@ -246,6 +288,10 @@ def _schedule(client: str, argv_for, hold_api: str = "EndTxn", hold_skip: int = 
                 if not gate_file.exists():
                     raise KafkalabError(f"the {client} program ended before N+1:\n{proc.communicate()[0][-3000:]}")
                 released = proxy.release_held(timeout_s=30)
+                if released[0].api == "EndTxn" and released[0].answer_error_code == 0:
+                    # The coordinator took the late request: let its markers land before the
+                    # program goes on, so that what follows does not race them (every run alike).
+                    _wait_no_open_transaction(topic, STEP_TIMEOUT_S)
                 (Path(gate) / "released").touch()
                 out, _ = proc.communicate(timeout=STEP_TIMEOUT_S)
             finally:
@@ -278,7 +324,57 @@ def run_librdkafka(hold_api: str = "EndTxn") -> LateTxnRun:
     return _schedule("librdkafka", argv, hold_api)
 
 
+#: The Java producer's class, compiled by ``make jars`` from
+#: ``kafka/src/main/java/kafkalab/clients/LateTxnProducer.java`` against kafka-clients 4.3.1.
+JAVA_CLASS = "kafkalab.clients.LateTxnProducer"
+
+
+def java_classpath() -> str:
+    """kafkalab's clients jar, then the broker jars (kafka-clients 4.3.1).
+
+    Raises:
+        JarsMissing: ``make jars`` has not built ``JAVA_CLASS``.
+    """
+    import zipfile
+
+    from .. import cluster
+    from ..errors import JarsMissing
+
+    jar = config.jars_dir() / "clients" / "kafkalab-clients.jar"
+    try:
+        with zipfile.ZipFile(jar) as z:
+            z.getinfo(JAVA_CLASS.replace(".", "/") + ".class")
+    except (OSError, KeyError, zipfile.BadZipFile) as e:
+        raise JarsMissing(f"{JAVA_CLASS} is not in {jar} ({type(e).__name__}): run `make jars`") from None
+    return f"{jar}{os.pathsep}{cluster.broker_classpath()}"
+
+
+def run_java() -> LateTxnRun:
+    """Run the Java producer (``JAVA_CLASS``, kafka-clients 4.3.1) under the schedule.
+
+    Raises:
+        JarsMissing: ``make jars`` has not built it.
+        WaitTimeout, KafkalabError: as ``run_librdkafka``.
+    """
+    from .. import cluster
+
+    classpath = java_classpath()
+    java = cluster.java_executable()
+
+    def argv(bootstrap: str, topic: str, txn_id: str, client_id: str, gate: str) -> list[str]:
+        return [java, "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'tools-log4j2.properties'}",
+                "-cp", classpath, JAVA_CLASS, bootstrap, topic, txn_id, client_id, gate]
+
+    return _schedule("java", argv)
+
+
 if __name__ == "__main__":  # a spike: python -m kafkalab.experiments.late_txn [EndTxn|AddPartitionsToTxn] [runs]
     api = sys.argv[1] if len(sys.argv) > 1 else "EndTxn"
-    for _ in range(int(sys.argv[2]) if len(sys.argv) > 2 else 1):
-        print(json.dumps(run_librdkafka(api).to_json(), indent=1))
+    out = Path(sys.argv[3]) if len(sys.argv) > 3 else None
+    for i in range(int(sys.argv[2]) if len(sys.argv) > 2 else 1):
+        run = run_java() if api == "java" else run_librdkafka(api)
+        print(json.dumps(run.counts()), flush=True)
+        if out is not None:
+            with out.open("a") as f:
+                f.write(json.dumps(run.to_json()) + "\n")
