@@ -29,7 +29,25 @@ record of the aborted N+1 that the reader sees), a *lost write* (a record of the
 the reader does not see), a *torn transaction* (N+1 partly visible).
 
 ``run_librdkafka`` runs ``PROGRAM`` (confluent-kafka) under the schedule, ``run_java`` the Java
-producer (``kafka/src/main/java/kafkalab/clients/LateTxnProducer.java``, kafka-clients 4.3.1).
+producer (``kafka/src/main/java/kafkalab/clients/LateTxnProducer.java``, kafka-clients 4.3.1);
+``kafkalab run late-txn`` is the terminal twin.
+
+What the 4.3.1 cluster did (spike of issue 26, five consecutive runs each, the same every run):
+
+- confluent-kafka 2.16.1 (librdkafka 2.16.0) sends ApiVersions v3 and EndTxn **v1**
+  (``rd_kafka_EndTxnRequest`` asks for versions 0-1 only): transactions v1, no epoch bump. The
+  late EndTxn(commit) of N, epoch 0, lands while N+1 (same producer id, same epoch) is ongoing:
+  the coordinator answers **NONE** and commits N+1's first three records. The program's abort of
+  N+1 then fails (INVALID_TXN_STATE, fatal), its later records are refused (INVALID_TXN_STATE),
+  and the read_committed reader sees N+1's first three records: 3 aborted reads, 1 torn
+  transaction, 0 lost writes, in 5 of 5 runs. The coordinator's check for a v1 client is epoch
+  equality (``TransactionCoordinator.handleEndTransaction``: "for transactions V1 strict
+  equality is enforced"), which a late request of the same epoch passes.
+- kafka-clients 4.3.1 sends ApiVersions v4 and EndTxn **v5** (transactions v2, KIP-890 part 2):
+  the commit of N returns the bumped epoch 1, N+1 runs at epoch 1, and the late EndTxn of epoch 0
+  is answered **PRODUCER_FENCED**: 0 anomalies in 5 of 5 runs.
+- Holding N's AddPartitionsToTxn (v0) instead: delivered late into N+1, which already holds
+  the partition, it is answered NONE and changes nothing (0 anomalies, 2 runs).
 """
 
 from __future__ import annotations
@@ -43,6 +61,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import click
 from confluent_kafka import Consumer, TopicPartition
 
 from .. import admin, config
@@ -369,12 +388,26 @@ def run_java() -> LateTxnRun:
     return _schedule("java", argv)
 
 
-if __name__ == "__main__":  # a spike: python -m kafkalab.experiments.late_txn [EndTxn|AddPartitionsToTxn] [runs]
-    api = sys.argv[1] if len(sys.argv) > 1 else "EndTxn"
-    out = Path(sys.argv[3]) if len(sys.argv) > 3 else None
-    for i in range(int(sys.argv[2]) if len(sys.argv) > 2 else 1):
-        run = run_java() if api == "java" else run_librdkafka(api)
-        print(json.dumps(run.counts()), flush=True)
-        if out is not None:
-            with out.open("a") as f:
-                f.write(json.dumps(run.to_json()) + "\n")
+# ----------------------------------------------------------------------------- CLI
+
+
+@click.command("late-txn")
+@click.option("--client", type=click.Choice(["librdkafka", "java"]), default="librdkafka", show_default=True,
+              help="The producer under the schedule: confluent-kafka (transactions v1) or kafka-clients 4.3.1 (v2).")
+@click.option("--hold", "hold_api", type=click.Choice(["EndTxn", "AddPartitionsToTxn"]), default="EndTxn",
+              show_default=True, help="The request of transaction N the proxy holds (librdkafka only for AddPartitionsToTxn).")
+@click.option("--runs", type=click.IntRange(1, 20), default=1, show_default=True, help="Consecutive runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print every run's result as JSON.")
+def cli_command(client: str, hold_api: str, runs: int, as_json: bool) -> None:
+    """KAFKA-17754: hold transaction N's request, deliver it late into N+1; count the anomalies."""
+    if client == "java" and hold_api != "EndTxn":
+        raise click.UsageError("the Java producer (transactions v2) sends no AddPartitionsToTxn: use --hold EndTxn")
+    results = [run_java() if client == "java" else run_librdkafka(hold_api) for _ in range(runs)]
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in results], indent=2))
+        return
+    for n, r in enumerate(results, 1):
+        c = r.counts()
+        click.echo(f"run {n}: late {c['late_request']} epoch {c['late_epoch']} -> {c['late_answer']}; "
+                   f"aborted reads {c['aborted_reads']}, lost writes {c['lost_writes']}, "
+                   f"torn transactions {c['torn_transactions']}; EndTxn versions {c['end_txn_versions']}")
