@@ -54,84 +54,61 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import click
 from confluent_kafka import Consumer, TopicPartition
 
-from .. import admin, config
+from .. import admin, config, workloads
 from ..errors import KafkalabError
 from ..faults import FaultProxy, Rule
+from ..instruments import fault_gate
+from ..ledger import read_events
+from ..programs import Program
 from ..runscope import RunScope
 from ..waiting import wait_until
+from ..worker import ExecSpec, ProgramSpec
 
-#: The Python transactional producer under test (confluent-kafka, librdkafka). Arguments:
-#: bootstrap servers, topic, transactional.id, client.id, gate folder. It writes one JSON line
-#: per step to ``<gate>/program.jsonl`` and waits for ``<gate>/released`` after N+1's first
-#: records.
-PROGRAM = '''
-import json, os, sys, time
-from confluent_kafka import KafkaException, Producer
+#: The Python transactional producer under test (confluent-kafka, librdkafka), role ``gated``
+#: (``kafkalab.instruments.fault_gate``): ``lab.conf`` is ``bootstrap.servers`` (the fault
+#: proxy) and ``client.id``; ``lab.delivered`` writes each delivery report to the ledger;
+#: ``lab.wait_for_fault()`` marks the program ready and waits until the harness has delivered
+#: the held request. Notebook 11 shows the same text in a ``%%program`` cell.
+PROGRAM_SOURCE = """\
+from confluent_kafka import Producer
+from kafkalab.instruments import lab
 
-bootstrap, topic, txn_id, client_id, gate = sys.argv[1:6]
-log = open(os.path.join(gate, "program.jsonl"), "a")
-
-def record(**fields):
-    log.write(json.dumps(fields) + "\\n"); log.flush()
-
-def wait_for(name, timeout_s=120.0):  # the harness's go file
-    deadline = time.monotonic() + timeout_s
-    while not os.path.exists(os.path.join(gate, name)):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"no {name} from the harness within {timeout_s} s")
-        time.sleep(0.01)
-
-def delivered(err, msg):
-    record(step="delivery", value=msg.value().decode(), offset=msg.offset(),
-           error=err.name() if err else None)
-
-producer = Producer({
-    "bootstrap.servers": bootstrap,
-    "client.id": client_id,
-    "transactional.id": txn_id,
-    # A request unanswered for 2 s times out; with socket.max.fails=1 (the default) librdkafka
-    # then closes the connection and retries on a new one (CONFIGURATION.md, 2.16).
+producer = Producer(lab.conf | {
+    "transactional.id": lab.name + "-txn",
+    # A request unanswered for 2 s times out; with socket.max.fails=1 (the default)
+    # librdkafka then closes the connection and sends it again on a new one.
     "socket.timeout.ms": 2000,
-    # Must exceed socket.timeout.ms by 100 ms at least (CONFIGURATION.md); also the default
-    # timeout of the transactional API calls.
+    # At least socket.timeout.ms + 100 ms; also the default timeout of the
+    # transactional calls (librdkafka CONFIGURATION.md).
     "transaction.timeout.ms": 60000,
 })
 producer.init_transactions()
 
 def write(label, n):
     for i in range(n):
-        producer.produce(topic, value=f"{label}-{i}".encode(), on_delivery=delivered)
+        producer.produce(lab.topic, value=f"{label}-{i}", on_delivery=lab.delivered)
     producer.flush(30)
 
-# transaction N: its EndTxn(commit) is the one the proxy holds
+# transaction N: the proxy holds its EndTxn(commit)
 producer.begin_transaction()
 write("N", 3)
-producer.commit_transaction()          # times out once, retried on a new connection
-record(step="committed", txn="N")
+producer.commit_transaction()   # EndTxn times out after 2 s, is sent again, commits N
 
 # transaction N+1
 producer.begin_transaction()
 write("N+1-before", 3)
-open(os.path.join(gate, "n1-written"), "w").close()
-wait_for("released")                    # the late EndTxn(commit) of N reached the coordinator
-try:
-    write("N+1-after", 3)
-    producer.abort_transaction()        # the program decides: N+1 is aborted
-    record(step="aborted", txn="N+1")
-except KafkaException as e:
-    record(step="error", txn="N+1", error=e.args[0].name(), message=e.args[0].str(),
-           fatal=e.args[0].fatal())
-'''
+lab.wait_for_fault()            # meanwhile the harness delivers N's held EndTxn, late
+write("N+1-after", 3)
+producer.abort_transaction()    # the program decides: N+1 is aborted
+"""
+#: ``PROGRAM_SOURCE`` as a ``Program`` (what ``run_librdkafka`` runs by default).
+PROGRAM = Program("late_txn_producer", PROGRAM_SOURCE, origin="kafkalab.experiments.late_txn")
 
 #: The longest any step of the schedule may take, seconds (a wait's bound, never a claim).
 STEP_TIMEOUT_S = 120.0
@@ -287,60 +264,102 @@ def _err(code: int | None) -> str:
     return ERROR_NAMES.get(code, str(code)) if code is not None else "?"
 
 
-def _schedule(client: str, argv_for, hold_api: str = "EndTxn", hold_skip: int = 0) -> LateTxnRun:
-    """Run one client program (``argv_for(bootstrap, topic, txn_id, client_id, gate)``) under the schedule."""
+def _steps_from_ledger(ledger: Path, ready: Path, returncode: int, log: str) -> list[dict]:
+    """A ``gated`` program's run as step lines: its delivery reports (``lab.delivered``), N
+    committed (it reached ``lab.wait_for_fault()``, after ``commit_transaction``), and how it
+    ended (the last line of its traceback if it raised)."""
+    steps: list[dict] = []
+    for e in read_events(ledger):
+        if e.kind == "acked":
+            steps.append({"step": "delivery", "value": e.value, "offset": e.offset, "error": e.error})
+    if ready.exists():
+        steps.insert(next((i for i, st in enumerate(steps) if st["value"].startswith("N+1")), len(steps)),
+                     {"step": "committed", "txn": "N"})
+    if returncode == 0:
+        steps.append({"step": "aborted", "txn": "N+1"})
+    else:
+        last = next((line for line in reversed(log.splitlines()) if "Error" in line or "Exception" in line), "")
+        name = last.split("code=", 1)[1].split(",", 1)[0] if "code=" in last else last.strip()
+        steps.append({"step": "error", "txn": "N+1", "error": name, "message": last.strip()})
+    return steps
+
+
+def _schedule(client: str, start, hold_api: str = "EndTxn") -> LateTxnRun:
+    """Run one client under the schedule. ``start(bootstrap, topic, client_id, run_id, ledger)``
+    spawns it (a ``workloads.Worker``) with ``bootstrap`` the fault proxy; the client marks
+    ``fault_gate.ready_path(ledger)`` once N+1's first records are written and waits for
+    ``fault_gate.go_path(ledger)``."""
     scope = RunScope(f"late-txn-{client}")
     topic = scope.topic("events")
-    txn_id = scope.name("txn")
     client_id = scope.name("producer")
+    ledger = workloads.run_dir(scope.run_id) / f"{client_id}.jsonl"
+    ready, go = fault_gate.ready_path(ledger), fault_gate.go_path(ledger)
     admin.create_topics({topic: 1})
+    child = None
     try:
-        with tempfile.TemporaryDirectory(prefix="kafkalab-late-txn-") as gate, FaultProxy() as proxy:
-            rule = proxy.add_rule(Rule("hold_request", api=hold_api, client_id=client_id, skip=hold_skip, times=1))
-            proc = subprocess.Popen(argv_for(proxy.bootstrap_servers, topic, txn_id, client_id, gate),
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            try:
-                proxy.wait_for_held(1, timeout_s=STEP_TIMEOUT_S, client_closed=True)
-                gate_file = Path(gate) / "n1-written"
-                wait_until(lambda: gate_file.exists() or proc.poll() is not None, timeout_s=STEP_TIMEOUT_S,
-                           what="the program writing N+1's first records")
-                if not gate_file.exists():
-                    raise KafkalabError(f"the {client} program ended before N+1:\n{proc.communicate()[0][-3000:]}")
-                released = proxy.release_held(timeout_s=30)
-                if released[0].api == "EndTxn" and released[0].answer_error_code == 0:
-                    # The coordinator took the late request: let its markers land before the
-                    # program goes on, so that what follows does not race them (every run alike).
-                    _wait_no_open_transaction(topic, STEP_TIMEOUT_S)
-                (Path(gate) / "released").touch()
-                out, _ = proc.communicate(timeout=STEP_TIMEOUT_S)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-            program = [json.loads(line) for line in (Path(gate) / "program.jsonl").read_text().splitlines()]
+        with FaultProxy() as proxy:
+            rule = proxy.add_rule(Rule("hold_request", api=hold_api, client_id=client_id, times=1))
+            child = start(proxy.bootstrap_servers, topic, client_id, scope.run_id, ledger)
+
+            def ended_early() -> None:
+                if not child.alive and not ready.exists():
+                    raise KafkalabError(f"the {client} program exited {child.returncode} before N+1:\n{child.log_tail()}")
+
+            def held_and_given_up() -> bool:
+                ended_early()
+                hs = proxy.held()
+                return bool(hs) and hs[0].client_closed_ms is not None
+
+            wait_until(held_and_given_up, timeout_s=STEP_TIMEOUT_S, interval_s=0.02,
+                       what=f"{client_id}: N's {hold_api} held and the client's connection closed (it gave up)")
+
+            def n1_written() -> bool:
+                ended_early()
+                return ready.exists()
+
+            wait_until(n1_written, timeout_s=STEP_TIMEOUT_S, interval_s=0.01,
+                       what=f"{client_id}: N committed by the retry and N+1's first records written")
+            released = proxy.release_held(timeout_s=30)
+            if released[0].api == "EndTxn" and released[0].answer_error_code == 0:
+                # The coordinator took the late request: let its markers land before the
+                # program goes on, so that what follows never races them (every run alike).
+                _wait_no_open_transaction(topic, STEP_TIMEOUT_S)
+            go.touch()
+            returncode = child.wait(STEP_TIMEOUT_S)
             held = released[0].to_json()
             versions = _versions(proxy, client_id)
             answers = _txn_answers(proxy, client_id)
-        assert rule.applied == 1
+        if rule.applied != 1:
+            raise KafkalabError(f"the proxy held {rule.applied} {hold_api} requests, not 1")
+        log = child.log_tail(200)
+        steps = (_steps_from_ledger(ledger, ready, returncode, log) if client == "librdkafka"
+                 else [json.loads(line) for line in ledger.read_text().splitlines()])
         seen, leo, lso = _read_committed(topic, STEP_TIMEOUT_S)
-        run = _analyse(client, topic, held, answers, versions, program, seen, leo, lso)
-        run.program.append({"step": "output", "text": out[-4000:]})
+        run = _analyse(client, topic, held, answers, versions, steps, seen, leo, lso)
+        run.program.append({"step": "output", "text": log[-4000:]})
         return run
     finally:
+        if child is not None and child.alive:
+            child.kill()
         scope.cleanup()
 
 
-def run_librdkafka(hold_api: str = "EndTxn") -> LateTxnRun:
-    """Run ``PROGRAM`` (confluent-kafka) under the schedule, holding N's ``hold_api`` request.
+def run_librdkafka(program: Program | None = None, hold_api: str = "EndTxn") -> LateTxnRun:
+    """Run the producer ``program`` (a ``%%program`` cell of notebook 11, role ``gated``;
+    default ``PROGRAM``) under the schedule, holding transaction N's ``hold_api`` request.
 
     Raises:
-        WaitTimeout: a step of the schedule did not happen within ``STEP_TIMEOUT_S``.
-        KafkalabError: the program ended early, or the broker did not answer the late request.
+        WaitTimeout: a step of the schedule did not happen within ``STEP_TIMEOUT_S`` seconds.
+        KafkalabError: the program ended before N+1, or the broker did not answer the late request.
     """
-    def argv(bootstrap: str, topic: str, txn_id: str, client_id: str, gate: str) -> list[str]:
-        return [sys.executable, "-c", PROGRAM, bootstrap, topic, txn_id, client_id, gate]
+    program = program or PROGRAM
 
-    return _schedule("librdkafka", argv, hold_api)
+    def start(bootstrap: str, topic: str, client_id: str, run_id: str, ledger: Path) -> workloads.Worker:
+        conf = {"bootstrap.servers": bootstrap, "client.id": client_id}
+        return workloads.spawn(ProgramSpec(client_id, run_id, str(ledger), "gated", program.name, program.source,
+                                           conf=conf, topics=[topic], options={"records": []}))
+
+    return _schedule("librdkafka", start, hold_api)
 
 
 #: The Java producer's class, compiled by ``make jars`` from
@@ -380,12 +399,14 @@ def run_java() -> LateTxnRun:
     classpath = java_classpath()
     java = cluster.java_executable()
 
-    def argv(bootstrap: str, topic: str, txn_id: str, client_id: str, gate: str) -> list[str]:
-        return [java, "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+    def start(bootstrap: str, topic: str, client_id: str, run_id: str, ledger: Path) -> workloads.Worker:
+        argv = [java, "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
                 f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'tools-log4j2.properties'}",
-                "-cp", classpath, JAVA_CLASS, bootstrap, topic, txn_id, client_id, gate]
+                "-cp", classpath, JAVA_CLASS, bootstrap, topic, client_id + "-txn", client_id, str(ledger),
+                str(fault_gate.ready_path(ledger)), str(fault_gate.go_path(ledger))]
+        return workloads.spawn(ExecSpec(client_id, run_id, str(ledger), argv))
 
-    return _schedule("java", argv)
+    return _schedule("java", start)
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -402,7 +423,7 @@ def cli_command(client: str, hold_api: str, runs: int, as_json: bool) -> None:
     """KAFKA-17754: hold transaction N's request, deliver it late into N+1; count the anomalies."""
     if client == "java" and hold_api != "EndTxn":
         raise click.UsageError("the Java producer (transactions v2) sends no AddPartitionsToTxn: use --hold EndTxn")
-    results = [run_java() if client == "java" else run_librdkafka(hold_api) for _ in range(runs)]
+    results = [run_java() if client == "java" else run_librdkafka(hold_api=hold_api) for _ in range(runs)]
     if as_json:
         click.echo(json.dumps([r.to_json() for r in results], indent=2))
         return

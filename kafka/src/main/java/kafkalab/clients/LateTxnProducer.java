@@ -4,9 +4,10 @@
  * kafkalab.experiments.late_txn.run_java runs it through the fault proxy, the same steps as the
  * Python program there.
  *
- * Arguments: bootstrap servers, topic, transactional.id, client.id, gate folder. One JSON line per
- * step goes to <gate>/program.jsonl; after N+1's first records the program creates
- * <gate>/n1-written and waits for <gate>/released (the harness delivered the held EndTxn).
+ * Arguments: bootstrap servers, topic, transactional.id, client.id, the ledger (one JSON line per
+ * step), the ready file, the go file: after N+1's first records the program creates the ready
+ * file and waits for the go file (the harness has delivered the held EndTxn), as a Python
+ * program of role "gated" does (kafkalab.instruments.fault_gate).
  *
  * Built by `make jars` (mvn -f kafka/pom.xml package) into .kafkalab/jars/clients/.
  */
@@ -58,8 +59,8 @@ public class LateTxnProducer {
 
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], topic = args[1], txnId = args[2], clientId = args[3];
-        Path gate = Path.of(args[4]);
-        log = new PrintWriter(new FileWriter(gate.resolve("program.jsonl").toFile(), true));
+        Path ready = Path.of(args[5]), go = Path.of(args[6]);
+        log = new PrintWriter(new FileWriter(args[4], true));
 
         Properties props = new Properties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -86,8 +87,8 @@ public class LateTxnProducer {
             // transaction N+1
             producer.beginTransaction();
             write(producer, topic, "N+1-before", 3);
-            Files.createFile(gate.resolve("n1-written"));
-            waitFor(gate.resolve("released"), 120_000);  // the late EndTxn of N reached the coordinator
+            Files.createFile(ready);
+            waitFor(go, 180_000);  // the late EndTxn of N reached the coordinator
             try {
                 write(producer, topic, "N+1-after", 3);
                 producer.abortTransaction();         // the program decides: N+1 is aborted
