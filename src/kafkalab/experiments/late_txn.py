@@ -28,7 +28,7 @@ Anomalies, in Jepsen's words (``jepsen/src/jepsen/tests/kafka.clj``): an *aborte
 record of the aborted N+1 that the reader sees), a *lost write* (a record of the committed N
 the reader does not see), a *torn transaction* (N+1 partly visible).
 
-``run_librdkafka`` runs ``PROGRAM`` (confluent-kafka) under the schedule, ``run_java`` the Java
+``run_librdkafka`` runs notebook 11's ``%%program late_txn_producer`` (confluent-kafka) under the schedule, ``run_java`` the Java
 producer (``kafka/src/main/java/kafkalab/clients/LateTxnProducer.java``, kafka-clients 4.3.1);
 ``kafkalab run late-txn`` is the terminal twin.
 
@@ -65,50 +65,27 @@ from ..errors import KafkalabError
 from ..faults import FaultProxy, Rule
 from ..instruments import fault_gate
 from ..ledger import read_events
-from ..programs import Program
+from ..programs import Program, from_notebook
 from ..runscope import RunScope
 from ..waiting import wait_until
 from ..worker import ExecSpec, ProgramSpec
 
-#: The Python transactional producer under test (confluent-kafka, librdkafka), role ``gated``
-#: (``kafkalab.instruments.fault_gate``): ``lab.conf`` is ``bootstrap.servers`` (the fault
-#: proxy) and ``client.id``; ``lab.delivered`` writes each delivery report to the ledger;
-#: ``lab.wait_for_fault()`` marks the program ready and waits until the harness has delivered
-#: the held request. Notebook 11 shows the same text in a ``%%program`` cell.
-PROGRAM_SOURCE = """\
-from confluent_kafka import Producer
-from kafkalab.instruments import lab
+#: The notebook whose ``%%program`` cells are the Python programs of this experiment.
+NOTEBOOK = "11_late_transaction"
 
-producer = Producer(lab.conf | {
-    "transactional.id": lab.name + "-txn",
-    # A request unanswered for 2 s times out; with socket.max.fails=1 (the default)
-    # librdkafka then closes the connection and sends it again on a new one.
-    "socket.timeout.ms": 2000,
-    # At least socket.timeout.ms + 100 ms; also the default timeout of the
-    # transactional calls (librdkafka CONFIGURATION.md).
-    "transaction.timeout.ms": 60000,
-})
-producer.init_transactions()
 
-def write(label, n):
-    for i in range(n):
-        producer.produce(lab.topic, value=f"{label}-{i}", on_delivery=lab.delivered)
-    producer.flush(30)
+def notebook_program(name: str = "late_txn_producer") -> Program:
+    """The transactional producer of notebook 11 (``%%program late_txn_producer``), as saved:
+    confluent-kafka code of role ``gated`` (``kafkalab.instruments.fault_gate``): ``lab.conf``
+    is ``bootstrap.servers`` (the fault proxy) and ``client.id``; ``lab.delivered`` writes each
+    delivery report to the ledger; ``lab.wait_for_fault()`` marks the program ready (N+1's
+    first records written) and waits until the harness has delivered the held request.
 
-# transaction N: the proxy holds its EndTxn(commit)
-producer.begin_transaction()
-write("N", 3)
-producer.commit_transaction()   # EndTxn times out after 2 s, is sent again, commits N
+    Raises:
+        ProgramError: the notebook or the program is missing.
+    """
+    return from_notebook(NOTEBOOK, name)
 
-# transaction N+1
-producer.begin_transaction()
-write("N+1-before", 3)
-lab.wait_for_fault()            # meanwhile the harness delivers N's held EndTxn, late
-write("N+1-after", 3)
-producer.abort_transaction()    # the program decides: N+1 is aborted
-"""
-#: ``PROGRAM_SOURCE`` as a ``Program`` (what ``run_librdkafka`` runs by default).
-PROGRAM = Program("late_txn_producer", PROGRAM_SOURCE, origin="kafkalab.experiments.late_txn")
 
 #: The longest any step of the schedule may take, seconds (a wait's bound, never a claim).
 STEP_TIMEOUT_S = 120.0
@@ -346,13 +323,13 @@ def _schedule(client: str, start, hold_api: str = "EndTxn") -> LateTxnRun:
 
 def run_librdkafka(program: Program | None = None, hold_api: str = "EndTxn") -> LateTxnRun:
     """Run the producer ``program`` (a ``%%program`` cell of notebook 11, role ``gated``;
-    default ``PROGRAM``) under the schedule, holding transaction N's ``hold_api`` request.
+    default ``notebook_program()``) under the schedule, holding transaction N's ``hold_api`` request.
 
     Raises:
         WaitTimeout: a step of the schedule did not happen within ``STEP_TIMEOUT_S`` seconds.
         KafkalabError: the program ended before N+1, or the broker did not answer the late request.
     """
-    program = program or PROGRAM
+    program = program or notebook_program()
 
     def start(bootstrap: str, topic: str, client_id: str, run_id: str, ledger: Path) -> workloads.Worker:
         conf = {"bootstrap.servers": bootstrap, "client.id": client_id}
