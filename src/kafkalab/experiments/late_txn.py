@@ -40,9 +40,9 @@ What the 4.3.1 cluster did (spike of issue 26, five consecutive runs each, the s
   the coordinator answers **NONE** and commits N+1's first three records. The program's abort of
   N+1 then fails (INVALID_TXN_STATE, fatal), its later records are refused (INVALID_TXN_STATE),
   and the read_committed reader sees N+1's first three records: 3 aborted reads, 1 torn
-  transaction, 0 lost writes, in 5 of 5 runs. The coordinator's check for a v1 client is epoch
-  equality (``TransactionCoordinator.handleEndTransaction``: "for transactions V1 strict
-  equality is enforced"), which a late request of the same epoch passes.
+  transaction, 0 lost writes, in 5 of 5 runs. For a v1 client the coordinator accepts an EndTxn
+  whose epoch equals the current one (``TransactionCoordinator.handleEndTransaction``,
+  apache/kafka), and a late request of the same epoch passes that check.
 - kafka-clients 4.3.1 sends ApiVersions v4 and EndTxn **v5** (transactions v2, KIP-890 part 2):
   the commit of N returns the bumped epoch 1, N+1 runs at epoch 1, and the late EndTxn of epoch 0
   is answered **PRODUCER_FENCED**: 0 anomalies in 5 of 5 runs.
