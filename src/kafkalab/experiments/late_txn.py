@@ -103,8 +103,10 @@ class LateTxnRun:
         late_answer: the error name the coordinator answered the late request (``"NONE"``: it
             applied it).
         versions: request api -> sorted versions the client sent (as the proxy decoded them).
-        txn_answers: every EndTxn/AddPartitionsToTxn response the client got: ``api``,
-            ``version``, ``error``, ``producer_epoch`` (EndTxn v5+).
+        txn_answers: every EndTxn/AddPartitionsToTxn response of the run, in order: ``api``,
+            ``version``, ``error``, ``producer_epoch`` (EndTxn v5+), ``action`` (``forwarded``
+            to the client, or ``released``: the answer to the late request, which no client
+            gets) and ``t_ms`` (the proxy's clock, as ``held``'s times).
         program: the program's step lines (``program.jsonl``).
         seen: values the read_committed reader read, in offset order.
         committed_n: N's values the program saw committed; ``aborted_n1``: N+1's values.
@@ -231,7 +233,7 @@ def _versions(proxy: FaultProxy, client_id: str) -> dict[str, list[int]]:
 
 def _txn_answers(proxy: FaultProxy, client_id: str) -> list[dict]:
     return [{"api": e.api, "version": e.api_version, "error": (e.txn or {}).get("error") or _err(e.error_code),
-             "producer_epoch": (e.txn or {}).get("producer_epoch"), "action": e.action}
+             "producer_epoch": (e.txn or {}).get("producer_epoch"), "action": e.action, "t_ms": e.t_ms}
             for e in proxy.events(kind="response", client_id=client_id) if e.api in ("EndTxn", "AddPartitionsToTxn")]
 
 
