@@ -35,7 +35,7 @@ def _free_base() -> int:
 
 
 class FakeBroker:
-    """Accepts connections on ``port``; answers every EndTxn frame with ``error`` (v1 response)."""
+    """Accepts connections on ``port``; answers every EndTxn frame with ``error``, in the request's version."""
 
     def __init__(self, port: int, error: int):
         self.error = error
@@ -64,8 +64,8 @@ class FakeBroker:
                     return
                 for payload in frames.feed(data):
                     self.received.append(payload)
-                    corr = struct.unpack_from(">i", payload, 4)[0]
-                    conn.sendall(encode_frame(end_txn_response(1, self.error, corr=corr)))
+                    version, corr = struct.unpack_from(">hi", payload, 2)
+                    conn.sendall(encode_frame(end_txn_response(version, self.error, pid=7, epoch=4, corr=corr)))
 
     def close(self) -> None:
         self.server.close()
@@ -119,3 +119,42 @@ def test_a_held_end_txn_reaches_the_broker_only_when_released_after_the_client_l
     assert proxy.stats("EndTxn")["held_requests"] == 1
     assert proxy.release_held() == [], "nothing left to release"
     assert "payload" not in released[0].to_json() and released[0].to_json()["answer"]["error"] == "INVALID_TXN_STATE"
+
+
+def test_the_control_socket_holds_and_releases_like_the_fault_hold_and_release_commands(monkeypatch, tmp_path) -> None:
+    from kafkalab.faults import send_control
+
+    base = _free_base()
+    monkeypatch.setenv("KAFKALAB_PORT_BASE", str(base))
+    monkeypatch.setenv("KAFKALAB_STATE", str(tmp_path))
+    broker = FakeBroker(base + 3, error=90)  # PRODUCER_FENCED, say
+    proxy = FaultProxy(brokers=[1], control_socket=tmp_path / "faults" / "control.sock").start()
+    try:
+        # the fault commands find the socket here: under $KAFKALAB_STATE
+        monkeypatch.setattr("kafkalab.faults.control_socket_path", lambda: tmp_path / "faults" / "control.sock")
+        send_control({"op": "add", "rule": Rule("hold_request", api="EndTxn", times=1).to_json()})
+        with socket.create_connection(("127.0.0.1", base + 4)) as client:
+            client.sendall(encode_frame(end_txn_request(5, "txn-z", 7, 3, False, corr=21)))
+            proxy.wait_for_held(1, timeout_s=10)
+        held = send_control({"op": "held"})["held"]
+        assert [(h["api"], h["txn"]["committed"], h["released_ms"]) for h in held] == [("EndTxn", False, None)]
+        released = send_control({"op": "release", "timeout_s": 10}, timeout_s=15)["released"]
+        assert len(released) == 1 and released[0]["answer"]["error"] == "PRODUCER_FENCED"
+        assert send_control({"op": "release"})["released"] == [], "a request is released once"
+
+        from click.testing import CliRunner
+
+        from kafkalab.faults import cli_group
+
+        assert "nothing was held" in CliRunner().invoke(cli_group, ["release"]).output
+        r = CliRunner().invoke(cli_group, ["hold", "--api", "EndTxn"])
+        assert r.exit_code == 0 and "added rule: hold_request EndTxn 1x" in r.output, r.output
+        with socket.create_connection(("127.0.0.1", base + 4)) as client:
+            client.sendall(encode_frame(end_txn_request(1, "txn-y", 8, 0, True, corr=5)))
+            proxy.wait_for_held(1, timeout_s=10)
+        r = CliRunner().invoke(cli_group, ["release", "--timeout", "10"])
+        assert r.exit_code == 0 and "EndTxn v1" in r.output and "epoch 0" in r.output \
+            and "broker answered PRODUCER_FENCED" in r.output, r.output
+    finally:
+        proxy.stop()
+        broker.close()

@@ -878,7 +878,14 @@ class FaultProxy:
         try:
             line = await reader.readline()
             try:
-                reply = self._control(json.loads(line))
+                cmd = json.loads(line)
+                if cmd.get("op") == "release":  # awaits the broker, on this loop: not through _control
+                    with self._lock:
+                        todo = [h for h in self._held if not h.released]
+                    done = await self._release(todo, float(cmd.get("timeout_s", 30)))
+                    reply = {"ok": True, "released": [h.to_json() for h in done]}
+                else:
+                    reply = self._control(cmd)
             except (KafkalabError, ValueError, TypeError, KeyError) as e:
                 reply = {"ok": False, "error": str(e)}
             writer.write((json.dumps(reply) + "\n").encode())
@@ -911,6 +918,8 @@ class FaultProxy:
         if op == "reset":
             self.reset()
             return {"ok": True}
+        if op == "held":
+            return {"ok": True, "held": [h.to_json() for h in self.held()]}
         raise KafkalabError(f"unknown control op {op!r}")
 
 
@@ -989,7 +998,8 @@ def cli_group() -> None:
 
     Run `kafkalab fault serve` in one terminal; in another, point a client at
     127.0.0.1:9096,127.0.0.1:9196,127.0.0.1:9296 and add rules: `kafkalab fault drop-acks 2`,
-    `kafkalab fault blackhole --broker 2`, `kafkalab fault status`, `kafkalab fault clear`.
+    `kafkalab fault blackhole --broker 2`, `kafkalab fault hold --api EndTxn` then
+    `kafkalab fault release`, `kafkalab fault status`, `kafkalab fault clear`.
     """
 
 
@@ -1076,6 +1086,31 @@ def cut_cmd(broker: int | None) -> None:
     """Close the proxied connections now; clients reconnect through the proxy."""
     n = send_control({"op": "cut", "broker": broker})["cut"]
     click.echo(f"cut {n} connection(s)")
+
+
+@cli_group.command("hold")
+@click.option("--api", default="EndTxn", show_default=True, help="Api of the request to hold (name or key).")
+@click.option("--client-id", default=None, help="Only requests of this client.id.")
+@click.option("--skip", type=click.IntRange(0), default=0, help="Matching requests to let through first.")
+def hold_cmd(api: str, client_id: str | None, skip: int) -> None:
+    """Hold the next API request from the broker until `kafkalab fault release` (KAFKA-17754's late request)."""
+    _add(Rule("hold_request", api, None, client_id, skip=skip, times=1))
+
+
+@cli_group.command("release")
+@click.option("--timeout", "timeout_s", type=float, default=30.0, show_default=True,
+              help="Seconds to wait for the broker's answer to each.")
+def release_cmd(timeout_s: float) -> None:
+    """Deliver every held request to its broker now, late, and print the broker's answers."""
+    released = send_control({"op": "release", "timeout_s": timeout_s}, timeout_s=timeout_s + 5)["released"]
+    if not released:
+        click.echo("nothing was held")
+    for h in released:
+        txn = h["txn"] or {}
+        answer = (h["answer"] or {}).get("error", "not decoded")
+        click.echo(f"{h['api']} v{h['api_version']} of {h['client_id']} (transactional.id {txn.get('transactional_id')}, "
+                   f"epoch {txn.get('producer_epoch')}), held {h['held_ms']:.0f} ms, released {h['released_ms']:.0f} ms: "
+                   f"broker answered {answer}")
 
 
 @cli_group.command("clear")
