@@ -10,10 +10,12 @@ The schedule, the same for each client, made by the fault proxy (never by timing
    one (librdkafka: ``rd_kafka_broker_timeout_scan`` in ``src/rdkafka_broker.c`` times out the
    in-flight request after ``socket.timeout.ms`` and, with ``socket.max.fails=1``, the default,
    tears the connection down; ``rd_kafka_txn_handle_EndTxn`` in ``src/rdkafka_txnmgr.c`` retries
-   an EndTxn that timed out (``RD_KAFKA_ERR_ACTION_RETRY``); librdkafka v2.15.0 source, the
-   pinned confluent-kafka bundles 2.16.0. The Java client: ``NetworkClient`` disconnects a
-   connection whose request exceeded ``request.timeout.ms`` and the ``TransactionManager``
-   re-sends the EndTxn);
+   an EndTxn that timed out (``RD_KAFKA_ERR_ACTION_RETRY``); read in librdkafka's v2.15.0
+   source, the pinned confluent-kafka bundles 2.16.0, and seen live: the client closes the
+   connection. The Java client: ``NetworkClient.handleTimedOutRequests`` disconnects a
+   connection whose request exceeded ``request.timeout.ms``, and the ``TransactionManager``'s
+   request handler re-enqueues a request whose connection was lost (``wasDisconnected``);
+   apache/kafka ``clients``);
 3. the retry gets through: N is committed; the program begins N+1 and writes records, then
    says so (a marker file) and waits;
 4. the harness, once the client's connection of the held request is closed and the program
@@ -28,9 +30,11 @@ Anomalies, in Jepsen's words (``jepsen/src/jepsen/tests/kafka.clj``): an *aborte
 record of the aborted N+1 that the reader sees), a *lost write* (a record of the committed N
 the reader does not see), a *torn transaction* (N+1 partly visible).
 
-``run_librdkafka`` runs notebook 11's ``%%program late_txn_producer`` (confluent-kafka) under the schedule, ``run_java`` the Java
-producer (``kafka/src/main/java/kafkalab/clients/LateTxnProducer.java``, kafka-clients 4.3.1);
-``kafkalab run late-txn`` is the terminal twin.
+``run_librdkafka`` runs notebook 11's ``%%program late_txn_producer`` (confluent-kafka) under
+the schedule, ``run_java`` the Java producer
+(``kafka/src/main/java/kafkalab/clients/LateTxnProducer.java``, kafka-clients 4.3.1);
+``kafkalab run late-txn`` is the terminal twin; ``late_txn_analysis`` counts the anomalies in
+Spark, ``late_txn_plots`` draws the schedule.
 
 What the 4.3.1 cluster did (spike of issue 26, five consecutive runs each, the same every run):
 
@@ -107,7 +111,9 @@ class LateTxnRun:
             ``version``, ``error``, ``producer_epoch`` (EndTxn v5+), ``action`` (``forwarded``
             to the client, or ``released``: the answer to the late request, which no client
             gets) and ``t_ms`` (the proxy's clock, as ``held``'s times).
-        program: the program's step lines (``program.jsonl``).
+        program: the program's steps, one dict each: ``delivery`` (value, offset, error),
+            ``committed`` (N), ``aborted`` or ``error`` (how N+1 ended), then ``output`` (the
+            end of its log).
         seen: values the read_committed reader read, in offset order.
         committed_n: N's values the program saw committed; ``aborted_n1``: N+1's values.
         lost_writes: values of a committed N the reader does not see.
@@ -180,27 +186,19 @@ def _wait_no_open_transaction(topic: str, timeout_s: float) -> None:
 def _read_committed(topic: str, timeout_s: float) -> tuple[list[str], int, int]:
     """Values a read_committed reader reads from partition 0 up to the last stable offset, and
     the (log end offset, last stable offset)."""
-    bootstrap = config.Topology().bootstrap_servers
-    tp = TopicPartition(topic, 0)
+    leo, lso = _offsets(topic, timeout_s)
     values: list[str] = []
-    with_uncommitted = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-peek",
-                                 "isolation.level": "read_uncommitted", "enable.auto.commit": False})
+    c = Consumer({"bootstrap.servers": config.Topology().bootstrap_servers, "group.id": f"{topic}-reader",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
     try:
-        _, leo = with_uncommitted.get_watermark_offsets(tp, timeout=timeout_s)
-    finally:
-        with_uncommitted.close()
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "isolation.level": "read_committed",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    try:
-        _, lso = c.get_watermark_offsets(tp, timeout=timeout_s)
         c.assign([TopicPartition(topic, 0, 0)])
 
         def caught_up() -> bool:
             m = c.poll(0.2)
             if m is not None and m.error() is None:
                 values.append(m.value().decode())
-            pos = c.position([tp])[0].offset
-            return pos >= lso
+            return c.position([TopicPartition(topic, 0)])[0].offset >= lso
+
         wait_until(caught_up, timeout_s=timeout_s, what=f"the read_committed reader reaching the LSO {lso} of {topic}",
                    interval_s=0)
     finally:
