@@ -109,7 +109,7 @@ def test_fault_cli_without_a_serving_proxy_says_how_to_start_one(tmp_path, monke
 def test_fault_cli_lists_its_commands() -> None:
     r = CliRunner().invoke(faults.cli_group, ["--help"])
     assert r.exit_code == 0
-    for cmd in ("serve", "drop-acks", "blackhole", "add", "cut", "clear", "status", "events"):
+    for cmd in ("serve", "drop-acks", "blackhole", "add", "cut", "clear", "status", "events", "hold", "release"):
         assert cmd in r.output
 
 

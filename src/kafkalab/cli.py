@@ -244,7 +244,7 @@ def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | 
 #: named like the experiment, e.g. "rebalance"), or ``cli_commands`` (several); each becomes
 #: ``kafkalab run <name>``.
 EXPERIMENT_MODULES = ("tour", "rebalance", "offset_commit", "idempotence", "transactions", "segments_demo",
-                      "ordering", "replication", "share_groups", "performance")
+                      "ordering", "replication", "share_groups", "performance", "late_txn")
 
 
 def _register_experiments() -> None:

@@ -20,7 +20,11 @@ The proxy reads the stream as Kafka frames with ``kafkalab.protocol`` (Kafka pro
 Rules (``Rule``) decide per request, deterministically, by counting the requests that match
 them: forward the request and drop its response (the broker wrote, the client never hears:
 a *lost ack*), drop the request (the broker never sees it: a blackhole), delay the request or
-its response, or cut the connection before the request or at its response. Produce requests
+its response, cut the connection before the request or at its response, or hold a request
+until the harness releases it (``hold_request``, ``FaultProxy.release_held``: the late request
+of KAFKA-17754, delivered after the client gave up on it). EndTxn and AddPartitionsToTxn
+requests and responses are decoded (transactional id, producer id and epoch, commit or abort;
+error code; the bumped epoch of EndTxn v5, KIP-890). Produce requests
 and responses are parsed down to the record batch headers (producer id, producer epoch, base
 sequence, record count; response error code and base offset), so the proxy can say how many
 records a dropped response covered and whether the broker had appended them.
@@ -65,9 +69,10 @@ import click
 from . import config
 from .clickutil import KafkalabGroup
 from .errors import KafkalabError, PortInUse
-from .protocol import (PRODUCE, FrameReader, PartitionResult, ProduceRequestInfo, ProtocolError, RequestHeader,
-                       api_key_of, api_name, encode_frame, parse_produce_request, parse_produce_response,
-                       parse_request_header, response_correlation_id)
+from .protocol import (ADD_PARTITIONS_TO_TXN, END_TXN, PRODUCE, FrameReader, PartitionResult, ProduceRequestInfo,
+                       ProtocolError, RequestHeader, TxnRequestInfo, TxnResponseInfo, api_key_of, api_name,
+                       encode_frame, parse_produce_request, parse_produce_response, parse_request_header,
+                       parse_txn_request, parse_txn_response, response_correlation_id)
 from .waiting import wait_until
 
 # ----------------------------------------------------------------------------- rules
@@ -80,6 +85,8 @@ ACTIONS: dict[str, str] = {
     "delay_response": "hold the response for delay_ms before passing it on",
     "cut": "close the connection instead of forwarding the request",
     "cut_at_response": "forward the request; when its response arrives, discard it and close the connection",
+    "hold_request": ("keep the request from the broker until the harness releases it (FaultProxy.release_held): "
+                     "then it is written to the broker, even after the client closed, and the answer is recorded"),
 }
 #: Actions that act on the response, so they never apply to a request that gets none (acks=0).
 RESPONSE_ACTIONS = frozenset({"drop_response", "delay_response", "cut_at_response"})
@@ -236,7 +243,9 @@ class ProxyEvent:
         api_version: version of the request (also for its response).
         correlation_id: the request's correlation id (-1 for connect/close).
         client_id: ``client.id`` of the request (also on its response).
-        action: ``"forwarded"``, ``"dropped"``, ``"delayed"``, ``"cut"`` (or ``"opened"``/``"closed"``).
+        action: ``"forwarded"``, ``"dropped"``, ``"delayed"``, ``"cut"``, ``"held"`` (a
+            ``hold_request`` rule took it), ``"released"`` (the held request written to the
+            broker, and the broker's answer to it) (or ``"opened"``/``"closed"``).
         rule: name of the rule that caused the action, or None.
         acks: Produce ``acks`` (-1, 0, 1), or None.
         timeout_ms: Produce ``timeout_ms``: how long the leader may wait for its replicas
@@ -244,6 +253,9 @@ class ProxyEvent:
         batches: Produce request batches (``BatchInfo`` as dicts).
         results: Produce response partitions (``PartitionResult`` as dicts).
         in_flight: Produce requests forwarded on this connection and not yet answered, after this event.
+        txn: an EndTxn or AddPartitionsToTxn request (``TxnRequestInfo`` as a dict) or response
+            (``TxnResponseInfo`` as a dict), or None.
+        error_code: the error code of an EndTxn or AddPartitionsToTxn response, or None.
     """
 
     t_ms: float
@@ -262,6 +274,8 @@ class ProxyEvent:
     batches: list[dict] = field(default_factory=list)
     results: list[dict] = field(default_factory=list)
     in_flight: int = 0
+    txn: dict | None = None
+    error_code: int | None = None
 
     @property
     def records(self) -> int:
@@ -275,7 +289,7 @@ class ProxyEvent:
 #: Counter names of ``FaultProxy.stats`` (per broker and api), in display order.
 COUNTERS: tuple[str, ...] = (
     "requests", "forwarded", "dropped_requests", "delayed_requests", "responses", "dropped_responses",
-    "delayed_responses", "cuts", "records_sent", "lost_ack_records", "max_in_flight",
+    "delayed_responses", "cuts", "records_sent", "lost_ack_records", "max_in_flight", "held_requests",
 )
 
 
@@ -285,6 +299,54 @@ class _Pending:
     produce: ProduceRequestInfo | None
     rule: Rule | None
     t_ms: float
+
+
+@dataclass
+class HeldRequest:
+    """A request a ``hold_request`` rule keeps from the broker, and what became of it.
+
+    Attributes:
+        number: 1, 2, ... in the order the proxy held them.
+        broker: broker id the request was sent to.
+        conn: the client connection it came on (``ProxyEvent.conn``).
+        api, api_version, correlation_id, client_id: from its request header.
+        txn: the decoded EndTxn or AddPartitionsToTxn body (``TxnRequestInfo``), or None.
+        held_ms: when the proxy took it (``FaultProxy.now_ms`` clock).
+        client_closed_ms: when the client's connection closed (the client gave up on the
+            request: librdkafka and the Java client close a connection whose request timed
+            out), or None while it is open.
+        released_ms: when the proxy wrote it to the broker, or None while it is held.
+        answer: the broker's decoded answer (``TxnResponseInfo``), None before the release or
+            for an api this module does not decode.
+        answer_error_code: the answer's error code (None: no answer decoded).
+        rule: the rule's name.
+    """
+
+    number: int
+    broker: int
+    conn: int
+    api: str
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    txn: TxnRequestInfo | None
+    held_ms: float
+    rule: str
+    payload: bytes = field(repr=False, default=b"")
+    client_closed_ms: float | None = None
+    released_ms: float | None = None
+    answer: TxnResponseInfo | None = None
+    answer_error_code: int | None = None
+
+    @property
+    def released(self) -> bool:
+        return self.released_ms is not None
+
+    def to_json(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k != "payload"}
+        if self.answer is not None:
+            d["answer"]["error"] = self.answer.error
+        return d
 
 
 class _Connection:
@@ -349,6 +411,7 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._t0 = time.monotonic()
+        self._held: list[HeldRequest] = []
         self.running = False
 
     # --- life cycle
@@ -493,6 +556,96 @@ class FaultProxy:
 
         return asyncio.run_coroutine_threadsafe(cut(), self._loop).result(timeout=10)
 
+    # --- held requests (hold_request)
+    def held(self) -> list[HeldRequest]:
+        """Every request a ``hold_request`` rule took, oldest first (held and released)."""
+        with self._lock:
+            return list(self._held)
+
+    def release_held(self, requests: Iterable[HeldRequest] | None = None, timeout_s: float = 30.0) -> list[HeldRequest]:
+        """Write the held requests (default: every one not yet released) to their broker, late,
+        and wait for the broker's answers.
+
+        Each goes on a new connection from the proxy to the broker's FAULT listener: by the
+        time the harness releases it, the client has usually closed the connection it came on
+        (that is the point: the client gave up on it and moved on). The broker handles a
+        request the same on any connection; the transaction coordinator keys its state by
+        transactional id, producer id and epoch, not by connection. The answer goes to no
+        client; it is decoded (EndTxn, AddPartitionsToTxn) and recorded: on the
+        ``HeldRequest`` (``answer``, ``answer_error_code``) and as two events (``request`` and
+        ``response``, action ``"released"``).
+
+        Args:
+            requests: the held requests to release (from ``held()``), or None for all unreleased.
+            timeout_s: seconds to wait for each answer.
+
+        Returns:
+            The released ``HeldRequest``s.
+
+        Raises:
+            KafkalabError: the broker did not answer within ``timeout_s``, or closed the connection.
+        """
+        with self._lock:
+            todo = [h for h in (list(requests) if requests is not None else self._held) if not h.released]
+        fut = asyncio.run_coroutine_threadsafe(self._release(todo, timeout_s), self._loop)
+        return fut.result(timeout=timeout_s * max(len(todo), 1) + 10)
+
+    def wait_for_held(self, count: int = 1, timeout_s: float = 60.0, client_closed: bool = False) -> list[HeldRequest]:
+        """Wait until ``count`` requests are held (and, with ``client_closed``, until the client
+        closed the connection each came on: it gave up on them); returns ``held()``.
+
+        Raises:
+            WaitTimeout: naming what was awaited.
+        """
+        def ok() -> bool:
+            hs = [h for h in self.held() if not h.released]
+            return len(hs) >= count and (not client_closed or all(h.client_closed_ms is not None for h in hs[:count]))
+
+        what = f"{count} held request(s)" + (" whose client closed the connection" if client_closed else "")
+        wait_until(ok, timeout_s=timeout_s, what=what, interval_s=0.02,
+                   on_timeout=lambda: f"held: {[h.to_json() for h in self.held()]}")
+        return self.held()
+
+    async def _release(self, todo: list[HeldRequest], timeout_s: float) -> list[HeldRequest]:
+        for h in todo:
+            node = self.nodes[h.broker]
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, node.ports["FAULT"]),
+                                                    timeout=timeout_s)
+            try:
+                h.released_ms = self._now()
+                self._record(ProxyEvent(h.released_ms, _wall_ms(), h.broker, h.conn, "request", h.api, h.api_version,
+                                        h.correlation_id, h.client_id, action="released", rule=h.rule,
+                                        txn=asdict(h.txn) if h.txn else None))
+                writer.write(encode_frame(h.payload))
+                await writer.drain()
+                frames = FrameReader()
+                answer: bytes | None = None
+                while answer is None:
+                    data = await asyncio.wait_for(reader.read(65536), timeout=timeout_s)
+                    if not data:
+                        raise KafkalabError(f"broker {h.broker} closed the connection instead of answering the "
+                                            f"released {h.api} v{h.api_version}")
+                    got = frames.feed(data)
+                    answer = got[0] if got else None
+            except asyncio.TimeoutError:
+                raise KafkalabError(f"broker {h.broker} did not answer the released {h.api} within {timeout_s} s") from None
+            finally:
+                writer.close()
+            key = api_key_of(h.api)
+            info = None
+            if key in (END_TXN, ADD_PARTITIONS_TO_TXN):
+                try:
+                    info = parse_txn_response(answer, key, h.api_version)
+                except ProtocolError:
+                    info = None
+            h.answer = info
+            h.answer_error_code = info.error_code if info else None
+            self._bump(h.broker, key, "responses")
+            self._record(ProxyEvent(self._now(), _wall_ms(), h.broker, h.conn, "response", h.api, h.api_version,
+                                    h.correlation_id, h.client_id, action="released", rule=h.rule,
+                                    txn=asdict(info) if info else None, error_code=h.answer_error_code))
+        return todo
+
     # --- what happened
     def events(self, api: str | int | None = None, kind: str | None = None, client_id: str | None = None,
                broker: int | None = None) -> list[ProxyEvent]:
@@ -537,6 +690,7 @@ class FaultProxy:
         with self._lock:
             self._events.clear()
             self._stats.clear()
+            self._held.clear()
             self._connections_opened = {i: 0 for i in self.nodes}
 
     def wait_for(self, condition: Callable[["FaultProxy"], Any], timeout_s: float, what: str) -> Any:
@@ -589,7 +743,12 @@ class FaultProxy:
             await asyncio.gather(*tasks, return_exceptions=True)
             conn.close()
             self._conns.pop(number, None)
-            self._record(ProxyEvent(self._now(), _wall_ms(), broker, number, "close", action="closed"))
+            now = self._now()
+            with self._lock:
+                for h in self._held:
+                    if h.conn == number and h.client_closed_ms is None:
+                        h.client_closed_ms = now
+            self._record(ProxyEvent(now, _wall_ms(), broker, number, "close", action="closed"))
 
     async def _pump_requests(self, conn: _Connection, reader: asyncio.StreamReader) -> None:
         frames = FrameReader()
@@ -599,6 +758,7 @@ class FaultProxy:
                 return
             for payload in frames.feed(data):
                 header, produce = _parse_request(payload)
+                txn = _parse_txn(payload, header)
                 if header is None:  # not even a header: pass it on untouched
                     conn.upstream.write(encode_frame(payload))
                     await conn.upstream.drain()
@@ -613,7 +773,17 @@ class FaultProxy:
                                    rule=rule.name if rule else None,
                                    acks=produce.acks if produce else None,
                                    timeout_ms=produce.timeout_ms if produce else None,
-                                   batches=[asdict(b) for b in produce.batches] if produce else [])
+                                   batches=[asdict(b) for b in produce.batches] if produce else [],
+                                   txn=asdict(txn) if txn else None)
+                if action == "hold_request":
+                    event.action = "held"
+                    self._record(event)
+                    self._bump(conn.broker, header.api_key, "held_requests")
+                    with self._lock:
+                        self._held.append(HeldRequest(len(self._held) + 1, conn.broker, conn.number, header.api,
+                                                      header.api_version, header.correlation_id, header.client_id,
+                                                      txn, event.t_ms, rule.name, payload))
+                    continue
                 if action == "cut":
                     event.action = "cut"
                     self._record(event)
@@ -669,13 +839,21 @@ class FaultProxy:
                         results = parse_produce_response(payload, h.api_version)
                     except ProtocolError:
                         results = []
+                txn_answer: TxnResponseInfo | None = None
+                if h.api_key in (END_TXN, ADD_PARTITIONS_TO_TXN):
+                    try:
+                        txn_answer = parse_txn_response(payload, h.api_key, h.api_version)
+                    except ProtocolError:
+                        txn_answer = None
                 rule = pending.rule
                 action = rule.action if rule else "forward"
                 self._bump(conn.broker, h.api_key, "responses")
                 event = ProxyEvent(self._now(), _wall_ms(), conn.broker, conn.number, "response", h.api,
                                    h.api_version, corr, h.client_id, rule=rule.name if rule else None,
                                    results=[asdict(r) | {"error": r.error} for r in results],
-                                   in_flight=conn.produce_in_flight())
+                                   in_flight=conn.produce_in_flight(),
+                                   txn=asdict(txn_answer) if txn_answer else None,
+                                   error_code=txn_answer.error_code if txn_answer else None)
                 if action in ("drop_response", "cut_at_response"):
                     event.action = "dropped" if action == "drop_response" else "cut"
                     self._record(event)
@@ -700,7 +878,14 @@ class FaultProxy:
         try:
             line = await reader.readline()
             try:
-                reply = self._control(json.loads(line))
+                cmd = json.loads(line)
+                if cmd.get("op") == "release":  # awaits the broker, on this loop: not through _control
+                    with self._lock:
+                        todo = [h for h in self._held if not h.released]
+                    done = await self._release(todo, float(cmd.get("timeout_s", 30)))
+                    reply = {"ok": True, "released": [h.to_json() for h in done]}
+                else:
+                    reply = self._control(cmd)
             except (KafkalabError, ValueError, TypeError, KeyError) as e:
                 reply = {"ok": False, "error": str(e)}
             writer.write((json.dumps(reply) + "\n").encode())
@@ -733,6 +918,8 @@ class FaultProxy:
         if op == "reset":
             self.reset()
             return {"ok": True}
+        if op == "held":
+            return {"ok": True, "held": [h.to_json() for h in self.held()]}
         raise KafkalabError(f"unknown control op {op!r}")
 
 
@@ -752,6 +939,16 @@ def _parse_request(payload: bytes) -> tuple[RequestHeader | None, ProduceRequest
         return header, parse_produce_request(payload)[1]
     except ProtocolError:
         return header, None
+
+
+def _parse_txn(payload: bytes, header: RequestHeader | None) -> TxnRequestInfo | None:
+    """The body of an EndTxn or AddPartitionsToTxn request (None for other apis or if unreadable)."""
+    if header is None or header.api_key not in (END_TXN, ADD_PARTITIONS_TO_TXN):
+        return None
+    try:
+        return parse_txn_request(payload)[1]
+    except ProtocolError:
+        return None
 
 
 def _appended_records(request: ProduceRequestInfo, results: list[PartitionResult]) -> int:
@@ -801,7 +998,8 @@ def cli_group() -> None:
 
     Run `kafkalab fault serve` in one terminal; in another, point a client at
     127.0.0.1:9096,127.0.0.1:9196,127.0.0.1:9296 and add rules: `kafkalab fault drop-acks 2`,
-    `kafkalab fault blackhole --broker 2`, `kafkalab fault status`, `kafkalab fault clear`.
+    `kafkalab fault blackhole --broker 2`, `kafkalab fault hold --api EndTxn` then
+    `kafkalab fault release`, `kafkalab fault status`, `kafkalab fault clear`.
     """
 
 
@@ -878,7 +1076,7 @@ def blackhole_cmd(brokers: tuple[int, ...], api: str) -> None:
 def add_cmd(action: str, api: str, brokers: tuple[int, ...], client_id: str | None, skip: int, every: int,
             times: int | None, delay_ms: int) -> None:
     """Add any rule (see kafkalab.faults.Rule): drop_response, drop_request, delay_request,
-    delay_response, cut, cut_at_response."""
+    delay_response, cut, cut_at_response, hold_request."""
     _add(Rule(action, api, brokers or None, client_id, skip=skip, every=every, times=times, delay_ms=delay_ms))
 
 
@@ -888,6 +1086,31 @@ def cut_cmd(broker: int | None) -> None:
     """Close the proxied connections now; clients reconnect through the proxy."""
     n = send_control({"op": "cut", "broker": broker})["cut"]
     click.echo(f"cut {n} connection(s)")
+
+
+@cli_group.command("hold")
+@click.option("--api", default="EndTxn", show_default=True, help="Api of the request to hold (name or key).")
+@click.option("--client-id", default=None, help="Only requests of this client.id.")
+@click.option("--skip", type=click.IntRange(0), default=0, help="Matching requests to let through first.")
+def hold_cmd(api: str, client_id: str | None, skip: int) -> None:
+    """Hold the next API request from the broker until `kafkalab fault release` (KAFKA-17754's late request)."""
+    _add(Rule("hold_request", api, None, client_id, skip=skip, times=1))
+
+
+@cli_group.command("release")
+@click.option("--timeout", "timeout_s", type=float, default=30.0, show_default=True,
+              help="Seconds to wait for the broker's answer to each.")
+def release_cmd(timeout_s: float) -> None:
+    """Deliver every held request to its broker now, late, and print the broker's answers."""
+    released = send_control({"op": "release", "timeout_s": timeout_s}, timeout_s=timeout_s + 5)["released"]
+    if not released:
+        click.echo("nothing was held")
+    for h in released:
+        txn = h["txn"] or {}
+        answer = (h["answer"] or {}).get("error", "not decoded")
+        click.echo(f"{h['api']} v{h['api_version']} of {h['client_id']} (transactional.id {txn.get('transactional_id')}, "
+                   f"epoch {txn.get('producer_epoch')}), held {h['held_ms']:.0f} ms, released {h['released_ms']:.0f} ms: "
+                   f"broker answered {answer}")
 
 
 @cli_group.command("clear")

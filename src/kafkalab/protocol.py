@@ -11,6 +11,7 @@ Produce request and response, and the record batch v2 header.
 ``response_correlation_id``  the correlation id a response starts with
 ``parse_produce_request``, ``parse_produce_response``  Produce v3-v13, down to the batch headers
 ``read_batch_header``  the 61-byte record batch v2 header (``BatchHeader``)
+``parse_txn_request``, ``parse_txn_response``  EndTxn and AddPartitionsToTxn v0-v5 (KAFKA-17754)
 ``encode_metadata_request``, ``parse_metadata_response``  Metadata v4: what one broker knows
 =====================  ==========================================================================
 
@@ -25,8 +26,10 @@ records with it.
 Sources: Kafka protocol guide (kafka.apache.org/protocol, 4.3: "Network", "Common Request and
 Response Structure", "Protocol Primitive Types"); message schemas ``RequestHeader.json``,
 ``ResponseHeader.json``, ``ProduceRequest.json`` (v3-v13; v9+ flexible; v13 names topics by
-id, KIP-516) and ``ProduceResponse.json`` in apache/kafka clients/src/main/resources/common/message;
-record batch v2: Kafka documentation, Implementation > Message Format; clients
+id, KIP-516), ``ProduceResponse.json``, ``EndTxnRequest.json``/``EndTxnResponse.json`` (v0-v5;
+v3+ flexible; v5 returns the bumped epoch, KIP-890) and ``AddPartitionsToTxnRequest.json``/
+``AddPartitionsToTxnResponse.json`` (v0-v5; v4+ batched, broker to coordinator) in apache/kafka
+clients/src/main/resources/common/message; record batch v2: Kafka documentation, Implementation > Message Format; clients
 ``ByteUtils`` (varints) and ``DefaultRecordBatch`` (header offsets).
 """
 
@@ -60,6 +63,13 @@ PRODUCE = API_KEYS["Produce"]
 #: First flexible version of Produce (``"flexibleVersions": "9+"``): compact strings and
 #: arrays, tagged fields, request header v2 and response header v1.
 PRODUCE_FLEXIBLE_FROM = 9
+#: First flexible version of EndTxn and AddPartitionsToTxn (``"flexibleVersions": "3+"`` in
+#: ``EndTxnRequest.json`` and ``AddPartitionsToTxnRequest.json``).
+TXN_FLEXIBLE_FROM = 3
+#: Api key -> first flexible version, for the apis whose bodies this module reads: their
+#: request header is v2 (tagged fields after ``client_id``) from that version on.
+FLEXIBLE_FROM: dict[int, int] = {PRODUCE: PRODUCE_FLEXIBLE_FROM, API_KEYS["EndTxn"]: TXN_FLEXIBLE_FROM,
+                                 API_KEYS["AddPartitionsToTxn"]: TXN_FLEXIBLE_FROM}
 #: First Produce version that names topics by id instead of by name (KIP-516, Kafka 4.1).
 PRODUCE_TOPIC_ID_FROM = 13
 
@@ -70,6 +80,11 @@ ERROR_NAMES: dict[int, str] = {
     19: "NOT_ENOUGH_REPLICAS", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND", 45: "OUT_OF_ORDER_SEQUENCE_NUMBER",
     46: "DUPLICATE_SEQUENCE_NUMBER", 47: "INVALID_PRODUCER_EPOCH", 53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
     59: "UNKNOWN_PRODUCER_ID", 87: "INVALID_RECORD", 90: "PRODUCER_FENCED", 100: "UNKNOWN_TOPIC_ID",
+    # transactions (KIP-98, KIP-890)
+    14: "COORDINATOR_LOAD_IN_PROGRESS", 15: "COORDINATOR_NOT_AVAILABLE", 16: "NOT_COORDINATOR",
+    48: "INVALID_TXN_STATE", 49: "INVALID_PRODUCER_ID_MAPPING", 50: "INVALID_TRANSACTION_TIMEOUT",
+    51: "CONCURRENT_TRANSACTIONS", 52: "TRANSACTION_COORDINATOR_FENCED", 55: "OPERATION_NOT_ATTEMPTED",
+    127: "TRANSACTION_ABORTABLE",
 }
 
 #: The error a broker answers for a topic it does not know (yet, or any more).
@@ -370,9 +385,10 @@ class RequestHeader:
 def parse_request_header(payload: bytes) -> tuple[RequestHeader, int]:
     """Header of a request frame's ``payload`` and the position where the header ends.
 
-    The position is exact for Produce (it skips the tagged fields of header v2 when the
-    version is flexible); for other apis it is the end of ``client_id``, which is all the
-    proxy needs from them.
+    The position is exact for the apis of ``FLEXIBLE_FROM`` (Produce, EndTxn,
+    AddPartitionsToTxn: it skips the tagged fields of header v2 when the version is
+    flexible); for other apis it is the end of ``client_id``, which is all the proxy needs
+    from them.
 
     Raises:
         ProtocolError: fewer bytes than a header.
@@ -380,7 +396,7 @@ def parse_request_header(payload: bytes) -> tuple[RequestHeader, int]:
     r = Reader(payload)
     api_key, version, corr = r.int16(), r.int16(), r.int32()
     client_id = r.nullable_string()
-    if api_key == PRODUCE and version >= PRODUCE_FLEXIBLE_FROM:
+    if api_key in FLEXIBLE_FROM and version >= FLEXIBLE_FROM[api_key]:
         r.skip_tagged_fields()
     return RequestHeader(api_key, version, corr, client_id, len(payload)), r.pos
 
@@ -542,6 +558,173 @@ def parse_produce_response(payload: bytes, version: int) -> list[PartitionResult
     return out
 
 
+
+
+# ----------------------------------------------------------------------------- transaction requests
+
+#: Api keys of the two transaction-control requests a producer sends its transaction
+#: coordinator and that KAFKA-17754 is about.
+END_TXN = API_KEYS["EndTxn"]
+ADD_PARTITIONS_TO_TXN = API_KEYS["AddPartitionsToTxn"]
+#: First EndTxn version whose response carries the producer id and the new epoch: the
+#: epoch is bumped at every commit or abort (KIP-890 part 2, transactions v2).
+END_TXN_EPOCH_BUMP_FROM = 5
+#: First AddPartitionsToTxn version of the batched, broker-to-broker form (a list of
+#: transactions and a ``VerifyOnly`` flag, KIP-890 part 1); clients send v3 and below.
+ADD_PARTITIONS_BATCHED_FROM = 4
+
+
+@dataclass(frozen=True)
+class TxnRequestInfo:
+    """The transaction a control request speaks for: an EndTxn or an AddPartitionsToTxn
+    request body (``EndTxnRequest.json`` v0-v5, ``AddPartitionsToTxnRequest.json`` v0-v5).
+
+    Attributes:
+        api: ``"EndTxn"`` or ``"AddPartitionsToTxn"``.
+        api_version: the request's version.
+        transactional_id: the producer's ``transactional.id``.
+        producer_id: the producer id the coordinator gave it (InitProducerId).
+        producer_epoch: the epoch the request claims.
+        committed: EndTxn: True commit, False abort; None for AddPartitionsToTxn.
+        partitions: AddPartitionsToTxn: ``(topic, partition)`` pairs to add; () for EndTxn.
+        verify_only: AddPartitionsToTxn v4+ (broker to coordinator): only check they are in.
+        transactions: AddPartitionsToTxn v4+: how many transactions the request carries
+            (the fields above are the first one's); 1 otherwise.
+    """
+
+    api: str
+    api_version: int
+    transactional_id: str | None
+    producer_id: int
+    producer_epoch: int
+    committed: bool | None = None
+    partitions: tuple[tuple[str, int], ...] = ()
+    verify_only: bool = False
+    transactions: int = 1
+
+
+@dataclass(frozen=True)
+class TxnResponseInfo:
+    """What the coordinator answered an EndTxn or AddPartitionsToTxn request.
+
+    Attributes:
+        error_code: EndTxn: the error code; AddPartitionsToTxn v0-v3: the first partition
+            error that is not NONE (0 if all are NONE); v4+: the top-level error code, or
+            else the first partition error.
+        producer_id, producer_epoch: EndTxn v5+ (KIP-890): the producer id and the epoch
+            after the bump; -1 before v5.
+        partition_errors: AddPartitionsToTxn: ``(topic, partition, error_code)``; () for EndTxn.
+    """
+
+    api: str
+    api_version: int
+    error_code: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    partition_errors: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def error(self) -> str:
+        return ERROR_NAMES.get(self.error_code, f"error {self.error_code}")
+
+
+def _string(r: Reader, flexible: bool) -> str | None:
+    return r.compact_nullable_string() if flexible else r.nullable_string()
+
+
+def _txn_topics(r: Reader, flexible: bool) -> list[tuple[str, int]]:
+    """``[AddPartitionsToTxnTopic]``: name, ``[int32]`` partitions (+ tagged fields if flexible)."""
+    out: list[tuple[str, int]] = []
+    for _ in range(r.array_length(flexible)):
+        name = _string(r, flexible) or ""
+        for _ in range(r.array_length(flexible)):
+            out.append((name, r.int32()))
+        if flexible:
+            r.skip_tagged_fields()
+    return out
+
+
+def parse_txn_request(payload: bytes) -> tuple[RequestHeader, TxnRequestInfo]:
+    """Header and body of an EndTxn (v0-v5) or AddPartitionsToTxn (v0-v5) request frame.
+
+    Raises:
+        ProtocolError: another api, or a truncated body.
+    """
+    header, pos = parse_request_header(payload)
+    v = header.api_version
+    flexible = v >= TXN_FLEXIBLE_FROM
+    r = Reader(payload, pos)
+    if header.api_key == END_TXN:
+        txn = _string(r, flexible)
+        pid, epoch, committed = r.int64(), r.int16(), bool(r.int8())
+        return header, TxnRequestInfo("EndTxn", v, txn, pid, epoch, committed=committed)
+    if header.api_key != ADD_PARTITIONS_TO_TXN:
+        raise ProtocolError(f"api key {header.api_key} is neither EndTxn (26) nor AddPartitionsToTxn (24)")
+    if v < ADD_PARTITIONS_BATCHED_FROM:
+        txn = _string(r, flexible)
+        pid, epoch = r.int64(), r.int16()
+        parts = _txn_topics(r, flexible)
+        return header, TxnRequestInfo("AddPartitionsToTxn", v, txn, pid, epoch, partitions=tuple(parts))
+    first: TxnRequestInfo | None = None
+    n = r.array_length(True)
+    for _ in range(n):
+        txn = r.compact_nullable_string()
+        pid, epoch, verify = r.int64(), r.int16(), bool(r.int8())
+        parts = _txn_topics(r, True)
+        r.skip_tagged_fields()
+        if first is None:
+            first = TxnRequestInfo("AddPartitionsToTxn", v, txn, pid, epoch, partitions=tuple(parts),
+                                   verify_only=verify, transactions=n)
+    return header, first or TxnRequestInfo("AddPartitionsToTxn", v, None, -1, -1, transactions=0)
+
+
+def _partition_results(r: Reader, flexible: bool) -> list[tuple[str, int, int]]:
+    """``[AddPartitionsToTxnTopicResult]``: name, ``[partition, error code]``."""
+    out: list[tuple[str, int, int]] = []
+    for _ in range(r.array_length(flexible)):
+        name = _string(r, flexible) or ""
+        for _ in range(r.array_length(flexible)):
+            out.append((name, r.int32(), r.int16()))
+            if flexible:
+                r.skip_tagged_fields()
+        if flexible:
+            r.skip_tagged_fields()
+    return out
+
+
+def parse_txn_response(payload: bytes, api_key: int, version: int) -> TxnResponseInfo:
+    """An EndTxn or AddPartitionsToTxn response frame answering a request of ``api_key`` and
+    ``version`` (``EndTxnResponse.json``, ``AddPartitionsToTxnResponse.json``, v0-v5).
+
+    Raises:
+        ProtocolError: another api, or a truncated body.
+    """
+    flexible = version >= TXN_FLEXIBLE_FROM
+    r = Reader(payload)
+    r.int32()  # correlation id
+    if flexible:
+        r.skip_tagged_fields()  # response header v1
+    r.int32()  # throttle_time_ms
+    if api_key == END_TXN:
+        error = r.int16()
+        pid = epoch = -1
+        if version >= END_TXN_EPOCH_BUMP_FROM:
+            pid, epoch = r.int64(), r.int16()
+        return TxnResponseInfo("EndTxn", version, error, pid, epoch)
+    if api_key != ADD_PARTITIONS_TO_TXN:
+        raise ProtocolError(f"api key {api_key} is neither EndTxn (26) nor AddPartitionsToTxn (24)")
+    if version < ADD_PARTITIONS_BATCHED_FROM:
+        parts = _partition_results(r, flexible)
+        top = 0
+    else:
+        top = r.int16()
+        parts = []
+        for _ in range(r.array_length(True)):
+            r.compact_nullable_string()  # transactional id
+            parts.extend(_partition_results(r, True))
+            r.skip_tagged_fields()
+    error = top or next((e for _, _, e in parts if e), 0)
+    return TxnResponseInfo("AddPartitionsToTxn", version, error, partition_errors=tuple(parts))
 
 
 # ----------------------------------------------------------------------------- Metadata v4
