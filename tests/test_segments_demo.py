@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from kafkalab import segments
+from kafkalab.errors import KafkalabError
 from kafkalab.experiments import segments_demo as demo
 
 
@@ -116,3 +117,42 @@ def test_the_lookup_figure_draws_the_entries_and_batches_the_lookup_read(tmp_pat
     assert plots.lookup_figure(seg, 64, hit, scan).axes
     with pytest.raises(ValueError):
         plots.lookup_rows(seg, hit, segments.Scan(None, 5, 500, 500))
+
+
+def test_a_keyed_round_writes_its_values_then_a_tombstone_per_deleted_key() -> None:
+    from kafkalab.instruments.batches import KeyedRound
+
+    r = KeyedRound(5_000, ["a", "b"], "r", repeat=2, deletes=["c"])
+    assert list(r.updates()) == [(b"a", b"r0:a"), (b"b", b"r0:b"), (b"a", b"r1:a"), (b"b", b"r1:b")]
+    assert r.records() == list(r.updates()) + [(b"c", None)], "the deletes come last, as tombstones"
+    assert KeyedRound(0).records() == []
+    with pytest.raises(ValueError):
+        KeyedRound(0, ["a"], repeat=-1)
+
+
+def test_the_compaction_scenario_stamps_each_round_a_gap_after_the_previous() -> None:
+    scn = demo.CompactionScenario("c", "d", 1_000, ["k0", "k1"])
+    first, third = scn.next_round(["k0"], "r"), scn.next_round(["k1"], "v", after=2)
+    assert (first.timestamp_ms, third.timestamp_ms) == (1_000, 1_000 + 2 * demo.ROUND_GAP_MS)
+    scn.round_starts.append(0)  # one round written: the next comes a gap later
+    assert scn.next_round().timestamp_ms == 1_000 + demo.ROUND_GAP_MS
+    with pytest.raises(KafkalabError, match="program"):
+        scn.write_round(["k0"], "x")
+
+
+def test_fetch_positions_reads_librdkafkas_statistics() -> None:
+    import json
+
+    pos = demo.FetchPositions()
+    assert pos.next_offset("t", 0) is None and pos.at_end("t", 0) is None, "no statistics yet"
+
+    def stats(state: str, next_offset: int, hi: int, queued: int) -> str:
+        part = {"fetch_state": state, "next_offset": next_offset, "hi_offset": hi, "fetchq_cnt": queued}
+        return json.dumps({"topics": {"t": {"partitions": {"0": part, "-1": {"fetch_state": "none"}}}}})
+
+    pos(stats("offset-query", -1001, -1, 0))
+    assert pos.next_offset("t", 0) is None and ("t", -1) not in pos.partitions
+    pos(stats("active", 4600, 4900, 120))
+    assert pos.next_offset("t", 0) == 4600 and pos.at_end("t", 0) is None, "records fetched, not yet delivered"
+    pos(stats("active", 4900, 4900, 0))
+    assert pos.at_end("t", 0) == 4900, "fetching at the high watermark with nothing queued: at the end"

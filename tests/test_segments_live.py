@@ -221,3 +221,23 @@ def test_editing_the_shown_producer_to_compress_cuts_the_index_entries() -> None
         assert s.index == segments.expected_offset_index(s.batches, demo.INDEX_INTERVAL_BYTES)
     assert len(plain.index) >= 90, "as shown: batches of about 2.2 KB, an entry every second batch"
     assert len(packed.index) < len(plain.index) / 3, "edited: the compressed batches get several times fewer entries"
+
+
+def test_the_shown_compaction_producer_writes_the_same_keys_and_tombstones_to_both_topics() -> None:
+    """Notebook 06's ``compaction_producer`` as saved, run by ``start_compaction`` (small
+    scenario): both topics hold the records written, at the same offsets, tombstones included
+    (value None), and each round starts a segment of the control topic (flushed per round,
+    stamped ``ROUND_GAP_MS`` apart, ``segment.ms`` 60 s)."""
+    from kafkalab import programs
+
+    shown = programs.from_notebook("06_segments_retention", "compaction_producer")
+    with RunScope("segcomp") as run:
+        scn = demo.start_compaction(run, shown, keys=10, updates=2, deletes=3)
+        written = scn.written
+        assert [o for o, _, _ in written] == list(range(len(written))) == list(range(10 * 2 + 3 + 3 + 3))
+        assert scn.round_starts == [0, 20, 26]
+        assert sum(v is None for _, _, v in written) == 3, "round 2's deletes are tombstones"
+        assert demo.consume_partition(scn.control) == written, "the control topic keeps every record, at its offset"
+        _, segs = demo.replica_segments(scn.control)
+        assert [s.base_offset for s in segs] == scn.round_starts, "each round started a segment"
+        assert scn.runs[0].lab_conf.keys() == {"bootstrap.servers", "client.id"}

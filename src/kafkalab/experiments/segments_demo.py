@@ -36,7 +36,7 @@ from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResourc
 
 from .. import admin, config, coordinators, programs, runscope, segments, workloads
 from ..errors import KafkalabError
-from ..instruments.batches import RecordRecipe, filler_value
+from ..instruments.batches import KeyedRound, RecordRecipe, filler_value
 from ..programs import Program
 from ..segments import Segment
 from ..worker import ProgramSpec
@@ -407,9 +407,70 @@ def _first_offset(c: Consumer, timeout_s: float, what: str) -> int:
     return wait_until(poll, timeout_s=timeout_s, interval_s=0.0, what=what) - 1
 
 
+class FetchPositions:
+    """A consumer's ``stats_cb``: from librdkafka's statistics (``statistics.interval.ms``; the
+    ``topics.<topic>.partitions.<p>`` fields ``fetch_state`` and ``next_offset``, librdkafka
+    STATISTICS.md), where the consumer fetches each partition from. It tells where a consumer
+    resumed when no record comes to say so (``auto.offset.reset=latest`` at the end of a
+    partition): ``Consumer.position`` only moves when a record is delivered."""
+
+    def __init__(self) -> None:
+        self.partitions: dict[tuple[str, int], dict] = {}
+
+    def __call__(self, stats_json: str) -> None:
+        for topic, t in json.loads(stats_json).get("topics", {}).items():
+            for p, part in t.get("partitions", {}).items():
+                if int(p) >= 0:  # -1: librdkafka's internal UA partition
+                    self.partitions[(topic, int(p))] = part
+
+    def next_offset(self, topic: str, partition: int) -> int | None:
+        """The offset the consumer fetches next, once it fetches (``fetch_state`` ``active``);
+        None before."""
+        part = self.partitions.get((topic, partition), {})
+        offset = part.get("next_offset", -1)
+        return offset if part.get("fetch_state") == "active" and offset >= 0 else None
+
+    def at_end(self, topic: str, partition: int) -> int | None:
+        """The fetch position if the consumer fetches at the end of the partition with nothing
+        fetched and not yet delivered (``next_offset == hi_offset``, the high watermark it last
+        heard of, and ``fetchq_cnt`` 0); None otherwise."""
+        offset = self.next_offset(topic, partition)
+        part = self.partitions.get((topic, partition), {})
+        at_end = offset is not None and offset == part.get("hi_offset") and part.get("fetchq_cnt", 1) == 0
+        return offset if at_end else None
+
+
+def wait_resumed(consumer: Consumer, positions: FetchPositions, topic: str, partition: int, committed: int,
+                 timeout_s: float = 15.0) -> int:
+    """Poll ``consumer`` (assigned ``topic``-``partition``, made with ``stats_cb=positions``)
+    until it shows where it resumed: the offset of its first record, or, with no record to
+    receive, its fetch position once it fetches at the end of the partition (``at_end``) from
+    another offset than ``committed`` (it reset to the end). Returns it.
+
+    Raises:
+        KafkalabError: the consumer got an error (``auto.offset.reset=error``: ``_AUTO_OFFSET_RESET``).
+        WaitTimeout: neither within ``timeout_s``.
+    """
+    def resumed():
+        msg = consumer.poll(0.1)
+        if msg is not None:
+            if msg.error() is not None:
+                raise KafkalabError(f"consumer on {topic}-{partition}: {msg.error()}")
+            return msg.offset() + 1  # +1: offset 0 is falsy
+        fetching = positions.at_end(topic, partition)
+        if fetching is not None and fetching != committed:
+            return fetching + 1
+        return None
+
+    return wait_until(resumed, timeout_s=timeout_s, interval_s=0.0,
+                      what=f"a consumer to resume on {topic}-{partition}",
+                      on_timeout=lambda: f"last statistics: {positions.partitions.get((topic, partition), {}).get('fetch_state')} "
+                                         f"next_offset={positions.next_offset(topic, partition)}") - 1
+
+
 def resume_group(group_id: str, topic: str, partition: int, reset: str, timeout_s: float = 15.0) -> int:
     """A consumer of ``group_id`` resumes ``topic``-``partition`` from its committed offset with
-    ``auto.offset.reset=reset``; returns where it resumes.
+    ``auto.offset.reset=reset``; returns where it resumes (``wait_resumed``).
 
     If the committed offset still exists, that is where it resumes. If retention deleted it,
     the first fetch fails with OFFSET_OUT_OF_RANGE and the consumer resets: ``earliest`` to
@@ -423,34 +484,13 @@ def resume_group(group_id: str, topic: str, partition: int, reset: str, timeout_
         WaitTimeout: no position within ``timeout_s``.
     """
     committed = coordinators.committed_offsets(group_id, topic).get(partition, -1001)
-    stats: dict = {}
-
-    def on_stats(text: str) -> None:
-        part = json.loads(text).get("topics", {}).get(topic, {}).get("partitions", {}).get(str(partition))
-        if part:
-            stats.update(part)
-
+    positions = FetchPositions()
     c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id,
                   "auto.offset.reset": reset, "enable.auto.commit": False, "log_level": 3,
-                  "statistics.interval.ms": 100, "stats_cb": on_stats})
+                  "statistics.interval.ms": 100, "stats_cb": positions})
     try:
         c.assign([TopicPartition(topic, partition)])  # no offset given: start from the committed one
-
-        def resumed():
-            msg = c.poll(0.1)
-            if msg is not None:
-                if msg.error() is not None:
-                    raise KafkalabError(f"consumer of group {group_id} on {topic}-{partition}: {msg.error()}")
-                return msg.offset() + 1  # +1: offset 0 is falsy
-            if (reset == "latest" and stats.get("fetch_state") == "active"
-                    and stats.get("next_offset", -1) >= 0 and stats["next_offset"] != committed):
-                return stats["next_offset"] + 1
-            return None
-
-        return wait_until(resumed, timeout_s=timeout_s, interval_s=0.0,
-                          what=f"group {group_id} to resume on {topic}-{partition}",
-                          on_timeout=lambda: f"last statistics: fetch_state={stats.get('fetch_state')} "
-                                             f"next_offset={stats.get('next_offset')}") - 1
+        return wait_resumed(c, positions, topic, partition, committed, timeout_s)
     finally:
         c.close()
 
@@ -520,8 +560,10 @@ ROUND_GAP_MS = 61_000
 
 @dataclass
 class CompactionScenario:
-    """Two single-partition topics written the same records: ``compacted`` (``COMPACTION_CONFIG``)
-    and ``control`` (same settings but ``cleanup.policy=delete``, keeps everything).
+    """Two single-partition topics written the same records by one producer ``program`` (a
+    notebook's ``%%program`` cell, role ``batches``: ``lab.rounds()``): ``compacted``
+    (``COMPACTION_CONFIG``) and ``control`` (same settings but ``cleanup.policy=delete``, keeps
+    everything).
 
     ``written``: ``(offset, key, value)`` of every record, in offset order (the same offsets in
     both topics); ``round_starts``: first offset of each round; each round has record
@@ -533,29 +575,67 @@ class CompactionScenario:
     control: str
     t0_ms: int
     keys: list[str]
+    program: Program | None = None
     written: list[tuple[int, bytes, bytes | None]] = field(default_factory=list)
     round_starts: list[int] = field(default_factory=list)
+    runs: list[ProgramRun] = field(default_factory=list)
+
+    def next_round(self, updates: Sequence[str] = (), label: str = "", deletes: Sequence[str] = (),
+                   repeat: int = 1, after: int = 0) -> KeyedRound:
+        """The round that follows the ones written and ``after`` more not yet written: stamped
+        ``ROUND_GAP_MS`` after the previous one; ``repeat`` times a value ``"<label><n>:<key>"``
+        for each key of ``updates``, then a tombstone for each key of ``deletes``."""
+        ts = self.t0_ms + (len(self.round_starts) + after) * ROUND_GAP_MS
+        return KeyedRound(ts, list(updates), label, repeat, list(deletes))
 
     def write_round(self, updates: Sequence[str] = (), label: str = "", deletes: Sequence[str] = (),
-                    repeat: int = 1) -> None:
-        """One round at the next record time: ``repeat`` times a value ``"<label><n>:<key>"``
-        for each key of ``updates``, then a tombstone for each key of ``deletes``.
+                    repeat: int = 1) -> ProgramRun:
+        """Write one round (``next_round``) with the scenario's program.
 
         Raises:
-            KafkalabError: the two topics assigned different offsets.
+            KafkalabError: the program failed, or the two topics did not get the same offsets.
         """
-        ts = self.t0_ms + len(self.round_starts) * ROUND_GAP_MS
-        recs: list[tuple[bytes, bytes | None, int]] = []
-        for n in range(repeat):
-            recs += [(k.encode(), f"{label}{n}:{k}".encode(), ts) for k in updates]
-        recs += [(k.encode(), None, ts) for k in deletes]
-        offsets = {}
-        for topic in (self.compacted, self.control):
-            offsets[topic] = produce_records(topic, recs, conf={"linger.ms": 5}).offsets
-        if offsets[self.compacted] != offsets[self.control]:
-            raise KafkalabError(f"{self.compacted} and {self.control} got different offsets")
-        self.round_starts.append(offsets[self.compacted][0])
-        self.written += [(o, k, v) for o, (k, v, _) in zip(offsets[self.compacted], recs)]
+        return self.write_rounds([self.next_round(updates, label, deletes, repeat)])
+
+    def write_rounds(self, rounds: Sequence[KeyedRound], timeout_s: float = 120.0) -> ProgramRun:
+        """Run the scenario's ``program`` as it is, in one worker process, to write ``rounds`` to
+        both topics (``lab.topics``: compacted, control), and wait for it to end. The offsets
+        each record got follow from the end offsets before and after (ListOffsets): one
+        partition per topic, written by this program alone, with ``enable.idempotence=true`` in
+        the program (no duplicate on a retry).
+
+        Raises:
+            KafkalabError: no program, the program failed (its log's tail), or a topic did not
+                grow by exactly the records written (a duplicate or a loss).
+        """
+        if self.program is None:
+            raise KafkalabError("a CompactionScenario writes with a program: pass program=... (the notebook's cell)")
+        topics = [self.compacted, self.control]
+        before = {t: list_offsets(t, [0], "latest")[0] for t in topics}
+        recs = [rec for r in rounds for rec in r.records()]
+        run_id = runscope.run_id()
+        client_id = f"{run_id}-{self.program.name}"
+        conf = {"bootstrap.servers": config.bootstrap_servers(), "client.id": client_id}
+        t0 = time.perf_counter()
+        child = workloads.spawn(ProgramSpec(client_id, run_id, str(workloads.run_dir(run_id) / f"{client_id}.jsonl"),
+                                            "batches", self.program.name, self.program.source, conf=conf, topics=topics,
+                                            options={"rounds": [asdict(r) for r in rounds]}))
+        if child.wait(timeout_s) != 0:
+            raise KafkalabError(f"program {self.program.name} exited {child.returncode}:\n{child.log_tail()}")
+        after = {t: list_offsets(t, [0], "latest")[0] for t in topics}
+        if len(set(before.values())) != 1 or any(after[t] - before[t] != len(recs) for t in topics):
+            raise KafkalabError(f"{len(recs)} records written; end offsets before {before}, after {after}: "
+                                f"the two topics should grow by exactly that many, from the same offset")
+        start = before[self.compacted]
+        for r in rounds:
+            self.round_starts.append(start)
+            n = len(r.records())
+            self.written += [(start + i, k, v) for i, (k, v) in enumerate(r.records())]
+            start += n
+        run = ProgramRun(self.program.name, conf, 2 * len(recs), 2 * sum(len(k) + len(v or b"") for k, v in recs),
+                         time.perf_counter() - t0)
+        self.runs.append(run)
+        return run
 
     @property
     def active_base(self) -> int:
@@ -576,23 +656,30 @@ class CompactionScenario:
         return {k.decode(): v.decode() for k, v in latest.items() if v is not None}
 
 
-def start_compaction(run: RunScope, keys: int = 100, updates: int = 10, deletes: int = 20) -> CompactionScenario:
-    """Create the two topics and write three rounds (record times ``t0``, ``t0+61 s``,
-    ``t0+122 s``, with ``t0`` ten minutes ago):
+def start_compaction(run: RunScope, program: Program, keys: int = 100, updates: int = 10, deletes: int = 20
+                     ) -> CompactionScenario:
+    """Create the two topics and write three rounds with ``program`` (a ``%%program`` cell of
+    role ``batches`` that writes ``lab.rounds()`` to ``lab.topics``, e.g. notebook 06's
+    ``compaction_producer``), record times ``t0``, ``t0+61 s``, ``t0+122 s``, with ``t0`` ten
+    minutes ago:
 
     1. ``updates`` values for each of ``keys`` keys (``k000``...);
     2. tombstones for the first ``deletes`` keys and a new value for the next ``deletes``;
     3. a new value for the next ``deletes`` keys: it rolls round 2's segment, so rounds 1-2
        become cleanable and the log cleaner starts on its own schedule
        (``log.cleaner.backoff.ms`` between idle checks, 15 s by default).
+
+    Raises:
+        KafkalabError: the program failed or the topics' offsets disagree (``write_rounds``).
     """
     names = [f"k{i:03d}" for i in range(keys)]
-    scn = CompactionScenario(run.topic("compacted"), run.topic("control"), int(time.time() * 1000) - 600_000, names)
+    scn = CompactionScenario(run.topic("compacted"), run.topic("control"), int(time.time() * 1000) - 600_000, names,
+                             program)
     admin.create_topics({scn.compacted: 1}, topic_config=COMPACTION_CONFIG)
     admin.create_topics({scn.control: 1}, topic_config={**COMPACTION_CONFIG, "cleanup.policy": "delete"})
-    scn.write_round(names, "r", repeat=updates)
-    scn.write_round(names[deletes:2 * deletes], "u", deletes=names[:deletes])
-    scn.write_round(names[2 * deletes:3 * deletes], "v")
+    scn.write_rounds([scn.next_round(names, "r", repeat=updates),
+                      scn.next_round(names[deletes:2 * deletes], "u", deletes=names[:deletes], after=1),
+                      scn.next_round(names[2 * deletes:3 * deletes], "v", after=2)])
     return scn
 
 

@@ -15,6 +15,12 @@ not Kafka code:
   ``first_timestamp_ms + i * timestamp_step_ms`` (CreateTime), or 0 (the producer stamps them
   now), for one partition. Recipes, not a list: 3.3 MB of records would not fit in the worker's
   command line.
+- ``lab.topics``: the topics, for a program that writes the same records to several
+  (notebook 06's compacted topic and its control twin).
+- ``lab.rounds()``: the rounds of a keyed writer (``KeyedRound``), one after the other, each
+  with its record time (``round.timestamp_ms``), its new values (``round.updates()``:
+  ``(key, value)``) and the keys it deletes (``round.deletes``: the program writes each as a
+  tombstone, a key with a null value).
 
 Nothing here sets a Kafka configuration or sends a record: the program does, and it raises if a
 record was not delivered (the harness then shows its log).
@@ -22,7 +28,7 @@ record was not delivered (the harness then shows its log).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from . import ProgramLab
@@ -76,10 +82,43 @@ class RecordRecipe:
         return sum(len(k) + len(v) for k, v, _, _ in self.records())
 
 
+@dataclass
+class KeyedRound:
+    """One round of keyed records (``ProgramSpec.options["rounds"]``), all stamped
+    ``timestamp_ms`` (CreateTime, ms since the epoch): ``repeat`` times a value
+    ``"<label><n>:<key>"`` for each key of ``keys``, then a delete for each key of ``deletes``.
+    The deletes are keys only: the program writes them as tombstones (value None).
+
+    Raises:
+        ValueError: ``repeat`` below 0.
+    """
+
+    timestamp_ms: int
+    keys: list[str] = field(default_factory=list)
+    label: str = ""
+    repeat: int = 1
+    deletes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.repeat < 0:
+            raise ValueError(f"repeat must be >= 0, not {self.repeat}")
+
+    def updates(self) -> Iterator[tuple[bytes, bytes]]:
+        """``(key, value)`` of every new value, in order: ``repeat`` passes over ``keys``."""
+        for n in range(self.repeat):
+            for k in self.keys:
+                yield k.encode(), f"{self.label}{n}:{k}".encode()
+
+    def records(self) -> list[tuple[bytes, bytes | None]]:
+        """``(key, value)`` of the round as the program writes it: the updates, then a
+        tombstone (value None) per deleted key."""
+        return list(self.updates()) + [(k.encode(), None) for k in self.deletes]
+
+
 class BatchesLab(ProgramLab):
     """The instruments of one batch-shaping producer process (module docstring). ``spec``: the
     worker's ``ProgramSpec`` (``conf``, ``topics``, ``options``: ``{"recipes": [fields of a
-    RecordRecipe, ...]}``). The program writes its records and ends; SIGTERM ends it
+    RecordRecipe, ...]}`` and/or ``{"rounds": [fields of a KeyedRound, ...]}``). The program writes its records and ends; SIGTERM ends it
     (``stops_on_sigterm`` False)."""
 
     stops_on_sigterm = False
@@ -87,9 +126,14 @@ class BatchesLab(ProgramLab):
     def __init__(self, spec: Any):
         super().__init__(spec)
         self.recipes = [RecordRecipe(**r) for r in spec.options.get("recipes", [])]
+        self._rounds = [KeyedRound(**r) for r in spec.options.get("rounds", [])]
 
     def records(self) -> Iterator[tuple[bytes, bytes, int, int]]:
         """The records to write, ``(key, value, timestamp_ms, partition)``: every recipe's
         (``RecordRecipe.records``), one recipe after the other."""
         for recipe in self.recipes:
             yield from recipe.records()
+
+    def rounds(self) -> list[KeyedRound]:
+        """The keyed rounds to write, in order (``KeyedRound``)."""
+        return list(self._rounds)
