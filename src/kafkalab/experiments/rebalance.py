@@ -3,8 +3,10 @@ are restarted, added, removed, crash, stall, or when partitions are added.
 
 Consumers are separate processes (``kafkalab.worker``), restarted and killed like pods. Each
 runs a client program of notebook 02 (``kafkalab.programs``: ``PROGRAMS``, the group's
-members; ``SLOW_PROGRAMS``, the slow consumer), with the ``consumer`` role's instruments: its
-rebalance callbacks write every ``assigned`` and ``revoked`` partition to its own ledger. The
+members; ``SLOW_PROGRAMS``, the slow consumer), with the ``pod`` role's instruments (the
+``consumer`` role's plus a start gate, ``kafkalab.instruments.pod``): its rebalance callbacks
+write every ``assigned`` and ``revoked`` partition to its own ledger, and a pod's process can
+be started ahead and released when the run starts the pod (``RebalanceRun.prepare``). The
 harness adds only the run's addresses and names (``harness_conf``); every setting that decides
 how the group rebalances is in the program, and ``Protocol.from_program`` reads them back
 from its text for the analysis. A run (``RebalanceRun``) drives one consumer group on one
@@ -28,8 +30,8 @@ Protocols (``PROTOCOLS``: what the notebook's programs set, one per protocol):
 eager          classic protocol, ``partition.assignment.strategy=range`` (eager: every member
                revokes everything at every rebalance)
 cooperative    classic protocol, ``cooperative-sticky`` (KIP-429, incremental)
-static         ``eager`` plus ``group.instance.id`` per consumer slot (KIP-345) and a longer
-               ``session.timeout.ms`` (10000 ms) so that a restart fits in it
+static         ``eager`` plus ``group.instance.id`` per consumer slot (KIP-345); its
+               ``session.timeout.ms`` (6000 ms, the broker's minimum) must hold a restart
 consumer       ``group.protocol=consumer`` (KIP-848): the broker assigns (``uniform``), the
                session timeout and heartbeat interval are the broker's
 =============  ==============================================================================
@@ -42,7 +44,7 @@ consumer joins whose processing of one record outlasts ``max.poll.interval.ms``;
 ends when the coordinator has given its partitions to the others).
 
 Teaching timeouts (production values in brackets): classic ``session.timeout.ms`` 6000
-(librdkafka 2.16 default 45000), ``heartbeat.interval.ms`` 1000 (3000),
+(librdkafka 2.16 default 45000), ``heartbeat.interval.ms`` 500 (3000),
 ``topic.metadata.refresh.interval.ms`` 1000 (300000); broker ``group.consumer.session.timeout.ms``
 10000 (45000) and ``group.consumer.heartbeat.interval.ms`` 1000 (5000), kafka/config/broker.properties.
 Sources: librdkafka CONFIGURATION.md; Kafka documentation 4.3, Broker Configs and Consumer
@@ -150,9 +152,9 @@ class Protocol:
 
 
 PROTOCOLS: dict[str, Protocol] = {
-    "eager": Protocol("eager", "classic", "range", False, 6000, 1000),
-    "cooperative": Protocol("cooperative", "classic", "cooperative-sticky", False, 6000, 1000),
-    "static": Protocol("static", "classic", "range", True, 10000, 1000),
+    "eager": Protocol("eager", "classic", "range", False, 6000, 500),
+    "cooperative": Protocol("cooperative", "classic", "cooperative-sticky", False, 6000, 500),
+    "static": Protocol("static", "classic", "range", True, 6000, 500),
     "consumer": Protocol("consumer", "consumer", None, False, CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS),
 }
 
@@ -325,7 +327,9 @@ class RebalanceConfig:
     (``Protocol.from_program``). The slow consumer (scenario ``slow-consumer``) runs
     ``slow_program`` (default: notebook 02's, for ``eager`` and ``consumer``).
 
-    Times in ms. ``slow_process_ms`` is how long the slow consumer works on each record;
+    Times in ms. ``slow_process_ms`` is how long the slow consumer works on each record at
+    least (default: its ``max.poll.interval.ms``; the run then holds the work until the group
+    has settled without it);
     ``slow_max_poll_ms`` is read from its program (its ``max.poll.interval.ms``).
     ``settle_timeout_s``: how long to wait for the group to settle, s.
 
@@ -364,14 +368,14 @@ class RebalanceConfig:
             return
         if self.slow_program is None:
             self.slow_program = member_program(self.protocol, slow=True)
-        p = Protocol.from_program(self.protocol, self.slow_program)
         self.slow_max_poll_ms = int((CLASSIC_DEFAULTS | program_settings(self.slow_program))["max.poll.interval.ms"])
         if self.slow_process_ms is None:
-            # A member past max.poll.interval.ms that sends no leave (a static member, KIP-345;
-            # any member under KIP-848 with librdkafka 2.16.1, as observed here) stops
-            # heartbeating and is dropped only when its session expires: it must stay busy longer.
-            silent = p.static or p.group_protocol == "consumer"
-            self.slow_process_ms = self.slow_max_poll_ms + 3000 + (p.session_timeout_ms if silent else 0)
+            # At least max.poll.interval.ms; the run then holds the work (``work_until``) until
+            # the group has settled without the slow consumer, however long that takes: a
+            # member past the interval that sends no leave (a static member, KIP-345; any
+            # member under KIP-848 with librdkafka 2.16.1, as observed here) is dropped only
+            # when its session expires too.
+            self.slow_process_ms = self.slow_max_poll_ms
 
     @property
     def spec(self) -> Protocol:
@@ -465,6 +469,8 @@ class RebalanceRun:
         self.workers: dict[str, workloads.Worker] = {}  # every incarnation, by client id
         self.slots: dict[int, str] = {}  # slot -> client id of its live incarnation
         self.incarnations: dict[int, int] = {}
+        self.prepared: dict[int, tuple[str, Path]] = {}  # slot -> (client id, gate) of a process started ahead
+        self.spare: dict[str, int] = {}  # scenario -> the slot prepared for its new member
         self.actions: list[dict] = []
         self.windows: list[Window] = []
         self.started_ms = now_ms()
@@ -488,23 +494,45 @@ class RebalanceRun:
         return ts
 
     # --- processes
-    def start(self, slot: int, program: Program | None = None, process_ms: float = 0.0,
-              work_until: Path | None = None) -> str:
-        """Start the next incarnation of consumer ``slot`` (client id ``c<slot>.<n>``) running
-        ``program`` (default: the group's, ``cfg.program``); its simulated work on a record
-        lasts ``process_ms``, then, with ``work_until``, until that file exists."""
+    def prepare(self, slot: int, program: Program | None = None, process_ms: float = 0.0,
+                work_until: Path | None = None) -> str:
+        """Start the process of the next incarnation of consumer ``slot`` (client id
+        ``c<slot>.<n>``) ahead: it starts Python and its imports, then waits before the first
+        line of ``program`` (default: the group's, ``cfg.program``) until ``start(slot)``
+        (role ``pod``, ``kafkalab.instruments.pod``). Nothing reaches Kafka before then. Its
+        simulated work on a record lasts ``process_ms``, then, with ``work_until``, until that
+        file exists. Returns the client id."""
         n = self.incarnations.get(slot, -1) + 1
         self.incarnations[slot] = n
         name = f"c{slot}.{n}"
         prog = program or self.cfg.program
         assert prog is not None
-        spec = ProgramSpec(name, self.run_id, str(self.dir / "ledgers" / f"{name}.jsonl"), "consumer", prog.name,
+        gate = self.dir / "gates" / f"{name}.go"
+        gate.parent.mkdir(exist_ok=True)
+        spec = ProgramSpec(name, self.run_id, str(self.dir / "ledgers" / f"{name}.jsonl"), "pod", prog.name,
                            prog.source, conf=harness_conf(self.group_id, name), topics=[self.topic],
-                           options={"process_ms": process_ms, "work_until": str(work_until) if work_until else None})
-        self.act("start", name, slot=slot)
+                           options={"process_ms": process_ms, "work_until": str(work_until) if work_until else None,
+                                    "start_gate": str(gate)})
         self.workers[name] = workloads.spawn(spec)
+        self.prepared[slot] = (name, gate)
+        return name
+
+    def start(self, slot: int, program: Program | None = None, process_ms: float = 0.0,
+              work_until: Path | None = None) -> str:
+        """Start the pod of consumer ``slot``: the process ``prepare`` started ahead for it
+        (then the arguments are those given to ``prepare``), else a new one (``prepare`` with
+        these arguments). Its program runs from now: the ``start`` action's time."""
+        if slot not in self.prepared:
+            self.prepare(slot, program, process_ms, work_until)
+        name, gate = self.prepared.pop(slot)
+        self.act("start", name, slot=slot)
+        gate.touch()
         self.slots[slot] = name
         return name
+
+    def new_slot(self) -> int:
+        """A slot number no process of this run has used."""
+        return max([*self.incarnations, -1]) + 1
 
     def stop(self, slot: int) -> int:
         """SIGTERM the live incarnation of ``slot`` (it closes its consumer) and wait until it
@@ -620,6 +648,15 @@ class RebalanceRun:
         first scenario starts here). Returns the settle time (ms)."""
         for slot in range(self.cfg.consumers):
             self.start(slot)
+        # The processes of the new members that later scenarios add start meanwhile, held at
+        # their gate (``prepare``): the interpreter's start is not what the scenarios measure.
+        if "scale-out" in self.cfg.scenarios:
+            self.spare["scale-out"] = slot = self.new_slot()
+            self.prepare(slot)
+        if "slow-consumer" in self.cfg.scenarios:
+            self.spare["slow-consumer"] = slot = self.new_slot()
+            self.prepare(slot, self.cfg.slow_program, process_ms=self.cfg.slow_process_ms or 0.0,
+                         work_until=self.dir / f"slow-{slot}.release")
         return self.settle(self.live(), f"with its first {self.cfg.consumers} members")
 
     def __exit__(self, *exc) -> None:
@@ -627,16 +664,21 @@ class RebalanceRun:
 
     def close(self) -> None:
         """Stop every live worker (SIGTERM, then SIGKILL), delete the topic, and delete the
-        group if it is empty within 2 s (else ``kafkalab.runscope.cleanup_all`` retries it).
-        Idempotent."""
-        self.scope.cleanup(group_timeout_s=2.0)
+        group if it is empty within 2 s, or at once for a static group (else
+        ``kafkalab.runscope.cleanup_all`` retries it). Idempotent."""
+        # A static group stays non-empty for session.timeout.ms after its members stopped:
+        # asking again and again meanwhile is wasted time (cleanup_all deletes it later).
+        self.scope.cleanup(group_timeout_s=0.0 if self.proto.static else 2.0)
 
     def _stop_workers(self) -> None:
-        for slot in list(self.slots):
+        def stop(slot: int) -> None:
             try:
                 self.stop(slot)
             except Exception:  # never leave a process behind because one failed to stop
                 pass
+
+        with ThreadPoolExecutor(max_workers=max(1, len(self.slots)), thread_name_prefix="rebalance-stop") as pool:
+            list(pool.map(stop, list(self.slots)))  # every pod stopped at once, as a deleted Deployment is
         for w in self.workers.values():
             if w.alive:
                 w.kill()
@@ -665,6 +707,9 @@ class RebalanceRun:
         # member sends no LeaveGroup (KIP-345): the coordinator keeps its place for
         # session.timeout.ms, so the replacement starts at once.
         restarts = []
+        for slot in sorted(self.slots):  # the replacements' processes start ahead, held at their gates
+            if slot not in self.prepared:
+                self.prepare(slot)
         for slot in sorted(self.slots):
             old = self.slots[slot]
             held = sorted(self.owned(old))
@@ -680,8 +725,8 @@ class RebalanceRun:
         notes["restarts"] = restarts
 
     def _scale_out(self, notes: dict) -> None:
-        slot = max(self.incarnations) + 1
-        name = self.start(slot)
+        slot = self.spare.pop("scale-out", None)
+        name = self.start(self.new_slot() if slot is None else slot)
         self.settle(self.live(), f"with new member {name}")
         notes["added"] = name
 
@@ -722,7 +767,8 @@ class RebalanceRun:
         # Records in every partition (the members read from the earliest offset, committing
         # nothing), so whichever partitions the slow consumer gets, it has a record to work on.
         produce_to_every_partition(self.topic, self.partitions, self.cfg.records_per_partition, self.run_id)
-        slot = max(self.incarnations) + 1
+        slot = self.spare.pop("slow-consumer", None)
+        slot = self.new_slot() if slot is None else slot
         mp = self.cfg.slow_max_poll_ms
         # Its work on the record lasts slow_process_ms and then until this file appears: once the
         # group has settled without it (below), so it is removed while still busy on every run,
@@ -770,6 +816,7 @@ class RebalanceRun:
             w.kill()
             self.settle(self.live(), f"without killed {name}")
         notes["back_ms"] = back_ms
+        notes["process_ms"] = back_ms - stuck_from  # measured: from its first record to its next poll
 
     def record(self) -> RunRecord:
         """Read the coordinator's generations and write ``run.json``."""

@@ -33,6 +33,9 @@ role                instruments
 ``measuring``       ``kafkalab.instruments.measuring.MeasuringLab``: the harness's settings, the
                     topic, the values, the pacing, the stopwatch and the delivery reports' times
                     (notebook 10)
+``pod``             ``kafkalab.instruments.pod.PodLab``: the ``consumer`` role plus a start
+                    gate the program never sees: the process is started ahead and runs its
+                    program when the harness starts the pod (notebook 02)
 ==================  =========================================================================
 
 The instruments are few and named for what they do: record to the ledger, do the simulated
@@ -64,6 +67,7 @@ ROLES: dict[str, str] = {
     "gated": "kafkalab.instruments.fault_gate:GatedProducerLab",
     "batches": "kafkalab.instruments.batches:BatchesLab",
     "measuring": "kafkalab.instruments.measuring:MeasuringLab",
+    "pod": "kafkalab.instruments.pod:PodLab",
 }
 
 
