@@ -58,7 +58,7 @@ import json
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -266,6 +266,53 @@ def broker_group_config(timeout_s: float = 10.0) -> dict[str, str]:
     return {n: entries[n].value for n in names}
 
 
+def set_group_config(group_id: str, settings: dict[str, str | None], timeout_s: float = 30.0) -> None:
+    """Set (a value) or remove (None) configs of one consumer group, as an admin does
+    (IncrementalAlterConfigs on the GROUP resource; ``kafka-configs --entity-type groups``).
+    KIP-848: a consumer group's ``consumer.session.timeout.ms`` and
+    ``consumer.heartbeat.interval.ms`` override the broker's ``group.consumer.*`` defaults,
+    within its ``group.consumer.min/max.*`` bounds (in KRaft the controller checks them against
+    its own bounds: kafka/config/controller.properties). A group's configs outlive the group:
+    remove them when it is deleted. The group need not exist yet.
+
+    Returns once the values set are what DescribeConfigs answers for the group (the controller
+    writes them to the metadata log; the brokers apply them a moment later).
+
+    Raises:
+        KafkaException: a value out of the broker's bounds (INVALID_CONFIG), or no answer.
+        WaitTimeout: the brokers did not report the values within ``timeout_s``.
+    """
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None else AlterConfigOpType.DELETE)
+           for k, v in settings.items()]
+    res = ConfigResource(ResourceType.GROUP, group_id, incremental_configs=ops)
+    workloads.admin().incremental_alter_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
+    wanted = {k: v for k, v in settings.items() if v is not None}
+    if wanted:
+        wait_until(lambda: all(group_config_values(group_id, timeout_s).get(k) == v for k, v in wanted.items()),
+                   timeout_s=timeout_s, interval_s=0.05, what=f"group {group_id}'s configs {wanted} applied")
+
+
+def group_config_values(group_id: str, timeout_s: float = 30.0) -> dict[str, str]:
+    """Every config of one consumer group as DescribeConfigs on the GROUP resource answers
+    it: the group's own values, else the broker's defaults (name -> value)."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    res = ConfigResource(ResourceType.GROUP, group_id)
+    entries = workloads.admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
+    return {name: e.value for name, e in entries.items()}
+
+
+def group_timeouts(group_id: str, timeout_s: float = 30.0) -> tuple[int, int]:
+    """A KIP-848 consumer group's session timeout and heartbeat interval, ms, as the broker
+    applies them: the group's own ``consumer.session.timeout.ms`` and
+    ``consumer.heartbeat.interval.ms`` if an admin set them, else the broker's defaults
+    (DescribeConfigs on the GROUP resource answers either)."""
+    values = group_config_values(group_id, timeout_s)
+    return int(values["consumer.session.timeout.ms"]), int(values["consumer.heartbeat.interval.ms"])
+
+
 # ----------------------------------------------------------------------------- generations
 
 
@@ -331,7 +378,10 @@ class RebalanceConfig:
     least (default: its ``max.poll.interval.ms``; the run then holds the work until the group
     has settled without it);
     ``slow_max_poll_ms`` is read from its program (its ``max.poll.interval.ms``).
-    ``settle_timeout_s``: how long to wait for the group to settle, s.
+    ``settle_timeout_s``: how long to wait for the group to settle, s. ``group_config``: the
+    group's own configs, set on the group before its first member starts (``set_group_config``;
+    KIP-848 groups: ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``), and
+    removed at cleanup.
 
     Raises:
         KafkalabError: too few consumers or partitions, an unknown scenario, or no program
@@ -348,6 +398,7 @@ class RebalanceConfig:
     records_per_partition: int = 20
     program: Program | None = None
     slow_program: Program | None = None
+    group_config: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         self.scenarios = tuple(self.scenarios)
@@ -639,7 +690,13 @@ class RebalanceRun:
     def __enter__(self) -> "RebalanceRun":
         self.scope.add_topic(self.topic)
         self.scope.add_group(self.group_id)
+        if self.cfg.group_config:  # removed at cleanup, after the workers stopped (closers run last first)
+            set_group_config(self.group_id, dict(self.cfg.group_config))
+            self.scope.on_cleanup(lambda: set_group_config(self.group_id, {k: None for k in self.cfg.group_config or {}}))
         self.scope.on_cleanup(self._stop_workers)
+        if self.proto.group_protocol == "consumer":  # KIP-848: the timeouts the broker applies to this group
+            session_ms, heartbeat_ms = group_timeouts(self.group_id)
+            self.proto = replace(self.proto, session_timeout_ms=session_ms, heartbeat_interval_ms=heartbeat_ms)
         admin.create_topics({self.topic: self.partitions})
         return self
 
