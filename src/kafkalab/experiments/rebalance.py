@@ -695,8 +695,13 @@ class RebalanceRun:
             self.scope.on_cleanup(lambda: set_group_config(self.group_id, {k: None for k in self.cfg.group_config or {}}))
         self.scope.on_cleanup(self._stop_workers)
         if self.proto.group_protocol == "consumer":  # KIP-848: the timeouts the broker applies to this group
+            # the group's own values as set (a broker that has not applied them yet would still
+            # describe its defaults), else the broker's defaults
+            own = self.cfg.group_config or {}
             session_ms, heartbeat_ms = group_timeouts(self.group_id)
-            self.proto = replace(self.proto, session_timeout_ms=session_ms, heartbeat_interval_ms=heartbeat_ms)
+            self.proto = replace(self.proto,
+                                 session_timeout_ms=int(own.get("consumer.session.timeout.ms") or session_ms),
+                                 heartbeat_interval_ms=int(own.get("consumer.heartbeat.interval.ms") or heartbeat_ms))
         admin.create_topics({self.topic: self.partitions})
         return self
 
