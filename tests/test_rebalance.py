@@ -63,17 +63,18 @@ def test_kip848_program_leaves_liveness_and_assignment_to_the_broker() -> None:
     assert consumer_conf_error({**conf, "session.timeout.ms": 6000}) is not None
 
 
-def test_static_program_names_its_pod_and_has_a_longer_session() -> None:
+def test_static_program_names_its_pod_and_sets_the_session_timeout_a_restart_must_fit_in() -> None:
     static = rebalance.program_settings(rebalance.member_program("static"))
     assert static["group.instance.id"] == "lab.name.split('.')[0]", "the pod's name: c0 of the client id c0.1"
     assert "group.instance.id" not in rebalance.program_settings(rebalance.member_program("eager"))
-    assert PROTOCOLS["static"].session_timeout_ms > PROTOCOLS["eager"].session_timeout_ms
+    # the broker's group.min.session.timeout.ms (6000 by default, Kafka 4.3 Broker Configs) is the floor
+    assert static["session.timeout.ms"] == PROTOCOLS["static"].session_timeout_ms >= 6000
     assert PROTOCOLS["cooperative"].incremental and PROTOCOLS["consumer"].incremental
     assert not PROTOCOLS["eager"].incremental and not PROTOCOLS["static"].incremental
 
 
 def test_an_edited_program_is_a_new_protocol() -> None:
-    edited = rebalance.member_program("static").replace('"session.timeout.ms": 10000', '"session.timeout.ms": 20000')
+    edited = rebalance.member_program("static").replace('"session.timeout.ms": 6000', '"session.timeout.ms": 20000')
     cfg = RebalanceConfig("static20", 3, 6, ("crash",), program=edited)
     assert cfg.spec.session_timeout_ms == 20000 and cfg.spec.static and cfg.spec.name == "static20"
 
@@ -97,7 +98,7 @@ def test_the_slow_consumer_outlasts_its_max_poll_interval_which_librdkafka_accep
     for name in rebalance.SLOW_PROGRAMS:
         c = RebalanceConfig(name, scenarios=("slow-consumer",))
         assert c.slow_max_poll_ms == rebalance.program_settings(c.slow_program)["max.poll.interval.ms"]
-        assert c.slow_process_ms > c.slow_max_poll_ms
+        assert c.slow_process_ms >= c.slow_max_poll_ms  # then held until the group settled without it
         assert consumer_conf_error(rebalance.program_settings(c.slow_program)) is None, name
     with pytest.raises(KafkalabError, match="slow-consumer program for eager, consumer only"):
         RebalanceConfig("cooperative", scenarios=("slow-consumer",))
@@ -154,3 +155,62 @@ def test_combine_keeps_each_analysis_in_order_and_concatenates_its_frames() -> N
     assert both.results == ["a0", "b0", "b1"]
     assert both.intervals["run_id"].tolist() == ["a", "b"] and both.rebalances["x"].tolist() == [1, 2]
     assert both.gaps.empty and both.windows.empty
+
+
+def _pod_spec(tmp_path, gate):
+    from kafkalab.worker import ProgramSpec
+
+    return ProgramSpec("c0.1", "r", str(tmp_path / "c0.1.jsonl"), "pod", "eager_member", "", conf={"client.id": "c0.1"},
+                       topics=["t"], options={"process_ms": 0.0, "work_until": None, "start_gate": str(gate)})
+
+
+def test_a_pod_started_ahead_runs_its_program_only_once_its_gate_opens(tmp_path) -> None:
+    import signal
+    import threading
+
+    from kafkalab.instruments.pod import PodLab, ready_path
+
+    gate = tmp_path / "c0.1.go"
+    opened: list[bool] = []
+
+    def open_gate() -> None:  # the harness: waits until the pod is ready, then starts it
+        from kafkalab.waiting import wait_until
+
+        wait_until(ready_path(gate).exists, timeout_s=10, what="the pod ready")
+        opened.append(True)
+        gate.touch()
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        threading.Thread(target=open_gate, daemon=True).start()
+        lab = PodLab(_pod_spec(tmp_path, gate))
+        assert opened == [True], "the constructor returned only after the harness opened the gate"
+        assert lab.options.process_ms == 0.0 and lab.conf == {"client.id": "c0.1"}, "the consumer role's instruments"
+        lab.close()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_pod_stopped_before_its_gate_opened_exits_without_running_its_program(tmp_path) -> None:
+    import os
+    import signal
+    import threading
+
+    from kafkalab.instruments.pod import PodLab, ready_path
+
+    gate = tmp_path / "c0.1.go"
+
+    def stop() -> None:  # the harness's SIGTERM, once the pod waits at its gate
+        from kafkalab.waiting import wait_until
+
+        wait_until(ready_path(gate).exists, timeout_s=10, what="the pod ready")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        threading.Thread(target=stop, daemon=True).start()
+        with pytest.raises(SystemExit) as e:
+            PodLab(_pod_spec(tmp_path, gate))
+        assert e.value.code == 0 and not gate.exists()
+    finally:
+        signal.signal(signal.SIGTERM, previous)

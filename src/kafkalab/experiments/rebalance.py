@@ -3,8 +3,10 @@ are restarted, added, removed, crash, stall, or when partitions are added.
 
 Consumers are separate processes (``kafkalab.worker``), restarted and killed like pods. Each
 runs a client program of notebook 02 (``kafkalab.programs``: ``PROGRAMS``, the group's
-members; ``SLOW_PROGRAMS``, the slow consumer), with the ``consumer`` role's instruments: its
-rebalance callbacks write every ``assigned`` and ``revoked`` partition to its own ledger. The
+members; ``SLOW_PROGRAMS``, the slow consumer), with the ``pod`` role's instruments (the
+``consumer`` role's plus a start gate, ``kafkalab.instruments.pod``): its rebalance callbacks
+write every ``assigned`` and ``revoked`` partition to its own ledger, and a pod's process can
+be started ahead and released when the run starts the pod (``RebalanceRun.prepare``). The
 harness adds only the run's addresses and names (``harness_conf``); every setting that decides
 how the group rebalances is in the program, and ``Protocol.from_program`` reads them back
 from its text for the analysis. A run (``RebalanceRun``) drives one consumer group on one
@@ -28,8 +30,8 @@ Protocols (``PROTOCOLS``: what the notebook's programs set, one per protocol):
 eager          classic protocol, ``partition.assignment.strategy=range`` (eager: every member
                revokes everything at every rebalance)
 cooperative    classic protocol, ``cooperative-sticky`` (KIP-429, incremental)
-static         ``eager`` plus ``group.instance.id`` per consumer slot (KIP-345) and a longer
-               ``session.timeout.ms`` (10000 ms) so that a restart fits in it
+static         ``eager`` plus ``group.instance.id`` per consumer slot (KIP-345); its
+               ``session.timeout.ms`` (6000 ms, the broker's minimum) must hold a restart
 consumer       ``group.protocol=consumer`` (KIP-848): the broker assigns (``uniform``), the
                session timeout and heartbeat interval are the broker's
 =============  ==============================================================================
@@ -42,7 +44,7 @@ consumer joins whose processing of one record outlasts ``max.poll.interval.ms``;
 ends when the coordinator has given its partitions to the others).
 
 Teaching timeouts (production values in brackets): classic ``session.timeout.ms`` 6000
-(librdkafka 2.16 default 45000), ``heartbeat.interval.ms`` 1000 (3000),
+(librdkafka 2.16 default 45000), ``heartbeat.interval.ms`` 500 (3000),
 ``topic.metadata.refresh.interval.ms`` 1000 (300000); broker ``group.consumer.session.timeout.ms``
 10000 (45000) and ``group.consumer.heartbeat.interval.ms`` 1000 (5000), kafka/config/broker.properties.
 Sources: librdkafka CONFIGURATION.md; Kafka documentation 4.3, Broker Configs and Consumer
@@ -56,7 +58,7 @@ import json
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -150,9 +152,9 @@ class Protocol:
 
 
 PROTOCOLS: dict[str, Protocol] = {
-    "eager": Protocol("eager", "classic", "range", False, 6000, 1000),
-    "cooperative": Protocol("cooperative", "classic", "cooperative-sticky", False, 6000, 1000),
-    "static": Protocol("static", "classic", "range", True, 10000, 1000),
+    "eager": Protocol("eager", "classic", "range", False, 6000, 500),
+    "cooperative": Protocol("cooperative", "classic", "cooperative-sticky", False, 6000, 500),
+    "static": Protocol("static", "classic", "range", True, 6000, 500),
     "consumer": Protocol("consumer", "consumer", None, False, CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS),
 }
 
@@ -264,6 +266,53 @@ def broker_group_config(timeout_s: float = 10.0) -> dict[str, str]:
     return {n: entries[n].value for n in names}
 
 
+def set_group_config(group_id: str, settings: dict[str, str | None], timeout_s: float = 30.0) -> None:
+    """Set (a value) or remove (None) configs of one consumer group, as an admin does
+    (IncrementalAlterConfigs on the GROUP resource; ``kafka-configs --entity-type groups``).
+    KIP-848: a consumer group's ``consumer.session.timeout.ms`` and
+    ``consumer.heartbeat.interval.ms`` override the broker's ``group.consumer.*`` defaults,
+    within its ``group.consumer.min/max.*`` bounds (in KRaft the controller checks them against
+    its own bounds: kafka/config/controller.properties). A group's configs outlive the group:
+    remove them when it is deleted. The group need not exist yet.
+
+    Returns once the values set are what DescribeConfigs answers for the group (the controller
+    writes them to the metadata log; the brokers apply them a moment later).
+
+    Raises:
+        KafkaException: a value out of the broker's bounds (INVALID_CONFIG), or no answer.
+        WaitTimeout: the brokers did not report the values within ``timeout_s``.
+    """
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None else AlterConfigOpType.DELETE)
+           for k, v in settings.items()]
+    res = ConfigResource(ResourceType.GROUP, group_id, incremental_configs=ops)
+    workloads.admin().incremental_alter_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
+    wanted = {k: v for k, v in settings.items() if v is not None}
+    if wanted:
+        wait_until(lambda: all(group_config_values(group_id, timeout_s).get(k) == v for k, v in wanted.items()),
+                   timeout_s=timeout_s, interval_s=0.05, what=f"group {group_id}'s configs {wanted} applied")
+
+
+def group_config_values(group_id: str, timeout_s: float = 30.0) -> dict[str, str]:
+    """Every config of one consumer group as DescribeConfigs on the GROUP resource answers
+    it: the group's own values, else the broker's defaults (name -> value)."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    res = ConfigResource(ResourceType.GROUP, group_id)
+    entries = workloads.admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
+    return {name: e.value for name, e in entries.items()}
+
+
+def group_timeouts(group_id: str, timeout_s: float = 30.0) -> tuple[int, int]:
+    """A KIP-848 consumer group's session timeout and heartbeat interval, ms, as the broker
+    applies them: the group's own ``consumer.session.timeout.ms`` and
+    ``consumer.heartbeat.interval.ms`` if an admin set them, else the broker's defaults
+    (DescribeConfigs on the GROUP resource answers either)."""
+    values = group_config_values(group_id, timeout_s)
+    return int(values["consumer.session.timeout.ms"]), int(values["consumer.heartbeat.interval.ms"])
+
+
 # ----------------------------------------------------------------------------- generations
 
 
@@ -325,9 +374,14 @@ class RebalanceConfig:
     (``Protocol.from_program``). The slow consumer (scenario ``slow-consumer``) runs
     ``slow_program`` (default: notebook 02's, for ``eager`` and ``consumer``).
 
-    Times in ms. ``slow_process_ms`` is how long the slow consumer works on each record;
+    Times in ms. ``slow_process_ms`` is how long the slow consumer works on each record at
+    least (default: its ``max.poll.interval.ms``; the run then holds the work until the group
+    has settled without it);
     ``slow_max_poll_ms`` is read from its program (its ``max.poll.interval.ms``).
-    ``settle_timeout_s``: how long to wait for the group to settle, s.
+    ``settle_timeout_s``: how long to wait for the group to settle, s. ``group_config``: the
+    group's own configs, set on the group before its first member starts (``set_group_config``;
+    KIP-848 groups: ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``), and
+    removed at cleanup.
 
     Raises:
         KafkalabError: too few consumers or partitions, an unknown scenario, or no program
@@ -344,6 +398,7 @@ class RebalanceConfig:
     records_per_partition: int = 20
     program: Program | None = None
     slow_program: Program | None = None
+    group_config: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         self.scenarios = tuple(self.scenarios)
@@ -364,14 +419,14 @@ class RebalanceConfig:
             return
         if self.slow_program is None:
             self.slow_program = member_program(self.protocol, slow=True)
-        p = Protocol.from_program(self.protocol, self.slow_program)
         self.slow_max_poll_ms = int((CLASSIC_DEFAULTS | program_settings(self.slow_program))["max.poll.interval.ms"])
         if self.slow_process_ms is None:
-            # A member past max.poll.interval.ms that sends no leave (a static member, KIP-345;
-            # any member under KIP-848 with librdkafka 2.16.1, as observed here) stops
-            # heartbeating and is dropped only when its session expires: it must stay busy longer.
-            silent = p.static or p.group_protocol == "consumer"
-            self.slow_process_ms = self.slow_max_poll_ms + 3000 + (p.session_timeout_ms if silent else 0)
+            # At least max.poll.interval.ms; the run then holds the work (``work_until``) until
+            # the group has settled without the slow consumer, however long that takes: a
+            # member past the interval that sends no leave (a static member, KIP-345; any
+            # member under KIP-848 with librdkafka 2.16.1, as observed here) is dropped only
+            # when its session expires too.
+            self.slow_process_ms = self.slow_max_poll_ms
 
     @property
     def spec(self) -> Protocol:
@@ -465,6 +520,8 @@ class RebalanceRun:
         self.workers: dict[str, workloads.Worker] = {}  # every incarnation, by client id
         self.slots: dict[int, str] = {}  # slot -> client id of its live incarnation
         self.incarnations: dict[int, int] = {}
+        self.prepared: dict[int, tuple[str, Path]] = {}  # slot -> (client id, gate) of a process started ahead
+        self.spare: dict[str, int] = {}  # scenario -> the slot prepared for its new member
         self.actions: list[dict] = []
         self.windows: list[Window] = []
         self.started_ms = now_ms()
@@ -488,23 +545,45 @@ class RebalanceRun:
         return ts
 
     # --- processes
-    def start(self, slot: int, program: Program | None = None, process_ms: float = 0.0,
-              work_until: Path | None = None) -> str:
-        """Start the next incarnation of consumer ``slot`` (client id ``c<slot>.<n>``) running
-        ``program`` (default: the group's, ``cfg.program``); its simulated work on a record
-        lasts ``process_ms``, then, with ``work_until``, until that file exists."""
+    def prepare(self, slot: int, program: Program | None = None, process_ms: float = 0.0,
+                work_until: Path | None = None) -> str:
+        """Start the process of the next incarnation of consumer ``slot`` (client id
+        ``c<slot>.<n>``) ahead: it starts Python and its imports, then waits before the first
+        line of ``program`` (default: the group's, ``cfg.program``) until ``start(slot)``
+        (role ``pod``, ``kafkalab.instruments.pod``). Nothing reaches Kafka before then. Its
+        simulated work on a record lasts ``process_ms``, then, with ``work_until``, until that
+        file exists. Returns the client id."""
         n = self.incarnations.get(slot, -1) + 1
         self.incarnations[slot] = n
         name = f"c{slot}.{n}"
         prog = program or self.cfg.program
         assert prog is not None
-        spec = ProgramSpec(name, self.run_id, str(self.dir / "ledgers" / f"{name}.jsonl"), "consumer", prog.name,
+        gate = self.dir / "gates" / f"{name}.go"
+        gate.parent.mkdir(exist_ok=True)
+        spec = ProgramSpec(name, self.run_id, str(self.dir / "ledgers" / f"{name}.jsonl"), "pod", prog.name,
                            prog.source, conf=harness_conf(self.group_id, name), topics=[self.topic],
-                           options={"process_ms": process_ms, "work_until": str(work_until) if work_until else None})
-        self.act("start", name, slot=slot)
+                           options={"process_ms": process_ms, "work_until": str(work_until) if work_until else None,
+                                    "start_gate": str(gate)})
         self.workers[name] = workloads.spawn(spec)
+        self.prepared[slot] = (name, gate)
+        return name
+
+    def start(self, slot: int, program: Program | None = None, process_ms: float = 0.0,
+              work_until: Path | None = None) -> str:
+        """Start the pod of consumer ``slot``: the process ``prepare`` started ahead for it
+        (then the arguments are those given to ``prepare``), else a new one (``prepare`` with
+        these arguments). Its program runs from now: the ``start`` action's time."""
+        if slot not in self.prepared:
+            self.prepare(slot, program, process_ms, work_until)
+        name, gate = self.prepared.pop(slot)
+        self.act("start", name, slot=slot)
+        gate.touch()
         self.slots[slot] = name
         return name
+
+    def new_slot(self) -> int:
+        """A slot number no process of this run has used."""
+        return max([*self.incarnations, -1]) + 1
 
     def stop(self, slot: int) -> int:
         """SIGTERM the live incarnation of ``slot`` (it closes its consumer) and wait until it
@@ -611,7 +690,18 @@ class RebalanceRun:
     def __enter__(self) -> "RebalanceRun":
         self.scope.add_topic(self.topic)
         self.scope.add_group(self.group_id)
+        if self.cfg.group_config:  # removed at cleanup, after the workers stopped (closers run last first)
+            set_group_config(self.group_id, dict(self.cfg.group_config))
+            self.scope.on_cleanup(lambda: set_group_config(self.group_id, {k: None for k in self.cfg.group_config or {}}))
         self.scope.on_cleanup(self._stop_workers)
+        if self.proto.group_protocol == "consumer":  # KIP-848: the timeouts the broker applies to this group
+            # the group's own values as set (a broker that has not applied them yet would still
+            # describe its defaults), else the broker's defaults
+            own = self.cfg.group_config or {}
+            session_ms, heartbeat_ms = group_timeouts(self.group_id)
+            self.proto = replace(self.proto,
+                                 session_timeout_ms=int(own.get("consumer.session.timeout.ms") or session_ms),
+                                 heartbeat_interval_ms=int(own.get("consumer.heartbeat.interval.ms") or heartbeat_ms))
         admin.create_topics({self.topic: self.partitions})
         return self
 
@@ -620,6 +710,15 @@ class RebalanceRun:
         first scenario starts here). Returns the settle time (ms)."""
         for slot in range(self.cfg.consumers):
             self.start(slot)
+        # The processes of the new members that later scenarios add start meanwhile, held at
+        # their gate (``prepare``): the interpreter's start is not what the scenarios measure.
+        if "scale-out" in self.cfg.scenarios:
+            self.spare["scale-out"] = slot = self.new_slot()
+            self.prepare(slot)
+        if "slow-consumer" in self.cfg.scenarios:
+            self.spare["slow-consumer"] = slot = self.new_slot()
+            self.prepare(slot, self.cfg.slow_program, process_ms=self.cfg.slow_process_ms or 0.0,
+                         work_until=self.dir / f"slow-{slot}.release")
         return self.settle(self.live(), f"with its first {self.cfg.consumers} members")
 
     def __exit__(self, *exc) -> None:
@@ -627,16 +726,21 @@ class RebalanceRun:
 
     def close(self) -> None:
         """Stop every live worker (SIGTERM, then SIGKILL), delete the topic, and delete the
-        group if it is empty within 2 s (else ``kafkalab.runscope.cleanup_all`` retries it).
-        Idempotent."""
-        self.scope.cleanup(group_timeout_s=2.0)
+        group if it is empty within 2 s, or at once for a static group (else
+        ``kafkalab.runscope.cleanup_all`` retries it). Idempotent."""
+        # A static group stays non-empty for session.timeout.ms after its members stopped:
+        # asking again and again meanwhile is wasted time (cleanup_all deletes it later).
+        self.scope.cleanup(group_timeout_s=0.0 if self.proto.static else 2.0)
 
     def _stop_workers(self) -> None:
-        for slot in list(self.slots):
+        def stop(slot: int) -> None:
             try:
                 self.stop(slot)
             except Exception:  # never leave a process behind because one failed to stop
                 pass
+
+        with ThreadPoolExecutor(max_workers=max(1, len(self.slots)), thread_name_prefix="rebalance-stop") as pool:
+            list(pool.map(stop, list(self.slots)))  # every pod stopped at once, as a deleted Deployment is
         for w in self.workers.values():
             if w.alive:
                 w.kill()
@@ -665,6 +769,9 @@ class RebalanceRun:
         # member sends no LeaveGroup (KIP-345): the coordinator keeps its place for
         # session.timeout.ms, so the replacement starts at once.
         restarts = []
+        for slot in sorted(self.slots):  # the replacements' processes start ahead, held at their gates
+            if slot not in self.prepared:
+                self.prepare(slot)
         for slot in sorted(self.slots):
             old = self.slots[slot]
             held = sorted(self.owned(old))
@@ -680,8 +787,8 @@ class RebalanceRun:
         notes["restarts"] = restarts
 
     def _scale_out(self, notes: dict) -> None:
-        slot = max(self.incarnations) + 1
-        name = self.start(slot)
+        slot = self.spare.pop("scale-out", None)
+        name = self.start(self.new_slot() if slot is None else slot)
         self.settle(self.live(), f"with new member {name}")
         notes["added"] = name
 
@@ -722,7 +829,8 @@ class RebalanceRun:
         # Records in every partition (the members read from the earliest offset, committing
         # nothing), so whichever partitions the slow consumer gets, it has a record to work on.
         produce_to_every_partition(self.topic, self.partitions, self.cfg.records_per_partition, self.run_id)
-        slot = max(self.incarnations) + 1
+        slot = self.spare.pop("slow-consumer", None)
+        slot = self.new_slot() if slot is None else slot
         mp = self.cfg.slow_max_poll_ms
         # Its work on the record lasts slow_process_ms and then until this file appears: once the
         # group has settled without it (below), so it is removed while still busy on every run,
@@ -770,6 +878,7 @@ class RebalanceRun:
             w.kill()
             self.settle(self.live(), f"without killed {name}")
         notes["back_ms"] = back_ms
+        notes["process_ms"] = back_ms - stuck_from  # measured: from its first record to its next poll
 
     def record(self) -> RunRecord:
         """Read the coordinator's generations and write ``run.json``."""

@@ -36,6 +36,9 @@ role                instruments
 ``timed_reader``    ``kafkalab.instruments.measuring.MeasuringConsumerLab``: the harness's
                     settings, the topic, the stopwatch, each record's end-to-end latency, the
                     Fetch requests from librdkafka's statistics (notebook 10)
+``pod``             ``kafkalab.instruments.pod.PodLab``: the ``consumer`` role plus a start
+                    gate the program never sees: the process is started ahead and runs its
+                    program when the harness starts the pod (notebook 02)
 ==================  =========================================================================
 
 A host worker (``worker.HostSpec``) runs many programs in one process, each in its own
@@ -73,6 +76,7 @@ ROLES: dict[str, str] = {
     "batches": "kafkalab.instruments.batches:BatchesLab",
     "measuring": "kafkalab.instruments.measuring:MeasuringLab",
     "timed_reader": "kafkalab.instruments.measuring:MeasuringConsumerLab",
+    "pod": "kafkalab.instruments.pod:PodLab",
 }
 
 
