@@ -100,8 +100,10 @@ def measure(messages: int, rounds: int, consumer_messages: int = 50_000, serving
                                                  1000).to_json()
     out["consumer_large_batches"] = pf.run_consumer_throughput(
         readers(100, pf.DEFAULT_PARTITION_FETCH_BYTES), consumer_messages, 100, producer_batch_size=1_000_000).to_json()
-    if serving:
-        out["serving"] = pf.run_serving(records=200_000, record_size=200, trace=True, tls=True).to_json()
+    if serving:  # notebook 10 section 6: its TLS reader is the measuring consumer with one line added
+        tls_reader = reader.replace('"enable.auto.commit": False,',
+                                    '"enable.auto.commit": False,\n    "security.protocol": "SSL",', name="tls_reader")
+        out["serving"] = pf.run_serving(burst, reader, tls_reader, records=200_000, record_size=200, trace=True).to_json()
     out["machine_after"] = machine()
     return out
 

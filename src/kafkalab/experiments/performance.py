@@ -20,6 +20,7 @@ least one batch); KIP-98 (idempotence, transactions); KIP-1030 (Java ``linger.ms
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -231,14 +232,17 @@ class ReaderTimes:
 class ReaderRun:
     """A measuring consumer program (role ``timed_reader``) started in a worker process, reading
     partition 0 of ``topic`` from offset 0 until ``count`` records arrived. The harness adds only
-    ``bootstrap.servers``, ``client.id`` and ``group.id``. ``ready`` waits until it is connected
+    ``bootstrap.servers``, ``client.id`` and ``group.id`` (``addresses``: other listeners' ports
+    and the lab's CA file instead, e.g. the TLS listeners'; the program writes its
+    ``security.protocol``). ``ready`` waits until it is connected
     (``lab.start()``); ``result`` until it ends."""
 
-    def __init__(self, program: Program, topic: str, count: int):
+    def __init__(self, program: Program, topic: str, count: int, addresses: dict[str, str] | None = None):
         run_id = runscope.run_id()
         self.program = program
         client_id = f"{run_id}-{program.name}"
-        self.conf = {"bootstrap.servers": config.bootstrap_servers(), "client.id": client_id, "group.id": client_id}
+        self.conf = {"bootstrap.servers": config.bootstrap_servers(), "client.id": client_id, "group.id": client_id,
+                     **(addresses or {})}
         self.ledger = workloads.run_dir(run_id) / f"{client_id}.jsonl"
         self.child = workloads.spawn(ProgramSpec(client_id, run_id, str(self.ledger), "timed_reader", program.name,
                                                  program.source, conf=self.conf, topics=[topic],
@@ -277,14 +281,15 @@ class ReaderRun:
                            t["fetch_requests"])
 
 
-def read_with(program: Program, topic: str, count: int, timeout_s: float = 120.0) -> ReaderTimes:
+def read_with(program: Program, topic: str, count: int, timeout_s: float = 120.0,
+              addresses: dict[str, str] | None = None) -> ReaderTimes:
     """Run the measuring consumer ``program`` (role ``timed_reader``) as it is until ``count``
-    records of ``topic`` arrived (``ReaderRun``).
+    records of ``topic`` arrived (``ReaderRun``; ``addresses`` as there).
 
     Raises:
         KafkalabError: it failed or stopped short. WaitTimeout: it ran longer than ``timeout_s``.
     """
-    r = ReaderRun(program, topic, count).result(timeout_s)
+    r = ReaderRun(program, topic, count, addresses).result(timeout_s)
     if len(r.latencies_ms) < count:
         raise KafkalabError(f"program {program.name}: {len(r.latencies_ms)} of {count} records of {topic}")
     return r
@@ -886,8 +891,8 @@ class ServingResult:
             ``{"sendfile": n, "read": n}``; empty when not traced.
         segment_is_batches_end_to_end: the leader's ``.log`` file is exactly its batches,
             one after the other (the segment reader found no gap and no trailing bytes).
-        tls_bytes_consumed, tls_syscalls: the same read again through the TLS listeners
-            (``config.tls_client_conf()``), with ``tls``.
+        tls_bytes_consumed, tls_syscalls: the same read again through the TLS listeners, by
+            the ``tls_reader`` program (0 and empty without one).
         resident_before_read: bytes of the leader's segment files in the page cache just
             before the read (``perf.resident_bytes``, mincore): at most ``bytes_written``; what
             is not resident is what the leader may have to read from the disk.
@@ -909,46 +914,55 @@ class ServingResult:
         return asdict(self)
 
 
-def run_serving(records: int = 100_000, record_size: int = 200, trace: bool = True, tls: bool = True) -> ServingResult:
-    """Write ``records`` records to a fresh one-partition topic, then read them all back with
-    one consumer while the leader's ``/proc/<pid>/io`` is sampled and (``trace``) its
-    ``sendfile``/``read``/``write`` calls are counted with strace. With ``tls``, read them a
-    second time, from the same leader, through its TLS listener.
+def run_serving(writer: Program, reader: Program, tls_reader: Program | None = None, records: int = 100_000,
+                record_size: int = 200, trace: bool = True) -> ServingResult:
+    """The measuring producer ``writer`` (role ``measuring``, run as it is by ``send_with``) writes
+    ``records`` values of ``record_size`` bytes to a fresh one-partition topic; then the measuring
+    consumer ``reader`` (role ``timed_reader``, ``read_with``) reads every record back from offset
+    0 while the leader's ``/proc/<pid>/io`` is sampled and (``trace``) its
+    ``sendfile``/``read``/``write`` calls are counted with strace. With ``tls_reader`` (a copy of
+    the reader that writes ``"security.protocol": "SSL"``), the records are read a second time,
+    from the same leader, through its TLS listener (the harness gives that program the TLS ports
+    and the lab's CA file, ``config.tls_client_conf``).
 
     Raises:
-        KafkalabError: strace missing or not allowed (with ``trace``), or records missing.
+        KafkalabError: strace missing or not allowed (with ``trace``), a program failed, or
+            records missing.
     """
     run = RunScope("serving")
     try:
         topic = run.topic("s")
         admin.create_topics({topic: 1})
-        perf.python_burst(topic, records, record_size, ProducerSettings(acks="all", linger_ms=5))
+        send_with(writer, topic, records, record_size, rate=None, timeout_s=300)
         leader = coordinators.partition_leaders(topic)[0]
         files = coordinators.leader_log_files(topic, 1)
         written = sum(os.path.getsize(f) for f in files)
         logs = [segments.read_log(f, records=False, check_crc=False) for f in files]
         end_to_end = all(lf.trailing_bytes == 0 and sum(b.batch_length + 12 for b in lf.batches) ==
                          os.path.getsize(lf.path) for lf in logs)
+        stored = sum(b.records_count for lf in logs for b in lf.batches)  # the writer's records (and its warm-up one)
         resident = sum(perf.resident_bytes(f) for f in files)
+        pid = broker_pid(leader) if trace else None
         before = perf.broker_io(leader)
-        got, syscalls = _read_all(topic, records + 1, broker_pid(leader) if trace else None, {})  # + the warm-up record
+        got, syscalls = _read_all(reader, topic, stored, pid)
         after = perf.broker_io(leader)
-        tls_got, tls_syscalls = (_read_all(topic, records + 1, broker_pid(leader) if trace else None,
-                                           config.tls_client_conf()) if tls else (0, {}))
+        tls = {k: v for k, v in config.tls_client_conf().items() if k != "security.protocol"}  # addresses only
+        tls_got, tls_syscalls = _read_all(tls_reader, topic, stored, pid, tls) if tls_reader else (0, {})
         return ServingResult(records, record_size, written, got, leader, after["read_bytes"] - before["read_bytes"],
                              syscalls, end_to_end, tls_got, tls_syscalls, resident)
     finally:
         run.cleanup()
 
 
-def _read_all(topic: str, records: int, pid: int | None, conf: dict, timeout_s: float = 120.0
-              ) -> tuple[int, dict[str, int]]:
-    """Read partition 0 of ``topic`` from offset 0 until ``records`` records arrived
-    (``perf.python_consume``, with ``conf`` on top of a 50 MB ``fetch.max.bytes``), counting the
-    system calls of ``pid`` meanwhile. Returns (value bytes received, syscall counts)."""
+def _read_all(program: Program, topic: str, count: int, pid: int | None, addresses: dict[str, str] | None = None,
+              timeout_s: float = 120.0) -> tuple[int, dict[str, int]]:
+    """Run the measuring consumer ``program`` until ``count`` records of partition 0 of ``topic``
+    arrived (``read_with``), counting the system calls of ``pid`` meanwhile (the counter is
+    attached before the program starts). Returns (value bytes received, syscall counts)."""
     counter = perf.SyscallCounter(pid, ("sendfile", "read", "write", "pread64")) if pid else None
-    b = perf.python_consume(topic, records, {"fetch.max.bytes": 52428800, **conf}, timeout_s=timeout_s, during=counter)
-    return b.value_bytes, counter.counts if counter else {}
+    with counter if counter is not None else contextlib.nullcontext():
+        got = read_with(program, topic, count, timeout_s, addresses)
+    return got.value_bytes, counter.counts if counter else {}
 
 
 def broker_pid(node_id: int) -> int:
