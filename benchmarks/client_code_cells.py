@@ -97,7 +97,10 @@ def main() -> None:
     paths = [p.resolve() for p in args.notebooks] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     out = {}
     for p in paths:
-        cells = code_cells(p, args.rev)
+        try:
+            cells = code_cells(p, args.rev)
+        except subprocess.CalledProcessError:  # not in the tree at --rev (a notebook added since)
+            continue
         c = classify(cells)
         total = sum(c.values())
         n = strict(cells)
