@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 import click
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from .. import admin, cluster, config, consumers, programs, runscope, segments, workloads
@@ -887,8 +887,13 @@ def run_failure_budget(min_insync_replicas: int = 2, timeout_s: float = 60.0) ->
                                         config={"min.insync.replicas": str(min_insync_replicas)})])[topic]
         fut.result(timeout=timeout_s)
 
-        def isr() -> list[int]:
-            md = a.list_topics(topic, timeout=5).topics[topic]
+        def isr() -> list[int] | None:
+            try:
+                md = a.list_topics(topic, timeout=5).topics[topic]
+            except KafkaException as e:
+                if e.args[0].code() == KafkaError._TIMED_OUT:  # sent to a broker just killed: ask again
+                    return None
+                raise
             return sorted(md.partitions[0].isrs) if 0 in md.partitions else []
 
         steps: list[FailureStep] = []
@@ -911,7 +916,9 @@ def run_failure_budget(min_insync_replicas: int = 2, timeout_s: float = 60.0) ->
                     raise KafkalabError(f"no delivery report within {timeout_s} s")
                 write_error = errors[0].name() if errors and errors[0] is not None else None
                 readable = len(workloads.read_topic(topic, 1, timeout_s=timeout_s))
-                steps.append(FailureStep(list(down), isr(), write_error, readable))
+                now = wait_until(lambda: (lambda v: None if v is None else (v,))(isr()), timeout_s=timeout_s,
+                                 what=f"an answer to a Metadata request for {topic}")[0]  # ask again after a timeout
+                steps.append(FailureStep(list(down), now, write_error, readable))
         finally:
             cluster.restore(max(timeout_s, 60.0))
         return FailureBudget(topic, min_insync_replicas, replicas, steps)
