@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kafkalab import config, ledger
+from kafkalab import config, java_api, ledger
 from kafkalab.cli import main as cli_main
 from kafkalab.cluster import parse_group_table
 from kafkalab.errors import JarsMissing, KafkalabError
@@ -134,7 +134,7 @@ def test_java_consumer_is_missing_until_make_jars_builds_it(tmp_path: Path, monk
     monkeypatch.setenv("KAFKALAB_JARS", str(fake_jars(tmp_path)))
     with pytest.raises(JarsMissing, match=r"OffsetCommitConsumer is not in .*Run `make jars`"):
         oc.java_classpath()
-    jar = tmp_path / oc.CLIENTS_JAR
+    jar = tmp_path / java_api.CLIENTS_JAR
     jar.parent.mkdir()
     with zipfile.ZipFile(jar, "w") as z:  # a jar of an older build, without the class
         z.writestr("kafkalab/clients/Other.class", b"")

@@ -77,3 +77,39 @@ def compile_snippet(snippet: str, timeout_s: float = 120.0) -> CompileResult:
     out = (cp.stdout + cp.stderr).replace(str(path), "Snippet.java")
     errors = [re.sub(r"^Snippet\.java:\d+: error: ", "", line) for line in out.splitlines() if ": error: " in line]
     return CompileResult(snippet.strip(), cp.returncode == 0, errors, out)
+
+
+#: kafkalab's own Java programs (kafka/src/main/java), compiled by ``make jars`` (kafka/pom.xml)
+#: against the pinned kafka-clients, under ``config.jars_dir()``.
+CLIENTS_JAR = Path("clients") / "kafkalab-clients.jar"
+
+
+def program_classpath(java_class: str) -> str:
+    """The classpath that runs one of kafkalab's Java programs: ``CLIENTS_JAR``, then the broker
+    jars (kafka-clients 4.3.1). Checks, in milliseconds, that ``make jars`` built ``java_class``.
+
+    Args:
+        java_class: a fully qualified class name, e.g. ``"kafkalab.clients.OffsetCommitConsumer"``.
+
+    Returns:
+        ``"<jars>/clients/kafkalab-clients.jar:<jars>/broker/*"`` (``os.pathsep``-separated).
+
+    Raises:
+        JarsMissing: the broker jars, ``CLIENTS_JAR``, or ``java_class`` in it are missing
+            (the message names ``make jars``).
+    """
+    import os
+    import zipfile
+
+    from . import cluster, config
+    from .errors import JarsMissing
+
+    broker = cluster.broker_classpath()
+    jar = config.jars_dir() / CLIENTS_JAR
+    try:
+        with zipfile.ZipFile(jar) as z:
+            z.getinfo(java_class.replace(".", "/") + ".class")
+    except (OSError, KeyError, zipfile.BadZipFile) as e:
+        raise JarsMissing(f"the Java program {java_class} is not in {jar} ({type(e).__name__}). Run `make jars` "
+                          "(Maven compiles kafka/src/main/java into it).") from None
+    return f"{jar}{os.pathsep}{broker}"

@@ -742,19 +742,12 @@ def run_java_settings(cases: Iterable[str] = JAVA_SETTINGS_CASES, timeout_s: flo
 
     Source: ``ProducerConfig.postProcessAndValidateIdempotenceConfigs`` (KIP-679, KAFKA-13598).
     """
-    import zipfile
+    from .. import java_api
 
-    from ..errors import JarsMissing
-
-    jar = config.jars_dir() / "clients" / "kafkalab-clients.jar"
-    try:
-        with zipfile.ZipFile(jar) as z:
-            z.getinfo(JAVA_SETTINGS_CLASS.replace(".", "/") + ".class")
-    except (OSError, KeyError, zipfile.BadZipFile) as e:
-        raise JarsMissing(f"{JAVA_SETTINGS_CLASS} is not in {jar} ({type(e).__name__}). Run `make jars`.") from None
+    classpath = java_api.program_classpath(JAVA_SETTINGS_CLASS)
     log4j = config.write_state_file("tools/log4j2-info.properties", TOOLS_INFO_LOG4J2)
     argv = [cluster.java_executable(), "-Xmx64m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-            f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{jar}:{cluster.broker_classpath()}", JAVA_SETTINGS_CLASS,
+            f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath, JAVA_SETTINGS_CLASS,
             *cases]
     cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
     if cp.returncode != 0:

@@ -57,7 +57,6 @@ What the 4.3.1 cluster did (spike of issue 26, five consecutive runs each, the s
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -350,18 +349,9 @@ def java_classpath() -> str:
     Raises:
         JarsMissing: ``make jars`` has not built ``JAVA_CLASS``.
     """
-    import zipfile
+    from .. import java_api
 
-    from .. import cluster
-    from ..errors import JarsMissing
-
-    jar = config.jars_dir() / "clients" / "kafkalab-clients.jar"
-    try:
-        with zipfile.ZipFile(jar) as z:
-            z.getinfo(JAVA_CLASS.replace(".", "/") + ".class")
-    except (OSError, KeyError, zipfile.BadZipFile) as e:
-        raise JarsMissing(f"{JAVA_CLASS} is not in {jar} ({type(e).__name__}): run `make jars`") from None
-    return f"{jar}{os.pathsep}{cluster.broker_classpath()}"
+    return java_api.program_classpath(JAVA_CLASS)
 
 
 def run_java() -> LateTxnRun:

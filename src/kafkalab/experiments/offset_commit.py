@@ -72,7 +72,6 @@ import sqlite3
 import subprocess
 import threading
 import time
-import zipfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -81,7 +80,7 @@ import click
 
 from .. import admin, config, coordinators, programs, runscope, worker, workloads
 from ..instruments import consumer as consumer_instruments
-from ..errors import JarsMissing, KafkalabError, WaitTimeout
+from ..errors import KafkalabError, WaitTimeout
 from ..runscope import RunScope
 from ..waiting import wait_until
 
@@ -284,33 +283,21 @@ def java_conf(cfg: RunConfig, group_id: str, client_id: str, instance_id: str) -
 
 #: Apache Kafka's Java consumer, driven like the Python one: the same ledger lines, the same
 #: crash points. Its source is ``kafka/src/main/java/kafkalab/clients/OffsetCommitConsumer.java``;
-#: ``make jars`` compiles it against the pinned kafka-clients into ``CLIENTS_JAR``.
+#: ``make jars`` compiles it against the pinned kafka-clients into ``java_api.CLIENTS_JAR``.
 JAVA_CLASS = "kafkalab.clients.OffsetCommitConsumer"
-#: kafkalab's own Java programs, under ``config.jars_dir()`` (kafka/pom.xml, ``make jars``).
-CLIENTS_JAR = Path("clients") / "kafkalab-clients.jar"
 _java_cache: dict[str, str] = {}
 
 
 def java_classpath() -> str:
-    """The Java consumer's classpath: ``CLIENTS_JAR`` then the broker jars (kafka-clients 4.3.1).
-    Checks, in milliseconds, that ``make jars`` built ``JAVA_CLASS``.
+    """The Java consumer's classpath (``java_api.program_classpath`` of ``JAVA_CLASS``).
 
     Raises:
-        JarsMissing: the broker jars, ``CLIENTS_JAR``, or ``JAVA_CLASS`` in it are missing
+        JarsMissing: the broker jars, or ``JAVA_CLASS`` in kafkalab-clients.jar, are missing
             (the message names ``make jars``).
     """
-    from .. import cluster
+    from .. import java_api
 
-    broker = cluster.broker_classpath()
-    jar = config.jars_dir() / CLIENTS_JAR
-    entry = JAVA_CLASS.replace(".", "/") + ".class"
-    try:
-        with zipfile.ZipFile(jar) as z:
-            z.getinfo(entry)
-    except (OSError, KeyError, zipfile.BadZipFile) as e:
-        raise JarsMissing(f"the Java consumer {JAVA_CLASS} is not in {jar} ({type(e).__name__}). Run `make jars` "
-                          "(Maven compiles kafka/src/main/java into it).") from None
-    return f"{jar}{os.pathsep}{broker}"
+    return java_api.program_classpath(JAVA_CLASS)
 
 
 def _java() -> str:
