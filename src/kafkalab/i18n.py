@@ -1,0 +1,501 @@
+"""The Korean edition (한국어판): notebooks and pages generated from the English ones and a
+gettext catalog per document.
+
+One source of code: a Korean notebook is its English notebook with every markdown cell
+translated and every code cell copied as it is. The English text is cut into *blocks* (the
+paragraphs, headings, lists, tables and quotes between blank lines; a fenced code block is
+copied, not translated), and each block is one message (``msgid``) of the document's catalog,
+``notebooks/locale/ko/LC_MESSAGES/<document>.po``, in the layout Sphinx's i18n uses. The
+questions of the quiz cells (``quiz.predict(key, question, choices)``) are messages too, with
+the context ``quiz``: the code stays the same, and ``kafkalab.quiz`` shows the Korean question
+when the notebook runs from ``notebooks/ko/``.
+
+How an English change reaches the Korean edition:
+
+1. ``make ko`` (``python -m kafkalab.i18n update`` then ``build``). ``update`` merges the new
+   English into every catalog with Babel (``Catalog.update``): a changed block keeps its old
+   translation marked ``#, fuzzy`` (with the previous English as ``#| msgid``), a new block gets
+   an empty translation, a removed one goes. ``build`` writes ``notebooks/ko/`` from the English
+   and the catalogs; a block without a current translation stays English, and ``build`` lists it.
+2. Translate the entries marked fuzzy or empty (``python -m kafkalab.i18n status`` lists them),
+   remove the ``fuzzy`` mark, run ``make ko`` again.
+3. ``tests/test_i18n.py`` (``make check``) fails while any block is missing or fuzzy, or while
+   ``notebooks/ko/`` differs from what ``build`` writes.
+
+Sources: GNU gettext manual (PO files, fuzzy entries); Babel ``babel.messages`` (catalog,
+``read_po``/``write_po``, ``Catalog.update``); Sphinx internationalization (``locale_dirs``,
+``LC_MESSAGES`` layout).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The editions other than English, by language code (ISO 639-1, as Sphinx's ``language``).
+LANGUAGES = ("ko",)
+#: Markdown pages translated besides the notebooks (paths under ``notebooks/``).
+PAGES = ("README.md", "interview_bank.md", "workshop_guide.md", "_book/index.md")
+#: The message context of a quiz question or choice.
+QUIZ_CONTEXT = "quiz"
+
+#: The catalogs' header fields (Babel ``Catalog`` arguments).
+HEADER = dict(copyright_holder="kafkalab authors", version="", msgid_bugs_address="",
+              last_translator="kafkalab authors", language_team="kafkalab authors",
+              header_comment="# The Korean edition of kafkalab: a gettext catalog (see src/kafkalab/i18n.py).\n"
+                             "# Licensed as the project, Apache-2.0.")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_LINK = re.compile(r"(\]\()([^)\s]+)(\))")
+
+
+def notebooks_dir() -> Path:
+    """``notebooks/`` of this checkout."""
+    from . import config
+
+    return config.repo_root() / "notebooks"
+
+
+def documents() -> list[str]:
+    """Every translated document, as a path under ``notebooks/`` (``"03_offset_commit.ipynb"``,
+    ``"solutions/03_offset_commit_solutions.ipynb"``, ``"README.md"``...), lessons first."""
+    root = notebooks_dir()
+    lessons = sorted(p.name for p in root.glob("*.ipynb"))
+    solutions = sorted(f"solutions/{p.name}" for p in (root / "solutions").glob("*.ipynb"))
+    return lessons + solutions + list(PAGES)
+
+
+def catalog_path(doc: str, lang: str = "ko") -> Path:
+    """``notebooks/locale/<lang>/LC_MESSAGES/<doc without suffix>.po``."""
+    return notebooks_dir() / "locale" / lang / "LC_MESSAGES" / Path(doc).with_suffix(".po")
+
+
+def edition_path(doc: str, lang: str = "ko") -> Path:
+    """Where the translated document is written: ``notebooks/<lang>/<doc>``."""
+    return notebooks_dir() / lang / doc
+
+
+# ----------------------------------------------------------------------------- blocks
+
+def blocks(markdown: str) -> list[tuple[str, bool]]:
+    """Cut markdown into blocks at blank lines outside fenced code.
+
+    Returns:
+        ``[(text, translatable), ...]`` in order; ``"\\n\\n".join`` of the texts gives the
+        markdown back up to blank-line runs and trailing spaces. A block is not translatable
+        when it is a fenced code block alone, or has no Latin letter (a formula, a rule).
+    """
+    out: list[tuple[str, bool]] = []
+    cur: list[str] = []
+    fenced = False
+
+    def flush() -> None:
+        if cur:
+            text = "\n".join(cur).strip("\n")
+            if text.strip():
+                out.append((text, _translatable(text)))
+            cur.clear()
+
+    for line in markdown.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        if not fenced and not line.strip():
+            flush()
+        else:
+            cur.append(line.rstrip())
+    flush()
+    return out
+
+
+def _translatable(text: str) -> bool:
+    lines = text.splitlines()
+    if _FENCE.match(lines[0]) and _FENCE.match(lines[-1]) and len(lines) > 1:
+        return False
+    return re.search(r"[A-Za-z]", text) is not None
+
+
+def quiz_strings(code: str) -> list[str]:
+    """The literal question and choices of each ``quiz.predict(...)`` call in a code cell.
+
+    Returns:
+        ``[question, choice, ...]`` in source order; ``[]`` when the cell is not Python (a
+        ``%%program`` cell parses: its magic line is dropped first).
+    """
+    src = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return []
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "predict"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "quiz"):
+            args = list(node.args[1:3])
+            args += [k.value for k in node.keywords if k.arg in ("question", "choices")]
+            for a in args:
+                if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                    found.append(a.value)
+                elif isinstance(a, (ast.List, ast.Tuple)):
+                    found += [e.value for e in a.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return found
+
+
+@dataclass
+class Message:
+    """One translatable string of a document.
+
+    Attributes:
+        text: the English (the ``msgid``).
+        where: the cell index (a notebook) or block index (a page), for the catalog's location.
+        context: ``None`` for prose, ``QUIZ_CONTEXT`` for a quiz question or choice.
+    """
+
+    text: str
+    where: int
+    context: str | None = None
+
+
+def messages(doc: str) -> list[Message]:
+    """The translatable strings of ``doc`` (a path under ``notebooks/``), in document order."""
+    path = notebooks_dir() / doc
+    out: list[Message] = []
+    if path.suffix == ".ipynb":
+        import nbformat
+
+        nb = nbformat.read(path, as_version=4)
+        for i, cell in enumerate(nb.cells):
+            if cell.cell_type == "markdown":
+                out += [Message(t, i) for t, ok in blocks(cell.source) if ok]
+            elif cell.cell_type == "code":
+                out += [Message(t, i, QUIZ_CONTEXT) for t in quiz_strings(cell.source)]
+    else:
+        out += [Message(t, i) for i, (t, ok) in enumerate(blocks(path.read_text(encoding="utf-8"))) if ok]
+    return out
+
+
+# ----------------------------------------------------------------------------- catalogs
+
+def template(doc: str):
+    """The document's message template (a Babel ``Catalog`` without translations)."""
+    from babel.messages.catalog import Catalog
+
+    cat = Catalog(project="kafkalab", fuzzy=False, **HEADER)
+    for m in messages(doc):
+        cat.add(m.text, locations=[(doc, m.where)], context=m.context)
+    return cat
+
+
+def read_catalog(doc: str, lang: str = "ko"):
+    """The document's catalog (Babel ``Catalog``); an empty one when the file does not exist."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import read_po
+
+    path = catalog_path(doc, lang)
+    if not path.exists():
+        return Catalog(locale=lang, project="kafkalab", fuzzy=False, **HEADER)
+    with path.open("rb") as f:
+        return read_po(f, locale=lang)
+
+
+def write_catalog(doc: str, cat, lang: str = "ko") -> Path:
+    """Write ``cat`` to ``catalog_path(doc, lang)`` (no line wrapping; obsolete entries dropped)."""
+    from babel.messages.pofile import write_po
+
+    path = catalog_path(doc, lang)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cat.fuzzy = False
+    with path.open("wb") as f:
+        write_po(f, cat, width=0, omit_header=False, ignore_obsolete=True, include_previous=True,
+                 sort_output=False)
+    return path
+
+
+def update(doc: str, lang: str = "ko") -> Path:
+    """Merge the document's English into its catalog (Babel ``Catalog.update``: changed strings
+    keep their old translation marked fuzzy, new ones are empty, removed ones go)."""
+    cat = read_catalog(doc, lang)
+    created = cat.creation_date
+    cat.update(template(doc), no_fuzzy_matching=False, update_header_comment=False)
+    cat.creation_date = created  # a date that changes at every run would make every catalog differ
+    return write_catalog(doc, cat, lang)
+
+
+@dataclass
+class Status:
+    """How far a document's translation is.
+
+    Attributes:
+        doc: the document (path under ``notebooks/``).
+        total: its translatable strings.
+        missing: English strings with no translation (no entry, or an empty one).
+        fuzzy: English strings whose translation is marked fuzzy (the English changed).
+    """
+
+    doc: str
+    total: int
+    missing: list[str] = field(default_factory=list)
+    fuzzy: list[str] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return not self.missing and not self.fuzzy
+
+
+def status(doc: str, lang: str = "ko") -> Status:
+    """Compare the document's English with its catalog (nothing is written)."""
+    cat = read_catalog(doc, lang)
+    msgs = messages(doc)
+    st = Status(doc, len(msgs))
+    for m in msgs:
+        entry = cat.get(m.text, context=m.context)
+        if entry is None or not entry.string:
+            st.missing.append(m.text)
+        elif entry.fuzzy:
+            st.fuzzy.append(m.text)
+    return st
+
+
+def lookup(cat, text: str, context: str | None = None) -> str | None:
+    """The current translation of ``text`` in ``cat`` (None if missing, empty or fuzzy)."""
+    entry = cat.get(text, context=context)
+    if entry is None or not entry.string or entry.fuzzy:
+        return None
+    return entry.string
+
+
+def unique_messages(doc: str) -> list[Message]:
+    """``messages(doc)`` without repeats (a catalog has one entry per English string and context):
+    the numbering ``show`` prints and ``fill`` reads."""
+    seen: set[tuple[str | None, str]] = set()
+    out = []
+    for m in messages(doc):
+        if (m.context, m.text) not in seen:
+            seen.add((m.context, m.text))
+            out.append(m)
+    return out
+
+
+#: The separator line of the work-file format of ``show`` and ``fill``: ``=== N`` (N from 1).
+_SEP = re.compile(r"^=== (\d+)\s*$", re.M)
+
+
+def show(doc: str, lang: str = "ko", only_todo: bool = False) -> str:
+    """The document's strings as a work file: ``=== N`` then the English, for each string
+    (``only_todo``: only those missing or fuzzy)."""
+    cat = read_catalog(doc, lang)
+    parts = []
+    for n, m in enumerate(unique_messages(doc), 1):
+        if only_todo and lookup(cat, m.text, m.context) is not None:
+            continue
+        tag = "  (quiz)" if m.context else ""
+        parts.append(f"=== {n}{tag}\n{m.text}\n")
+    return "\n".join(parts)
+
+
+def fill(doc: str, work: str, lang: str = "ko") -> int:
+    """Set translations from a work file (``=== N`` then the translation of string N, as ``show``
+    numbers them; blank lines around a translation are dropped) and clear their fuzzy mark.
+
+    Returns:
+        How many strings were set.
+
+    Raises:
+        ValueError: a number that is not a string of the document, or an empty translation.
+    """
+    msgs = unique_messages(doc)
+    cat = read_catalog(doc, lang)
+    pieces = _SEP.split(work)
+    count = 0
+    for num, body in zip(pieces[1::2], pieces[2::2]):
+        n = int(num)
+        if not 1 <= n <= len(msgs):
+            raise ValueError(f"{doc}: string {n} does not exist (1..{len(msgs)})")
+        text = body.strip("\n")
+        if not text.strip():
+            raise ValueError(f"{doc}: string {n} has an empty translation")
+        m = msgs[n - 1]
+        entry = cat.get(m.text, context=m.context)
+        if entry is None:
+            cat.add(m.text, string=text, locations=[(doc, m.where)], context=m.context)
+        else:
+            entry.string = text
+            entry.flags.discard("fuzzy")
+            entry.previous_id = []
+        count += 1
+    write_catalog(doc, cat, lang)
+    return count
+
+
+# ----------------------------------------------------------------------------- the edition
+
+def _relink(markdown: str, doc: str, lang: str) -> str:
+    """Point relative links that leave the translated set at the English files they name: a
+    link from ``notebooks/ko/x.ipynb`` to ``../src/...`` needs one more ``../``."""
+    translated = set(documents())
+    here = Path(doc).parent
+
+    def fix(m: re.Match) -> str:
+        target = m.group(2)
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith(("#", "/")):
+            return m.group(0)
+        path, _, anchor = target.partition("#")
+        norm = os.path.normpath(here / path).replace(os.sep, "/")
+        if not path or norm in translated or any(d.startswith(norm.rstrip("/") + "/") for d in translated):
+            return m.group(0)
+        new = os.path.relpath(notebooks_dir() / norm, notebooks_dir() / lang / here).replace(os.sep, "/")
+        return f"{m.group(1)}{new}{'#' + anchor if anchor else ''}{m.group(3)}"
+
+    return _LINK.sub(fix, markdown)
+
+
+def translate_markdown(markdown: str, cat, doc: str, lang: str = "ko", missing: list[str] | None = None) -> str:
+    """``markdown`` with each translatable block replaced by its translation in ``cat``; a block
+    without one stays English and is appended to ``missing``."""
+    out = []
+    for text, ok in blocks(markdown):
+        if ok:
+            t = lookup(cat, text)
+            if t is None:
+                if missing is not None:
+                    missing.append(text)
+                t = text
+            out.append(t)
+        else:
+            out.append(text)
+    return _relink("\n\n".join(out), doc, lang)
+
+
+def render(doc: str, lang: str = "ko") -> tuple[str, list[str]]:
+    """The translated document as file text, and the English blocks left untranslated.
+
+    A notebook: the English notebook with its markdown cells translated; code cells, outputs
+    (none: notebooks are kept stripped) and metadata are copied unchanged.
+    """
+    cat = read_catalog(doc, lang)
+    path = notebooks_dir() / doc
+    missing: list[str] = []
+    if path.suffix == ".ipynb":
+        import nbformat
+
+        nb = nbformat.read(path, as_version=4)
+        out = copy.deepcopy(nb)
+        for cell in out.cells:
+            if cell.cell_type == "markdown":
+                cell.source = translate_markdown(cell.source, cat, doc, lang, missing)
+        return nbformat.writes(out) + "\n", missing
+    text = translate_markdown(path.read_text(encoding="utf-8"), cat, doc, lang, missing)
+    return text.rstrip("\n") + "\n", missing
+
+
+def build(lang: str = "ko", docs: list[str] | None = None) -> dict[str, list[str]]:
+    """Write every document of the edition (or only ``docs``) under ``notebooks/<lang>/``.
+
+    Returns:
+        ``{doc: [untranslated English block, ...]}`` for the documents with any.
+    """
+    gaps: dict[str, list[str]] = {}
+    for doc in docs or documents():
+        text, missing = render(doc, lang)
+        target = edition_path(doc, lang)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8")
+        if missing:
+            gaps[doc] = missing
+    return gaps
+
+
+def language_of(path: str | Path | None = None) -> str:
+    """The edition a notebook runs in, from its folder: ``"ko"`` under ``notebooks/ko/``,
+    else ``"en"``. ``path`` defaults to the working directory (a kernel's is its notebook's)."""
+    p = Path(path or Path.cwd()).resolve()
+    try:
+        rel = p.relative_to(notebooks_dir().resolve())
+    except ValueError:
+        return "en"
+    return rel.parts[0] if rel.parts and rel.parts[0] in LANGUAGES else "en"
+
+
+_quiz_cache: dict[str, dict[str, str]] = {}
+
+
+def quiz_text(text: str, lang: str) -> str:
+    """``text`` (a quiz question or choice) in ``lang``, from any catalog that has it; the
+    English when none does (or ``lang`` is ``"en"``)."""
+    if lang not in LANGUAGES:
+        return text
+    if lang not in _quiz_cache:
+        table: dict[str, str] = {}
+        for doc in documents():
+            if not doc.endswith(".ipynb") or not catalog_path(doc, lang).exists():
+                continue
+            for entry in read_catalog(doc, lang):
+                if entry.context == QUIZ_CONTEXT and entry.string and not entry.fuzzy:
+                    table[entry.id] = entry.string
+        _quiz_cache[lang] = table
+    return _quiz_cache[lang].get(text, text)
+
+
+# ----------------------------------------------------------------------------- command line
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kafkalab.i18n {update,build,status,show,fill,slug} [--lang ko] [ARG...]``.
+
+    ``show DOC [--todo]`` prints a work file; ``fill DOC FILE`` reads one back into the catalog;
+    ``slug TEXT`` prints the anchor MyST (and the book) gives a heading.
+    """
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m kafkalab.i18n", description=__doc__.split("\n\n")[0])
+    ap.add_argument("command", choices=["update", "build", "status", "show", "fill", "slug"])
+    ap.add_argument("docs", nargs="*", help="documents under notebooks/ (default: all)")
+    ap.add_argument("--lang", default="ko", choices=LANGUAGES)
+    ap.add_argument("--todo", action="store_true", help="show: only the strings missing or fuzzy")
+    args = ap.parse_args(argv)
+    if args.command == "slug":
+        from myst_parser.slugs import github_slugify
+
+        print(github_slugify(" ".join(args.docs)))
+        return 0
+    if args.command == "fill":
+        if len(args.docs) != 2:
+            ap.error("fill DOC FILE")
+        n = fill(args.docs[0], Path(args.docs[1]).read_text(encoding="utf-8"), args.lang)
+        print(f"{args.docs[0]}: {n} strings set")
+        return 0
+    if args.command == "show":
+        if len(args.docs) != 1:
+            ap.error("show DOC")
+    docs = args.docs or documents()
+    unknown = sorted(set(docs) - set(documents()))
+    if unknown:
+        ap.error(f"not a translated document: {unknown}; one of {documents()}")
+    if args.command == "show":
+        print(show(docs[0], args.lang, args.todo))
+        return 0
+    if args.command == "update":
+        for doc in docs:
+            update(doc, args.lang)
+        print(f"updated {len(docs)} catalogs under {catalog_path(docs[0], args.lang).parents[len(Path(docs[0]).parts) - 1]}")
+        return 0
+    if args.command == "build":
+        gaps = build(args.lang, docs)
+        for doc, missing in gaps.items():
+            print(f"{doc}: {len(missing)} blocks still English")
+        print(f"wrote notebooks/{args.lang}/ ({len(docs)} documents)")
+        return 0
+    bad = 0
+    for doc in docs:
+        st = status(doc, args.lang)
+        bad += not st.done
+        print(f"{doc:<55} {st.total - len(st.missing) - len(st.fuzzy):>4}/{st.total:<4}"
+              f" missing {len(st.missing):>3}  fuzzy {len(st.fuzzy):>3}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
