@@ -65,6 +65,7 @@ COSTS_S = {
     "tests/test_cli.py": 35,
     "notebooks/07_ordering.ipynb": 31,
     "notebooks/00_cluster_tour.ipynb": 29,
+    "notebooks/ko/00_cluster_tour.ipynb": 29,
     "tests/test_compose_image.py": 28,
     "notebooks/06_segments_retention.ipynb": 27,
     "notebooks/solutions/05_transactions_solutions.ipynb": 26,

@@ -9,6 +9,12 @@ request, every image decoded (non-zero natural size), every same-site link loads
 after ``make book``), or else a small one built here: the same Sphinx configuration
 (``notebooks/_book``) restricted to ``BOOK_NOTEBOOKS``, executed against the live cluster.
 
+The book has two editions (English in the root, Korean under ``ko/``), linked page to page:
+the crawl reaches both. ``test_book_korean_edition`` checks that the Korean pages are Korean and
+that Hangul is drawn with a real glyph (a CJK font: Debian ``fonts-noto-cjk``), not as the empty
+boxes a browser draws for characters no font has; ``test_jupyterlab_korean_notebook`` does the
+same for a Korean notebook opened in JupyterLab.
+
 ``test_jupyterlab_assignment_explorer`` starts JupyterLab on ``notebooks/``, opens notebook 01,
 runs all cells from the Run menu, moves the explorer's ``consumers`` slider with the keyboard,
 presses "Run on the cluster" and checks that a new picture, one row taller, replaced the old.
@@ -39,6 +45,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urljoin
 
+import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,12 +107,13 @@ def _build_small_book(out: Path) -> Path:
     """
     shutil.rmtree(out, ignore_errors=True)
     html = out / "html"
-    env = {**os.environ, "KAFKALAB_BOOK_NOTEBOOKS": ",".join(BOOK_NOTEBOOKS)}
-    cmd = [str(BIN / "sphinx-build"), "-b", "html", "-E", "-q", "-d", str(out / "doctrees"),
-           "-c", str(ROOT / "notebooks" / "_book"), str(ROOT / "notebooks"), str(html)]
-    timeout = TEST_TIMEOUT_S - 300  # the whole build; each cell has its own CELL_TIMEOUT_S
-    cp = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    assert cp.returncode == 0, f"the small book did not build:\n{(cp.stdout + cp.stderr)[-6000:]}"
+    timeout = (TEST_TIMEOUT_S - 300) / 2  # each edition's build; each cell has its own CELL_TIMEOUT_S
+    for lang, source, target in (("en", ROOT / "notebooks", html), ("ko", ROOT / "notebooks" / "ko", html / "ko")):
+        env = {**os.environ, "KAFKALAB_BOOK_NOTEBOOKS": ",".join(BOOK_NOTEBOOKS), "KAFKALAB_BOOK_LANG": lang}
+        cmd = [str(BIN / "sphinx-build"), "-b", "html", "-E", "-q", "-d", str(out / "doctrees" / lang),
+               "-c", str(ROOT / "notebooks" / "_book"), str(source), str(target)]
+        cp = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        assert cp.returncode == 0, f"the small book ({lang}) did not build:\n{(cp.stdout + cp.stderr)[-6000:]}"
     return html
 
 
@@ -235,6 +243,56 @@ def test_book_pages(browser, book_url: str) -> None:
     assert figures > 0, "no figure in any notebook output: the notebooks were not executed into the book"
 
 
+#: Draws one character in the font of an element, on a canvas: Hangul in a CJK font gives two
+#: different pictures for two syllables; without one, both (and an unassigned code point, U+0378)
+#: are the same empty box. Returns what it saw.
+_GLYPHS_JS = """el => {
+    const family = getComputedStyle(el).fontFamily;
+    const c = document.createElement('canvas'); c.width = 96; c.height = 96;
+    const g = c.getContext('2d'); g.font = `48px ${family}`; g.fillStyle = '#000';
+    const draw = ch => { g.clearRect(0, 0, 96, 96); g.fillText(ch, 8, 64);
+        return Array.from(g.getImageData(0, 0, 96, 96).data).join(','); };
+    const blank = draw(''), han = draw('한'), geul = draw('글'), none = draw('\\u0378');
+    return {family, inked: han !== blank, distinct: han !== geul, notBox: han !== none};
+}"""
+
+
+def _hangul_drawn(page, selector: str) -> dict:
+    """The first element matching ``selector`` that holds Hangul, checked with ``_GLYPHS_JS``."""
+    el = page.locator(selector).filter(has_text=re.compile("[가-힣]")).first
+    el.wait_for(timeout=120_000)
+    return el.evaluate(_GLYPHS_JS)
+
+
+@pytest.mark.timeout(TEST_TIMEOUT_S)
+def test_book_korean_edition(browser, book_url: str) -> None:
+    """The Korean front page and a Korean notebook page: ``<html lang="ko">``, Korean text drawn
+    with real glyphs, and the edition switch leads to the same page in English and back."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(120_000)
+    page = context.new_page()
+    try:
+        page.goto(f"{book_url}_book/index.html", wait_until="load")
+        switch = page.locator("a.kafkalab-lang-switch")
+        assert switch.inner_text().strip() == "한국어", "the English front page has no link to the Korean edition"
+        switch.click()
+        page.wait_for_url(f"{book_url}ko/_book/index.html", wait_until="load")
+        assert page.evaluate("() => document.documentElement.lang") == "ko"
+        for url in (f"{book_url}ko/_book/index.html", f"{book_url}ko/{BOOK_NOTEBOOKS[0]}.html"):
+            page.goto(url, wait_until="load")
+            text = page.locator("article").inner_text()
+            assert len(re.findall("[가-힣]", text)) > 100, f"{url}: the page is not in Korean:\n{text[:500]}"
+            seen = _hangul_drawn(page, "article p")
+            _shot(page, f"book-ko/{_page_name(url, book_url)}")
+            assert seen["inked"] and seen["distinct"] and seen["notBox"], \
+                f"{url}: Hangul is drawn as empty boxes, no CJK font (Debian: apt-get install fonts-noto-cjk): {seen}"
+        page.locator("a.kafkalab-lang-switch").click()
+        page.wait_for_url(f"{book_url}{BOOK_NOTEBOOKS[0]}.html", wait_until="load")
+        assert page.evaluate("() => document.documentElement.lang").startswith("en")
+    finally:
+        context.close()
+
+
 # --- JupyterLab -----------------------------------------------------------------------------
 
 #: JupyterLab settings for the test: never save the notebook (its outputs must not land in
@@ -318,6 +376,28 @@ def jupyterlab(tmp_path: Path) -> Iterator[tuple[str, str]]:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait(timeout=30)
         log.close()
+
+
+@pytest.mark.timeout(TEST_TIMEOUT_S)
+def test_jupyterlab_korean_notebook(browser, jupyterlab: tuple[str, str]) -> None:
+    """A Korean notebook opens in JupyterLab with its markdown in Korean, drawn with real glyphs,
+    and the same code cells as the English one."""
+    base, token = jupyterlab
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(120_000)
+    page = context.new_page()
+    try:
+        page.goto(f"{base}/lab/tree/ko/00_cluster_tour.ipynb?token={token}", wait_until="load")
+        page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=120_000)
+        seen = _hangul_drawn(page, ".jp-Notebook .jp-MarkdownCell .jp-RenderedMarkdown p")
+        _shot(page, "jupyterlab/notebook-00-ko")
+        assert seen["inked"] and seen["distinct"] and seen["notBox"], \
+            f"Hangul is drawn as empty boxes in JupyterLab, no CJK font (Debian: apt-get install fonts-noto-cjk): {seen}"
+        english = nbformat.read(ROOT / "notebooks" / "00_cluster_tour.ipynb", 4)
+        cells = page.locator(".jp-Notebook .jp-CodeCell")
+        assert cells.count() == sum(c.cell_type == "code" for c in english.cells)
+    finally:
+        context.close()
 
 
 #: Input prompts of the code cells: "[12]:" done, "[*]:" queued or running, "[ ]:" not run.

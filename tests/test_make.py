@@ -9,8 +9,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def dry_run(target: str) -> list[str]:
-    cp = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=60)
+def dry_run(target: str, *args: str) -> list[str]:
+    cp = subprocess.run(["make", "-n", target, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert cp.returncode == 0, cp.stderr
     return cp.stdout.splitlines()
 
@@ -20,6 +20,14 @@ def test_make_lab_passes_allow_root_exactly_when_run_as_root() -> None:
     assert len(jupyter) == 1, jupyter
     assert ("--allow-root" in jupyter[0]) == (os.getuid() == 0), \
         "JupyterLab refuses root without --allow-root; a normal user does not need it"
+
+
+def test_make_lab_edition_ko_opens_the_korean_edition() -> None:
+    jupyter = [line for line in dry_run("lab", "EDITION=ko") if "jupyter lab" in line]
+    assert len(jupyter) == 1 and "--LabApp.default_url=/lab/tree/ko" in jupyter[0], jupyter
+    assert "default_url" not in "".join(line for line in dry_run("lab") if "jupyter lab" in line)
+    cp = subprocess.run(["make", "lab", "EDITION=fr"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert cp.returncode != 0 and "EDITION=fr: the editions are en (default) and ko" in cp.stdout
 
 
 def test_make_test_runs_the_tests_and_the_notebooks() -> None:

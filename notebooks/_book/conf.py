@@ -5,7 +5,14 @@ front page (``index.md``) and a small extension (``widget_snapshot.py``). Every 
 executed against the live cluster while the book is built, in memory: the executed copies are
 written under the build folder (``build/jupyter_execute``), never back into ``notebooks/``.
 
+The book has two editions, built by two runs of ``sphinx-build`` with this configuration: the
+English one from ``notebooks/`` (``build/book/``) and the Korean one from ``notebooks/ko/``
+(``build/book/ko/``, generated from the catalogs by ``kafkalab.i18n``). Every page carries a
+link to the same page in the other edition (``static/lang_switch.js``).
+
 Environment:
+    KAFKALAB_BOOK_LANG: ``en`` (default) or ``ko``: the edition; with ``ko`` the source folder
+        must be ``notebooks/ko`` (Sphinx's own labels, e.g. the search page, are then Korean).
     KAFKALAB_BOOK_NOTEBOOKS: comma-separated notebook names without ``.ipynb`` (e.g.
         ``00_cluster_tour,07_ordering``); when set, only these notebooks are read and executed
         (the browser test builds such a small book). Markdown pages are always included.
@@ -22,8 +29,12 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCE = HERE.parent
+LANG = os.environ.get("KAFKALAB_BOOK_LANG", "en").strip() or "en"
+if LANG not in ("en", "ko"):
+    raise ValueError(f"KAFKALAB_BOOK_LANG={LANG!r}: the book's editions are 'en' and 'ko'")
+SOURCE = HERE.parent if LANG == "en" else HERE.parent / LANG
 sys.path.insert(0, str(HERE))
+language = LANG
 
 project = "kafkalab"
 author = "kafkalab"
@@ -31,7 +42,7 @@ copyright = "kafkalab authors, Apache-2.0"
 
 extensions = ["myst_nb", "widget_snapshot"]
 root_doc = "_book/index"
-exclude_patterns = ["**.ipynb_checkpoints", "_book/root"]
+exclude_patterns = ["**.ipynb_checkpoints", "_book/root", "ko", "locale"]
 
 only = os.environ.get("KAFKALAB_BOOK_NOTEBOOKS", "").strip()
 if only:
@@ -57,8 +68,9 @@ myst_enable_extensions = ["dollarmath", "colon_fence"]
 myst_heading_anchors = 4  # Markdown links to "#section-title" anchors resolve
 
 html_theme = "sphinx_book_theme"
-html_title = "kafkalab: Kafka delivery semantics, measured"
-html_extra_path = ["root"]  # build/book/index.html: a redirect to the front page
+html_title = ("kafkalab: Kafka delivery semantics, measured" if LANG == "en"
+              else "kafkalab: 카프카 메시지 전달 보장, 실측으로 확인하기")
+html_extra_path = [str(HERE / "root")]  # build/book/index.html: a redirect to the front page
 html_theme_options = {
     "home_page_in_toc": True,
     "show_toc_level": 2,
@@ -68,10 +80,11 @@ html_theme_options = {
 }
 html_show_sourcelink = False
 html_copy_source = False
-html_static_path = ["static"]  # widget_snapshot.css
+html_static_path = [str(HERE / "static")]  # widget_snapshot.css, lang_switch.js
+html_js_files = ["lang_switch.js"]
 # pydata-sphinx-theme logs a console error when no colour mode is set ("Got invalid theme mode").
 html_context = {"default_mode": "light"}
-html_favicon = "favicon.svg"  # without one, the browser's request for /favicon.ico fails
+html_favicon = str(HERE / "favicon.svg")  # without one, the browser's request for /favicon.ico fails
 
 
 def _unlink_outside_targets(app, doctree, docname) -> None:

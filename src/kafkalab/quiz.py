@@ -9,6 +9,10 @@ under nbval) it shows the measured value and grades nothing, so the notebook sti
 top to bottom. The notebook's own ``assert`` stays the claim; the quiz is the learner's.
 
 Only the answers of this kernel are kept (in memory): nothing is written anywhere.
+
+In the Korean edition (a notebook under ``notebooks/ko/``, the same code) the question and the
+choices are shown in Korean, from the notebook's catalog (``kafkalab.i18n.quiz_text``), and so
+are the verdicts; the recorded answer and ``check``'s ``measured`` stay the English choice.
 """
 
 from __future__ import annotations
@@ -38,6 +42,13 @@ class Prediction:
     unit: str = ""
     answer: Any = None
     widget: Any = field(default=None, repr=False, compare=False)
+    lang: str = "en"
+
+    def text(self, english: str) -> str:
+        """``english`` (the question or a choice) in this prediction's language."""
+        from . import i18n
+
+        return i18n.quiz_text(english, self.lang)
 
     def record(self, answer: Any) -> None:
         """Record ``answer`` (what the "Record" button does).
@@ -59,7 +70,8 @@ class Prediction:
         if self.widget is None:
             from IPython.display import Markdown, display
 
-            display(Markdown(f"**Predict.** {self.question} (answer: {self.answer})"))
+            display(Markdown(f"**{_ui(self.lang, 'Predict.')}** {self.text(self.question)} "
+                             f"({_ui(self.lang, 'answer')}: {self.answer})"))
 
 
 def predict(key: str, question: str, choices: Sequence[str] | None = None, unit: str = "",
@@ -74,7 +86,9 @@ def predict(key: str, question: str, choices: Sequence[str] | None = None, unit:
     Returns:
         The ``Prediction``; its ``answer`` is set when the learner presses "Record".
     """
-    p = Prediction(key, question, tuple(choices) if choices is not None else None, unit)
+    from . import i18n
+
+    p = Prediction(key, question, tuple(choices) if choices is not None else None, unit, lang=i18n.language_of())
     _ANSWERS[key] = p
     if show:
         p.widget = _widget(p)
@@ -89,10 +103,10 @@ def _widget(p: Prediction):
 
     status = widgets.Label("")
     if p.choices is not None:
-        box = widgets.ToggleButtons(options=list(p.choices), value=None)
+        box = widgets.ToggleButtons(options=[(p.text(c), c) for c in p.choices], value=None)
     else:
-        box = widgets.FloatText(value=None, description=p.unit or "answer")
-    button = widgets.Button(description="Record", button_style="info")
+        box = widgets.FloatText(value=None, description=p.unit or _ui(p.lang, "answer"))
+    button = widgets.Button(description=_ui(p.lang, "Record"), button_style="info")
 
     def on_click(_):
         value = box.value
@@ -100,12 +114,32 @@ def _widget(p: Prediction):
             value = int(value)
         try:
             p.record(value)
-            status.value = f"recorded: {value} {p.unit}".strip()
+            status.value = f"{_ui(p.lang, 'recorded')}: {p.text(value) if p.choices else value} {p.unit}".strip()
         except ValueError as e:
             status.value = str(e)
 
     button.on_click(on_click)
-    return widgets.VBox([widgets.HTML(f"<b>Predict.</b> {p.question}"), widgets.HBox([box, button]), status])
+    return widgets.VBox([widgets.HTML(f"<b>{_ui(p.lang, 'Predict.')}</b> {p.text(p.question)}"),
+                         widgets.HBox([box, button]), status])
+
+
+#: The quiz's own words in the Korean edition (the questions come from the notebooks' catalogs).
+_KO = {
+    "Predict.": "예측.", "Check.": "확인.", "answer": "답", "Record": "기록", "recorded": "기록함",
+    "measured_only": "클러스터 측정값은 {shown}이다. (기록된 예측 없음)",
+    "verdict": "예측은 {said}, 클러스터 측정값은 {shown}이다. ",
+    "Right.": "맞았다.", "Not this time.": "이번에는 틀렸다.", "within": " (차이가 {tolerance:g} 이내면 맞은 것으로 본다.)",
+}
+_EN = {
+    "measured_only": "The cluster measured {shown}. (No prediction recorded.)",
+    "verdict": "You predicted {said}; the cluster measured {shown}. ",
+    "within": " (Within {tolerance:g} counts as right.)",
+}
+
+
+def _ui(lang: str, key: str, **values: Any) -> str:
+    text = (_KO if lang == "ko" else _EN).get(key, key)
+    return text.format(**values) if values else text
 
 
 @dataclass
@@ -118,13 +152,15 @@ class Verdict:
     right: bool | None
     message: str
 
+    lang: str = "en"
+
     def _repr_markdown_(self) -> str:
-        return f"**Check.** {self.message}"
+        return f"**{_ui(self.lang, 'Check.')}** {self.message}"
 
 
 def _said(p: Prediction, value: Any) -> str:
     """A number with its unit (``3 duplicates``), a choice in quotes (``"it goes"``)."""
-    return f'"{value}"' if p.choices is not None else f"{value} {p.unit}".strip()
+    return f'"{p.text(value)}"' if p.choices is not None else f"{value} {p.unit}".strip()
 
 
 def check(key: str, measured: Any, tolerance: float = 0.0, show: bool = True) -> Verdict:
@@ -148,17 +184,17 @@ def check(key: str, measured: Any, tolerance: float = 0.0, show: bool = True) ->
     p = _ANSWERS[key]
     shown = _said(p, measured)
     if p.answer is None:
-        v = Verdict(key, measured, None, None, f"The cluster measured {shown}. (No prediction recorded.)")
+        v = Verdict(key, measured, None, None, _ui(p.lang, "measured_only", shown=shown), p.lang)
     else:
         if p.choices is not None:
             right = p.answer == measured
         else:
             right = abs(float(p.answer) - float(measured)) <= tolerance
         said = _said(p, p.answer)
-        within = f" (Within {tolerance:g} counts as right.)" if p.choices is None and tolerance else ""
+        within = _ui(p.lang, "within", tolerance=tolerance) if p.choices is None and tolerance else ""
         v = Verdict(key, measured, p.answer, right,
-                    f"You predicted {said}; the cluster measured {shown}. "
-                    + ("Right." if right else "Not this time.") + within)
+                    _ui(p.lang, "verdict", said=said, shown=shown)
+                    + _ui(p.lang, "Right." if right else "Not this time.") + within, p.lang)
     if show:
         from IPython.display import display
 
