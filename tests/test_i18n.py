@@ -69,7 +69,7 @@ def test_update_fill_build_and_a_changed_english_string_becomes_fuzzy(home: Path
     work = i18n.show(doc)
     assert work.splitlines()[0] == "=== 1" and "=== 3  (quiz)" in work
     assert i18n.fill(doc, "=== 1\n# 01 · 제목\n\n=== 2\n[뱅크](interview_bank.md), [코드](../src/x.py) 참고.\n"
-                          "=== 3\n몇 개일까?\n=== 4\n## 준비\n") == 4
+                          "=== 3  (quiz)\n몇 개일까?\n=== 4\n## 준비\n") == 4  # the separator as `show` writes it
     assert i18n.status(doc).done
     text, missing = i18n.render(doc)
     assert missing == []
@@ -116,3 +116,86 @@ def test_the_quiz_speaks_korean_in_a_notebook_under_notebooks_ko(home: Path, mon
     assert "클러스터 측정값은 3 records" in quiz.check("k", 3, show=False).message
     monkeypatch.chdir(home / "notebooks")
     assert i18n.language_of() == "en"
+
+
+# --- the repository's Korean edition ----------------------------------------------------------
+
+DOCS = i18n.documents()
+
+
+def _terms() -> list[dict[str, str]]:
+    lines = [line for line in (ROOT / "notebooks" / "locale" / "ko" / "terms.tsv").read_text(encoding="utf-8").splitlines()
+             if line and not line.startswith("#")]
+    return list(csv.DictReader(lines, delimiter="\t"))
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_string_is_translated_and_current(doc: str) -> None:
+    st = i18n.status(doc)
+    assert st.done, (f"{doc}: {len(st.missing)} strings untranslated, {len(st.fuzzy)} fuzzy (the English changed). "
+                     f"`make ko`, then translate them: `.venv/bin/python -m kafkalab.i18n show {doc} --todo`, "
+                     f"`... fill {doc} FILE`, `make ko`. First: {(st.missing + st.fuzzy)[0][:200]!r}")
+
+
+def test_no_translation_holds_a_work_file_separator() -> None:
+    """``fill`` cuts a work file at ``=== N`` lines: one left inside a translation means two
+    strings were stored as one."""
+    bad = [f"{d}: {e.id[:60]!r}" for d in DOCS for e in i18n.read_catalog(d)
+           if e.id and e.string and re.search(r"^=== \d+", e.string, re.M)]
+    assert not bad, "translations with a `=== N` line inside:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_notebooks_ko_is_what_the_catalogs_give(doc: str) -> None:
+    path = i18n.edition_path(doc)
+    assert path.exists(), f"{path} is missing: run `make ko`"
+    assert path.read_text(encoding="utf-8") == i18n.render(doc)[0], f"{path} is not current: run `make ko`"
+
+
+@pytest.mark.parametrize("doc", [d for d in DOCS if d.endswith(".ipynb")])
+def test_a_korean_notebook_has_the_english_code(doc: str) -> None:
+    en = nbformat.read(ROOT / "notebooks" / doc, 4)
+    ko = nbformat.read(i18n.edition_path(doc), 4)
+    assert [c.cell_type for c in ko.cells] == [c.cell_type for c in en.cells]
+    assert [c.source for c in ko.cells if c.cell_type == "code"] == [c.source for c in en.cells if c.cell_type == "code"]
+    assert ko.metadata == en.metadata
+    prose = "".join(c.source for c in ko.cells if c.cell_type == "markdown")
+    assert len(re.findall("[가-힣]", prose)) > len(prose) / 10, f"{doc}: the Korean notebook's text is not Korean"
+
+
+def test_one_korean_spelling_per_term() -> None:
+    """No spelling of terms.tsv's "avoid" column in any translation, nor in the English notebooks'
+    glossaries (their Korean column)."""
+    avoid = {a: t["korean"] for t in _terms() for a in (t["avoid"] or "").split("|") if a}
+    texts = {f"locale/{d}": "\n".join(e.string for e in i18n.read_catalog(d) if e.id and e.string) for d in DOCS}
+    texts.update({d: (ROOT / "notebooks" / d).read_text(encoding="utf-8") for d in DOCS if d.endswith(".ipynb")})
+    texts = {where: re.sub("「[^」]*」", "", text) for where, text in texts.items()}  # an article's own title
+    found = [f"{where}: {bad!r} (write {good!r})" for where, text in texts.items()
+             for bad, good in avoid.items() if bad in text]
+    assert not found, "spellings terms.tsv says not to use:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("doc", [d for d in DOCS if d.endswith(".md")])
+def test_links_to_headings_of_a_korean_page_resolve(doc: str) -> None:
+    from myst_parser.slugs import github_slugify
+
+    text = i18n.edition_path(doc).read_text(encoding="utf-8")
+    slugs = {github_slugify(m.group(1).strip()) for m in re.finditer(r"^#{1,6} (.+)$", text, re.M)}
+    broken = sorted({a for a in re.findall(r"\]\(#([^)]+)\)", text) if a not in slugs})
+    assert not broken, f"notebooks/ko/{doc}: links to no heading: {broken}"
+
+
+def test_every_article_box_gives_the_article_and_its_lines() -> None:
+    """Issue 27: a Korean reader finds the sentence being corrected. Each block (quote) that says
+    what an article says names the article (000-004) and its line numbers."""
+    bad = []
+    for doc in [d for d in DOCS if d.endswith(".ipynb")]:
+        nb = nbformat.read(ROOT / "notebooks" / doc, 4)
+        for i, cell in enumerate(nb.cells):
+            if cell.cell_type != "markdown":
+                continue
+            for text, _ in i18n.blocks(cell.source):
+                if "The article says" in text and not (re.search(r"\b00[0-4]\b", text)
+                                                       and re.search(r"\blines? \d+", text)):
+                    bad.append(f"{doc} [{i}]: {text[:90]!r}")
+    assert not bad, f"{len(bad)} boxes without the article's number and line numbers:\n" + "\n".join(bad)

@@ -280,7 +280,7 @@ def unique_messages(doc: str) -> list[Message]:
 
 
 #: The separator line of the work-file format of ``show`` and ``fill``: ``=== N`` (N from 1).
-_SEP = re.compile(r"^=== (\d+)\s*$", re.M)
+_SEP = re.compile(r"^=== (\d+)(?:\s+\(quiz\))?\s*$", re.M)
 
 
 def show(doc: str, lang: str = "ko", only_todo: bool = False) -> str:
