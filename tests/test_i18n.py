@@ -36,6 +36,9 @@ def test_quiz_strings_are_the_question_and_choices_of_predict_calls() -> None:
             'quiz.check("k1", 3)\nprint("not this")')
     assert i18n.quiz_strings(code) == ["How many records?", "Which one?", "it goes", "it stays"]
     assert i18n.quiz_strings("%%program p\nimport x\n") == []
+    names = i18n.string_lists('ANSWERS = ["NONE: it commits", "it aborts"]\nx = [1]')
+    assert names == {"ANSWERS": ["NONE: it commits", "it aborts"]}
+    assert i18n.quiz_strings('quiz.predict("k", "What?", ANSWERS)', names) == ["What?", "NONE: it commits", "it aborts"]
     assert i18n.quiz_strings("def (") == []
 
 

@@ -118,17 +118,37 @@ def _translatable(text: str) -> bool:
     return re.search(r"[A-Za-z]", text) is not None
 
 
-def quiz_strings(code: str) -> list[str]:
-    """The literal question and choices of each ``quiz.predict(...)`` call in a code cell.
+def _python(code: str):
+    src = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
+    try:
+        return ast.parse(src)
+    except SyntaxError:
+        return None
+
+
+def string_lists(code: str) -> dict[str, list[str]]:
+    """The names a cell binds to a list or tuple of string literals (``ANSWERS = ["a", "b"]``):
+    the choices a ``quiz.predict`` call may name instead of writing them."""
+    tree = _python(code)
+    found: dict[str, list[str]] = {}
+    for node in (tree.body if tree else []):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, (ast.List, ast.Tuple))
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts)):
+            found[node.targets[0].id] = [e.value for e in node.value.elts]
+    return found
+
+
+def quiz_strings(code: str, names: dict[str, list[str]] | None = None) -> list[str]:
+    """The literal question and choices of each ``quiz.predict(...)`` call in a code cell;
+    choices given as a name are looked up in ``names`` (``string_lists`` of the notebook).
 
     Returns:
         ``[question, choice, ...]`` in source order; ``[]`` when the cell is not Python (a
         ``%%program`` cell parses: its magic line is dropped first).
     """
-    src = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
-    try:
-        tree = ast.parse(src)
-    except SyntaxError:
+    tree = _python(code)
+    if tree is None:
         return []
     found: list[str] = []
     for node in ast.walk(tree):
@@ -141,6 +161,8 @@ def quiz_strings(code: str) -> list[str]:
                     found.append(a.value)
                 elif isinstance(a, (ast.List, ast.Tuple)):
                     found += [e.value for e in a.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+                elif isinstance(a, ast.Name) and names and a.id in names:
+                    found += names[a.id]
     return found
 
 
@@ -167,11 +189,15 @@ def messages(doc: str) -> list[Message]:
         import nbformat
 
         nb = nbformat.read(path, as_version=4)
+        names: dict[str, list[str]] = {}
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                names.update(string_lists(cell.source))
         for i, cell in enumerate(nb.cells):
             if cell.cell_type == "markdown":
                 out += [Message(t, i) for t, ok in blocks(cell.source) if ok]
             elif cell.cell_type == "code":
-                out += [Message(t, i, QUIZ_CONTEXT) for t in quiz_strings(cell.source)]
+                out += [Message(t, i, QUIZ_CONTEXT) for t in quiz_strings(cell.source, names)]
     else:
         out += [Message(t, i) for i, (t, ok) in enumerate(blocks(path.read_text(encoding="utf-8"))) if ok]
     return out
