@@ -202,3 +202,21 @@ def test_every_article_box_gives_the_article_and_its_lines() -> None:
                                                        and re.search(r"\blines? \d+", text)):
                     bad.append(f"{doc} [{i}]: {text[:90]!r}")
     assert not bad, f"{len(bad)} boxes without the article's number and line numbers:\n" + "\n".join(bad)
+
+
+def test_emphasis_in_a_translation_renders() -> None:
+    """CommonMark closes ``**`` only when it is right-flanking: ``**오프셋(LSO)**은`` (a closing
+    parenthesis, then a Hangul particle) shows its asterisks as text. Each translation is parsed
+    with markdown-it (MyST's parser) and no ``*`` may be left in its text where the English has
+    none; write ``**오프셋**(LSO)은``."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark").enable("table")
+
+    def stray(text: str) -> list[str]:
+        return [c.content for t in md.parse(text) if t.type == "inline" for c in t.children
+                if c.type == "text" and re.search(r"\*\*|(?<![\w*])\*(?=\S)[^*]+\*(?!\*)", c.content)]
+
+    bad = [f"{d}: {stray(e.string)[0][:120]!r}" for d in DOCS for e in i18n.read_catalog(d)
+           if e.id and e.string and stray(e.string) and not stray(e.id)]
+    assert not bad, "emphasis shown as asterisks:\n" + "\n".join(bad)
