@@ -220,3 +220,27 @@ def test_emphasis_in_a_translation_renders() -> None:
     bad = [f"{d}: {stray(e.string)[0][:120]!r}" for d in DOCS for e in i18n.read_catalog(d)
            if e.id and e.string and stray(e.string) and not stray(e.id)]
     assert not bad, "emphasis shown as asterisks:\n" + "\n".join(bad)
+
+
+def test_the_korean_bank_names_sections_as_the_korean_notebooks_title_them() -> None:
+    """Each ``근거`` (evidence) line of the Korean interview bank names sections by the headings
+    of the Korean notebook it links (the English bank's test does the same for the English)."""
+    ko = ROOT / "notebooks" / "ko"
+
+    def headings(path: Path) -> set[str]:
+        nb = nbformat.read(path, 4)
+        return {m.group(1).strip() for c in nb.cells if c.cell_type == "markdown"
+                for m in re.finditer(r"^#{1,6} (.+)$", c.source, re.M)}
+
+    bad, seen = [], 0
+    for line in (ko / "interview_bank.md").read_text(encoding="utf-8").splitlines():
+        if not line.startswith("근거"):
+            continue
+        for name, tail in re.findall(r"\]\(([^)]+\.ipynb)\)([^\[]*)", line):
+            titles = headings(ko / name)
+            for section in re.findall(r'"([^"]+)"', tail):
+                seen += 1
+                if section not in titles:
+                    bad.append(f"{name}: {section!r}")
+    assert seen > 50, f"only {seen} sections named: the evidence lines were not read"
+    assert not bad, "sections that are no heading of the Korean notebook:\n" + "\n".join(bad)
