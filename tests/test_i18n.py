@@ -34,7 +34,7 @@ def test_quiz_strings_are_the_question_and_choices_of_predict_calls() -> None:
     code = ('quiz.predict("k1", "How many " "records?", unit="records")\n'
             'quiz.predict("k2", question="Which one?", choices=["it goes", "it stays"])\n'
             'quiz.check("k1", 3)\nprint("not this")')
-    assert i18n.quiz_strings(code) == ["How many records?", "Which one?", "it goes", "it stays"]
+    assert i18n.quiz_strings(code) == ["How many records?", "records", "Which one?", "it goes", "it stays"]
     assert i18n.quiz_strings("%%program p\nimport x\n") == []
     names = i18n.string_lists('ANSWERS = ["NONE: it commits", "it aborts"]\nx = [1]')
     assert names == {"ANSWERS": ["NONE: it commits", "it aborts"]}
@@ -68,11 +68,11 @@ def test_update_fill_build_and_a_changed_english_string_becomes_fuzzy(home: Path
     doc = "01_x.ipynb"
     i18n.update(doc)
     st = i18n.status(doc)
-    assert (st.total, len(st.missing), st.fuzzy) == (4, 4, [])
+    assert (st.total, len(st.missing), st.fuzzy) == (5, 5, [])
     work = i18n.show(doc)
     assert work.splitlines()[0] == "=== 1" and "=== 3  (quiz)" in work
     assert i18n.fill(doc, "=== 1\n# 01 · 제목\n\n=== 2\n[뱅크](interview_bank.md), [코드](../src/x.py) 참고.\n"
-                          "=== 3  (quiz)\n몇 개일까?\n=== 4\n## 준비\n") == 4  # the separator as `show` writes it
+                          "=== 3  (quiz)\n몇 개일까?\n=== 4  (quiz)\n레코드\n=== 5\n## 준비\n") == 5  # as `show` writes it
     assert i18n.status(doc).done
     text, missing = i18n.render(doc)
     assert missing == []
@@ -90,8 +90,8 @@ def test_update_fill_build_and_a_changed_english_string_becomes_fuzzy(home: Path
     st = i18n.status(doc)
     assert st.fuzzy == ["## Set up"] and st.missing == []
     assert i18n.render(doc)[1] == ["## Set up"]  # a fuzzy translation is not used: the English shows
-    assert "=== 4\n## Set up" in i18n.show(doc, only_todo=True)
-    i18n.fill(doc, "=== 4\n## 준비하기\n")
+    assert "=== 5\n## Set up" in i18n.show(doc, only_todo=True)
+    i18n.fill(doc, "=== 5\n## 준비하기\n")
     assert i18n.status(doc).done and "#, fuzzy" not in i18n.catalog_path(doc).read_text()
 
 
@@ -110,13 +110,13 @@ def test_fill_refuses_a_number_that_is_not_a_string_and_an_empty_translation(hom
 
 def test_the_quiz_speaks_korean_in_a_notebook_under_notebooks_ko(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     i18n.update("01_x.ipynb")
-    i18n.fill("01_x.ipynb", "=== 3\n몇 개일까?\n")
+    i18n.fill("01_x.ipynb", "=== 3\n몇 개일까?\n=== 4\n레코드\n")
     (home / "notebooks" / "ko").mkdir()
     monkeypatch.chdir(home / "notebooks" / "ko")
     assert i18n.language_of() == "ko"
     p = quiz.predict("k", "How many?", unit="records", show=False)
     assert p.text(p.question) == "몇 개일까?"
-    assert "클러스터 측정값은 3 records" in quiz.check("k", 3, show=False).message
+    assert quiz.check("k", 3, show=False).message == "클러스터 측정값: 3 레코드. (기록된 예측 없음)"
     monkeypatch.chdir(home / "notebooks")
     assert i18n.language_of() == "en"
 

@@ -140,7 +140,7 @@ def string_lists(code: str) -> dict[str, list[str]]:
 
 
 def quiz_strings(code: str, names: dict[str, list[str]] | None = None) -> list[str]:
-    """The literal question and choices of each ``quiz.predict(...)`` call in a code cell;
+    """The literal question, choices and unit of each ``quiz.predict(...)`` call in a code cell;
     choices given as a name are looked up in ``names`` (``string_lists`` of the notebook).
 
     Returns:
@@ -155,7 +155,7 @@ def quiz_strings(code: str, names: dict[str, list[str]] | None = None) -> list[s
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "predict"
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == "quiz"):
             args = list(node.args[1:3])
-            args += [k.value for k in node.keywords if k.arg in ("question", "choices")]
+            args += [k.value for k in node.keywords if k.arg in ("question", "choices", "unit")]
             for a in args:
                 if isinstance(a, ast.Constant) and isinstance(a.value, str):
                     found.append(a.value)

@@ -105,7 +105,7 @@ def _widget(p: Prediction):
     if p.choices is not None:
         box = widgets.ToggleButtons(options=[(p.text(c), c) for c in p.choices], value=None)
     else:
-        box = widgets.FloatText(value=None, description=p.unit or _ui(p.lang, "answer"))
+        box = widgets.FloatText(value=None, description=p.text(p.unit) if p.unit else _ui(p.lang, "answer"))
     button = widgets.Button(description=_ui(p.lang, "Record"), button_style="info")
 
     def on_click(_):
@@ -114,7 +114,7 @@ def _widget(p: Prediction):
             value = int(value)
         try:
             p.record(value)
-            status.value = f"{_ui(p.lang, 'recorded')}: {p.text(value) if p.choices else value} {p.unit}".strip()
+            status.value = f"{_ui(p.lang, 'recorded')}: {_said(p, value)}"
         except ValueError as e:
             status.value = str(e)
 
@@ -126,8 +126,8 @@ def _widget(p: Prediction):
 #: The quiz's own words in the Korean edition (the questions come from the notebooks' catalogs).
 _KO = {
     "Predict.": "예측.", "Check.": "확인.", "answer": "답", "Record": "기록", "recorded": "기록함",
-    "measured_only": "클러스터 측정값은 {shown}이다. (기록된 예측 없음)",
-    "verdict": "예측은 {said}, 클러스터 측정값은 {shown}이다. ",
+    "measured_only": "클러스터 측정값: {shown}. (기록된 예측 없음)",
+    "verdict": "예측: {said}, 클러스터 측정값: {shown}. ",
     "Right.": "맞았다.", "Not this time.": "이번에는 틀렸다.", "within": " (차이가 {tolerance:g} 이내면 맞은 것으로 본다.)",
 }
 _EN = {
@@ -160,7 +160,7 @@ class Verdict:
 
 def _said(p: Prediction, value: Any) -> str:
     """A number with its unit (``3 duplicates``), a choice in quotes (``"it goes"``)."""
-    return f'"{p.text(value)}"' if p.choices is not None else f"{value} {p.unit}".strip()
+    return f'"{p.text(value)}"' if p.choices is not None else f"{value} {p.text(p.unit) if p.unit else ''}".strip()
 
 
 def check(key: str, measured: Any, tolerance: float = 0.0, show: bool = True) -> Verdict:
