@@ -163,6 +163,29 @@ def _page_name(url: str, base: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", rel.removesuffix(".html")) or "index"
 
 
+#: How often a page is loaded again when the host's network changed under the browser.
+NETWORK_CHANGED_RETRIES = 3
+
+
+def _network_changed(problems: list[str], mark: int) -> bool:
+    """Chromium aborts every request in flight with ``net::ERR_NETWORK_CHANGED`` when an address
+    of the host changes (e.g. Docker creating a bridge for a compose cluster): not a fault of the
+    book. True when the problems recorded since ``mark`` include one."""
+    return any("ERR_NETWORK_CHANGED" in p for p in problems[mark:])
+
+
+def _reload(page, url: str, problems: list[str], mark: int):
+    """Load ``url`` again, at most ``NETWORK_CHANGED_RETRIES`` times, while its problems are due to
+    a network change (they are dropped before each try; those of the last try stay)."""
+    response = None
+    for _ in range(NETWORK_CHANGED_RETRIES):
+        del problems[mark:]
+        response = page.goto(url, wait_until="load")
+        if not _network_changed(problems, mark):
+            break
+    return response
+
+
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_book_pages(browser, book_url: str) -> None:
     """Every page of the book reachable from its front page, in Chromium: no console error, no
@@ -193,6 +216,7 @@ def test_book_pages(browser, book_url: str) -> None:
             except urllib.error.URLError as exc:
                 problems.append(f"{url} did not load: {exc}")
                 continue
+            mark = len(problems)
             response = page.goto(url, wait_until="load")
             if response is None or not response.ok:
                 problems.append(f"{url} did not load: {response and response.status}")
@@ -203,6 +227,8 @@ def test_book_pages(browser, book_url: str) -> None:
                 if url in seen:
                     continue
                 seen.add(url)
+            if _network_changed(problems, mark):
+                _reload(page, url, problems, mark)
             current["url"] = url
             page.evaluate("() => document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')")
             page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=60_000)

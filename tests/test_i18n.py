@@ -28,6 +28,8 @@ def test_blocks_cut_at_blank_lines_and_keep_fenced_code_whole() -> None:
     assert [t for t, _ in got] == ["# Title", "One paragraph\non two lines.", "```python\nx = 1\n\ny = 2\n```",
                                    "| a | b |\n|---|---|\n| 1 | 2 |", "---"]
     assert [ok for _, ok in got] == [True, True, False, True, False]
+    assert i18n.blocks("```{toctree}\n:caption: Notebooks\n\n/[0-9]*\n```") == [
+        ("```{toctree}\n:caption: Notebooks\n\n/[0-9]*\n```", True)]  # its caption is shown
 
 
 def test_quiz_strings_are_the_question_and_choices_of_predict_calls() -> None:

@@ -78,6 +78,10 @@ html_theme_options = {
     "use_fullscreen_button": False,
     "use_repository_button": False,
 }
+if LANG == "ko":
+    # The theme's Korean for "By {author}" puts the particle first ("으로 kafkalab"): the
+    # footer keeps the copyright line only.
+    html_theme_options["footer_content_items"] = ["copyright.html"]
 html_show_sourcelink = False
 html_copy_source = False
 html_static_path = [str(HERE / "static")]  # widget_snapshot.css, lang_switch.js
