@@ -184,7 +184,7 @@ case "$*" in
          echo "$v"; exit 0 ;;
   "image inspect"*) [ -n "$FAKE_DOCKER_NO_IMAGE" ] && { echo "Error: No such image" >&2; exit 1; }; echo sha256:0; exit 0 ;;
   pull*) echo "Error response from daemon: Get https://registry-1.docker.io/v2/: dial tcp: lookup registry-1.docker.io: no such host" >&2; exit 1 ;;
-  *" ps "*) [ -f "$FAKE_DOCKER_PS" ] && cat "$FAKE_DOCKER_PS" ;;
+  ps*|*" ps "*) [ -f "$FAKE_DOCKER_PS" ] && cat "$FAKE_DOCKER_PS" ;;
   *" logs "*) [ -f "$FAKE_DOCKER_LOGS" ] && cat "$FAKE_DOCKER_LOGS" ;;
   *" exec "*) [ -n "$FAKE_DOCKER_LIBS" ] && printf '%s\n' $FAKE_DOCKER_LIBS ;;
   *" up "*) [ -n "$FAKE_DOCKER_FAIL_UP" ] && exit 1 ;;

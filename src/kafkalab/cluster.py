@@ -561,8 +561,13 @@ class LocalCluster:
     def quorum_leader(self) -> int | None:
         """Active controller id from ``__cluster_metadata-0/quorum-state`` of live controllers
         (the file KRaft writes on every election; KIP-595)."""
+        return self._leader_of(self._live_controllers())
+
+    @staticmethod
+    def _leader_of(controllers: Sequence[Node]) -> int | None:
+        """The leader the ``quorum-state`` files of ``controllers`` name at the highest epoch."""
         best: tuple[int, int] | None = None  # (epoch, leader)
-        for node in self._live_controllers():
+        for node in controllers:
             f = node.data_dir / "__cluster_metadata-0" / "quorum-state"
             try:
                 state = json.loads(f.read_text())
@@ -1072,23 +1077,49 @@ class ComposeCluster(LocalCluster):
     def _service(self, node: Node) -> str:
         return node.name
 
+    def project(self) -> str:
+        """This cluster's compose project (``compose_project`` of the port base)."""
+        return compose_project(config.port_base())
+
     def _states(self) -> dict[str, dict]:
-        cp = self._compose("ps", "--all", "--format", "json", check=False)
+        """Service -> ``{"Service", "State"}`` of the project's containers, in any state: one
+        ``docker ps`` filtered by compose's project label (a fifth of ``docker compose ps``'s
+        time: it reads no compose file; status() is called in loops, e.g. per partition read)."""
+        fmt = '{"Service":"{{.Label "com.docker.compose.service"}}","State":"{{.State}}"}'
+        cp = self._docker("ps", "--all", "--no-trunc", "--filter", f"label=com.docker.compose.project={self.project()}",
+                          "--format", fmt, timeout_s=60)
         out: dict[str, dict] = {}
-        text = cp.stdout.strip()
-        # Compose v2 prints one JSON object per line (v2.21 and later) or one JSON array (before)
-        rows = json.loads(text) if text.startswith("[") else [json.loads(line) for line in text.splitlines()
-                                                               if line.strip().startswith("{")]
-        for d in rows:
-            out[d.get("Service", "")] = d
+        for line in (cp.stdout if cp is not None and cp.returncode == 0 else "").splitlines():
+            if line.strip().startswith("{"):
+                d = json.loads(line)
+                out[d.get("Service", "")] = d
         return out
+
+    def status(self) -> ClusterStatus:
+        """Every node's container state, from one ``docker ps`` (``_states``); the quorum leader
+        from the running controllers' bind-mounted ``quorum-state`` files."""
+        states = self._states()
+        def node_status(n: Node) -> NodeStatus:
+            return self._status_of(n, states.get(self._service(n), {}).get("State", ""))
+        running = [n for n in self.topology.controller_nodes
+                   if states.get(self._service(n), {}).get("State") == "running"]
+        return ClusterStatus(
+            backend=self.backend,
+            kafka_version=KAFKA_VERSION,
+            bootstrap_servers=self.topology.bootstrap_servers,
+            brokers={n.node_id: node_status(n) for n in self.topology.brokers},
+            controllers={n.node_id: node_status(n) for n in self.topology.controller_nodes},
+            quorum_leader=self._leader_of(running),
+        )
 
     def _state(self, node: Node) -> str:
         """``running``, ``paused``, ``exited``... or "" when the container does not exist."""
         return self._states().get(self._service(node), {}).get("State", "")
 
     def _node_status(self, node: Node) -> NodeStatus:
-        state = self._state(node)
+        return self._status_of(node, self._state(node))
+
+    def _status_of(self, node: Node, state: str) -> NodeStatus:
         return NodeStatus(node.node_id, node.role, None, state in ("running", "paused"), state == "paused",
                           node.listeners(), f"docker compose logs {self._service(node)}", str(node.data_dir))
 
