@@ -182,6 +182,7 @@ case "$*" in
   "compose version"*) v=${FAKE_DOCKER_COMPOSE_VERSION:-2.40.3}
          [ "$v" = none ] && { echo "docker: 'compose' is not a docker command." >&2; exit 1; }
          echo "$v"; exit 0 ;;
+  inspect*) [ -n "$FAKE_DOCKER_INSPECT" ] && printf '%s\n' "$FAKE_DOCKER_INSPECT"; exit 0 ;;
   "image inspect"*) [ -n "$FAKE_DOCKER_NO_IMAGE" ] && { echo "Error: No such image" >&2; exit 1; }; echo sha256:0; exit 0 ;;
   pull*) echo "Error response from daemon: Get https://registry-1.docker.io/v2/: dial tcp: lookup registry-1.docker.io: no such host" >&2; exit 1 ;;
   ps*|*" ps "*) [ -f "$FAKE_DOCKER_PS" ] && cat "$FAKE_DOCKER_PS" ;;
@@ -487,6 +488,25 @@ def test_a_missing_official_image_that_cannot_be_pulled_names_both_ways(fake_doc
     monkeypatch.setenv("FAKE_DOCKER_NO_IMAGE", "1")
     with pytest.raises(ImageMissing, match=r"docker pull apache/kafka:.*make compose-image"):
         cluster.ComposeCluster(Topology(1)).up()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="host pids of containers: Linux engines only")
+def test_status_gives_the_host_pid_of_each_container_jvm_and_nothing_else(fake_docker, monkeypatch):
+    # a stand-in for a container's JVM: a process with kafka.Kafka on its command line
+    jvm = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "kafka.Kafka"])
+    try:
+        fake_docker["tmp"].joinpath("ps.json").write_text(
+            json.dumps({"Service": "broker-1", "State": "running", "ID": "a1"}) + "\n"
+            + json.dumps({"Service": "broker-2", "State": "running", "ID": "b2"}) + "\n")
+        monkeypatch.setenv("FAKE_DOCKER_INSPECT", f"broker-1 {jvm.pid}\nbroker-2 {os.getpid()}")
+        st = cluster.ComposeCluster(Topology(1)).status()
+        assert st.brokers[1].pid == jvm.pid, "the container's JVM, as the host sees it (strace, /proc/<pid>/io)"
+        assert st.brokers[2].pid is None, "a pid whose process is not kafka.Kafka is not given"
+        inspects = [a for _, a in fake_docker["calls"]() if a[:1] == ["inspect"]]
+        assert inspects and inspects[-1][-2:] == ["a1", "b2"], inspects
+    finally:
+        jvm.kill()
+        jvm.wait()
 
 
 # ----------------------------------------------------------------------------- versions from the image

@@ -1085,7 +1085,7 @@ class ComposeCluster(LocalCluster):
         """Service -> ``{"Service", "State"}`` of the project's containers, in any state: one
         ``docker ps`` filtered by compose's project label (a fifth of ``docker compose ps``'s
         time: it reads no compose file; status() is called in loops, e.g. per partition read)."""
-        fmt = '{"Service":"{{.Label "com.docker.compose.service"}}","State":"{{.State}}"}'
+        fmt = '{"Service":"{{.Label "com.docker.compose.service"}}","State":"{{.State}}","ID":"{{.ID}}"}'
         cp = self._docker("ps", "--all", "--no-trunc", "--filter", f"label=com.docker.compose.project={self.project()}",
                           "--format", fmt, timeout_s=60)
         out: dict[str, dict] = {}
@@ -1099,8 +1099,13 @@ class ComposeCluster(LocalCluster):
         """Every node's container state, from one ``docker ps`` (``_states``); the quorum leader
         from the running controllers' bind-mounted ``quorum-state`` files."""
         states = self._states()
+        pids = self.host_pids(states)
+
         def node_status(n: Node) -> NodeStatus:
-            return self._status_of(n, states.get(self._service(n), {}).get("State", ""))
+            st = self._status_of(n, states.get(self._service(n), {}).get("State", ""))
+            st.pid = pids.get(self._service(n))
+            return st
+
         running = [n for n in self.topology.controller_nodes
                    if states.get(self._service(n), {}).get("State") == "running"]
         return ClusterStatus(
@@ -1115,6 +1120,27 @@ class ComposeCluster(LocalCluster):
     def _state(self, node: Node) -> str:
         """``running``, ``paused``, ``exited``... or "" when the container does not exist."""
         return self._states().get(self._service(node), {}).get("State", "")
+
+    def host_pids(self, states: dict[str, dict]) -> dict[str, int]:
+        """Service -> the host pid of its running container's Kafka JVM, where this machine runs
+        the engine (Linux: the container's first process, ``.State.Pid``, is the JVM, which the
+        image's start scripts ``exec``; kafka.Kafka on its command line); empty elsewhere (Docker
+        Desktop runs containers in a VM). Lets the notebooks that read ``/proc/<pid>`` or trace
+        a broker's system calls (10) do so on both backends."""
+        ids = [d["ID"] for d in states.values() if d.get("State") in ("running", "paused") and d.get("ID")]
+        if not ids or not sys.platform.startswith("linux"):
+            return {}
+        cp = self._docker("inspect", "--format", '{{index .Config.Labels "com.docker.compose.service"}} {{.State.Pid}}',
+                          *ids, timeout_s=60)
+        out = {}
+        for line in (cp.stdout if cp is not None and cp.returncode == 0 else "").splitlines():
+            service, _, pid = line.strip().rpartition(" ")
+            try:
+                if "kafka.Kafka" in psutil.Process(int(pid)).cmdline():
+                    out[service] = int(pid)
+            except (ValueError, psutil.Error):
+                pass
+        return out
 
     def _node_status(self, node: Node) -> NodeStatus:
         return self._status_of(node, self._state(node))
