@@ -590,3 +590,69 @@ def test_environment_yml_has_maven_pip_and_installs_the_project_with_its_test_ex
     assert "-e .[test]" in pip, "environment.yml should pip-install the project: -e .[test]"
     extras = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]
     assert "test" in extras, "pyproject.toml should define the [test] extra environment.yml installs"
+
+
+# ----------------------------------------------------------------------------- kafka/docker/engine.sh
+
+ENGINE = ROOT / "kafka" / "docker" / "engine.sh"
+
+
+def _stub(folder: Path, name: str, script: str) -> None:
+    f = folder / name
+    f.write_text("#!/bin/sh\n" + script)
+    f.chmod(0o755)
+
+
+def _run_engine(tmp_path: Path, stubs: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """engine.sh with ``stubs`` (name -> sh body) first on PATH, then only /usr/bin and /bin
+    (no dockerd, apt-get or go from the machine), every call to a stub recorded in calls.log."""
+    bin_dir = tmp_path / "stub-bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in stubs.items():
+        _stub(bin_dir, name, f'echo "{name} $*" >> "{tmp_path}/calls.log"\n{body}')
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path / "home"),
+           "KAFKALAB_DOCKER_WORK": str(tmp_path / "work")}
+    return subprocess.run([str(ENGINE), *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def _calls(tmp_path: Path) -> list[str]:
+    log = tmp_path / "calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_engine_installs_nothing_where_docker_compose_v2_answers(tmp_path):
+    # Docker Desktop, or a distribution's Docker with the compose plugin
+    cp = _run_engine(tmp_path, {"docker": 'case "$*" in info*) exit 0;; "compose version"*) echo 2.29.1;; esac',
+                                "apt-get": "exit 0", "dockerd": "exit 0", "go": "exit 0"}, "up")
+    assert cp.returncode == 0, cp.stderr
+    assert [c.split()[0] for c in _calls(tmp_path)] == ["docker", "docker"], "only asked, never installed"
+
+
+def test_engine_without_root_exits_with_the_no_engine_status_and_the_reason(tmp_path):
+    cp = _run_engine(tmp_path, {"docker": "echo 'Cannot connect to the Docker daemon' >&2; exit 1",
+                                "id": 'echo 1000'}, "up")
+    assert cp.returncode == 3, (cp.returncode, cp.stderr)
+    assert "needs root" in cp.stderr and "Docker Desktop" in cp.stderr, cp.stderr
+
+
+def test_engine_down_stops_only_a_dockerd_it_started(tmp_path):
+    cp = _run_engine(tmp_path, {}, "down")
+    assert cp.returncode == 0 and not (tmp_path / "work" / "dockerd.pid").exists(), "no record: nothing stopped"
+    work = tmp_path / "work"
+    work.mkdir()
+    other = subprocess.Popen(["sleep", "60"])  # a pid that is not a dockerd
+    try:
+        (work / "dockerd.pid").write_text(str(other.pid))
+        cp = _run_engine(tmp_path, {}, "down")
+        assert cp.returncode == 0 and other.poll() is None, "a recorded pid that is not dockerd is left alone"
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_the_compose_version_is_pinned_in_one_place():
+    pins = re.findall(r"^COMPOSE_VERSION=(v\d+\.\d+\.\d+)$", ENGINE.read_text(), flags=re.M)
+    assert pins == ["v2.40.3"], pins
+    elsewhere = [p for p in (ROOT / "Makefile", ROOT / ".ci" / "run", ROOT / "src" / "kafkalab" / "cluster.py")
+                 if "2.40.3" in p.read_text()]
+    assert elsewhere == [], f"Compose's version is pinned in engine.sh only, not in {elsewhere}"

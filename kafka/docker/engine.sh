@@ -113,9 +113,11 @@ cmd_down() {
     local i
     for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
     kill -0 "$pid" 2>/dev/null && { say "dockerd ($pid) still runs 30 s after SIGTERM"; exit 1; }
+    say "dockerd ($pid) stopped"
+  else
+    say "the dockerd engine.sh started ($pid) no longer runs"
   fi
   rm -f "$pid_file"
-  say "dockerd stopped"
 }
 
 # The image's inputs: what `image` hashes into the tag, so that it is rebuilt only when one changes.

@@ -928,8 +928,8 @@ def kafka_version_from_jars(names: Sequence[str]) -> str:
 
 
 def compose_version_major(output: str) -> int | None:
-    """The major version in ``docker compose version --short`` output (``2.40.3`` or
-    ``v2.40.3``), or None when it is not a version (no plugin: the docker CLI's usage text)."""
+    """The major version in ``docker compose version --short`` output (``2.29.1`` or
+    ``v2.29.1``), or None when it is not a version (no plugin: the docker CLI's usage text)."""
     m = re.fullmatch(r"v?(\d+)\.\d+[^\s]*", output.strip())
     return int(m[1]) if m else None
 
