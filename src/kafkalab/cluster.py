@@ -1252,10 +1252,14 @@ class ComposeCluster(LocalCluster):
         of each service, because the files belong to the container's uid 1000."""
         if any(self._state(n) in ("running", "paused") for n in self.topology.nodes):
             raise KafkalabError("the cluster is running; `kafkalab down` first")
+        ran = False
         for n in self.topology.nodes:
             if n.data_dir.exists():
                 self._compose("run", "--rm", "--no-deps", "--entrypoint", "sh", self._service(n), "-c",
                               f"rm -rf {CONTAINER_DATA_DIR}/* {CONTAINER_DATA_DIR}/.[!.]*")
+                ran = True
+        if ran:  # `run` made the project's network: it goes too, as after `down`
+            self._compose("down", "-v", "--remove-orphans", check=False)
         shutil.rmtree(config.cluster_dir(), ignore_errors=True)
 
     def _wait_state(self, node: Node, done, what: str, timeout_s: float = STOP_TIMEOUT_S) -> None:
