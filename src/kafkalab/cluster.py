@@ -4,7 +4,8 @@ The local backend runs each node as a JVM process (``kafka.Kafka``) from the jar
 ``make jars`` fetched from Maven Central (kafka/pom.xml), with per-node config, data and
 logs under ``.kafkalab/cluster/node-<id>/``. The compose backend, when chosen
 (``kafkalab up --backend compose`` or ``$KAFKALAB_BACKEND``), drives the same cluster
-described by docker-compose.yml (official apache/kafka image); local is the default.
+described by docker-compose.yml in containers (the official apache/kafka image, or the stand-in
+kafka/docker/Dockerfile builds where Docker Hub is out of reach); local is the default.
 
 Every operation is a function here and a ``kafkalab`` subcommand (kafkalab.cli):
 
