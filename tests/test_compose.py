@@ -656,3 +656,11 @@ def test_the_compose_version_is_pinned_in_one_place():
     elsewhere = [p for p in (ROOT / "Makefile", ROOT / ".ci" / "run", ROOT / "src" / "kafkalab" / "cluster.py")
                  if "2.40.3" in p.read_text()]
     assert elsewhere == [], f"Compose's version is pinned in engine.sh only, not in {elsewhere}"
+
+
+def test_a_timeline_names_the_fault_as_the_backend_carries_it_out(fake_docker, monkeypatch):
+    monkeypatch.setenv("KAFKALAB_BACKEND", "local")
+    assert [cluster.fault_name(v) for v in ("kill", "pause", "resume")] == ["SIGKILL", "SIGSTOP", "SIGCONT"]
+    monkeypatch.setenv("KAFKALAB_BACKEND", "compose")
+    assert cluster.fault_name("kill") == "SIGKILL", "docker compose kill -s SIGKILL signals the JVM itself"
+    assert cluster.fault_name("pause") == "docker pause: cgroup freezer", "a container is frozen, not sent SIGSTOP"

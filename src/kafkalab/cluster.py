@@ -504,6 +504,8 @@ class LocalCluster:
     (CLI, notebook, test) sees the same cluster."""
 
     backend = "local"
+    #: What each fault verb does to a node, in the words a timeline shows (``fault_name``).
+    FAULTS = {"kill": "SIGKILL", "stop": "SIGTERM", "pause": "SIGSTOP", "resume": "SIGCONT"}
 
     def __init__(self, topology: Topology | None = None):
         self.topology = topology or self._saved_topology() or Topology()
@@ -962,6 +964,11 @@ class ComposeCluster(LocalCluster):
     """
 
     backend = "compose"
+    #: ``docker compose kill -s SIGKILL`` and ``stop`` signal the JVM as on the local backend;
+    #: ``pause`` freezes the container's cgroup instead of sending SIGSTOP (Docker documentation,
+    #: "docker container pause"): same effect on Kafka (alive, sockets open, silent).
+    FAULTS = {"kill": "SIGKILL", "stop": "SIGTERM", "pause": "docker pause: cgroup freezer",
+              "resume": "docker unpause"}
 
     def compose_files(self) -> list[Path]:
         """docker-compose.yml, plus the three-controllers override for a 3-controller topology
@@ -1453,6 +1460,16 @@ def start(node_id: int, timeout_s: float = UP_TIMEOUT_S) -> NodeStatus:
 
 def pause(node_id: int) -> None:
     cluster().pause(node_id)
+
+
+def fault_name(verb: str) -> str:
+    """How the current backend carries out ``verb`` ("kill", "stop", "pause", "resume"), for a
+    timeline: "SIGSTOP" on the local backend, "docker pause: cgroup freezer" on compose.
+
+    Raises:
+        KeyError: not one of those verbs.
+    """
+    return cluster().FAULTS[verb]
 
 
 def resume(node_id: int) -> None:
