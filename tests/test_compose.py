@@ -2,7 +2,10 @@
 
 Pure unit tests, no Docker engine: the compose files are parsed and merged the way
 ``docker compose`` does (tests/compose_files.py), and the compose backend's ``docker`` command
-lines are read from a stand-in ``docker`` script on PATH that records its arguments. What the
+lines are read from a stand-in ``docker`` script on PATH that records its arguments (and
+answers as an engine would, or as a missing engine, Compose v1 or a missing image would), and
+kafka/docker/engine.sh runs with stand-in commands. The containers themselves run in
+tests/test_compose_live.py (``make compose-smoke``). What the
 image renders from each service's environment is checked with the image's own code in
 tests/test_compose_image.py. The sources of truth are ``kafkalab.config`` (topology, ports,
 versions, cluster id, heaps) and ``kafka/config/{broker,controller}.properties``.
