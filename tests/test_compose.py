@@ -667,3 +667,11 @@ def test_a_timeline_names_the_fault_as_the_backend_carries_it_out(fake_docker, m
     monkeypatch.setenv("KAFKALAB_BACKEND", "compose")
     assert cluster.fault_name("kill") == "SIGKILL", "docker compose kill -s SIGKILL signals the JVM itself"
     assert cluster.fault_name("pause") == "docker pause: cgroup freezer", "a container is frozen, not sent SIGSTOP"
+
+
+def test_down_removes_the_volumes_its_containers_mounted(fake_docker, monkeypatch):
+    fake_docker["tmp"].joinpath("ps.json").write_text(json.dumps({"Service": "broker-1", "State": "running", "ID": "a1"}) + "\n")
+    monkeypatch.setenv("FAKE_DOCKER_INSPECT", "0f3e 9c2d")  # the image's anonymous volumes, by name
+    cluster.ComposeCluster(Topology(1)).down()
+    calls = [a for _, a in fake_docker["calls"]() if a[:1] != ["ps"]]
+    assert calls[-2][3] == "down" and calls[-1] == ["volume", "rm", "0f3e", "9c2d"], calls

@@ -75,11 +75,19 @@ def _project_objects(project: str) -> dict[str, list[str]]:
     return out
 
 
+def _volumes() -> set[str]:
+    return set(subprocess.run(["docker", "volume", "ls", "-q"], capture_output=True, text=True, timeout=60,
+                              check=True).stdout.split())
+
+
 class Smoke:
     def __init__(self, env: dict[str, str]):
         self.env = env
         self.project = cluster.compose_project(int(env["KAFKALAB_PORT_BASE"]))
         self.engine_started_here = False
+        #: Volumes before ``up``: the image's VOLUME declarations give each container anonymous
+        #: volumes that carry no compose label, so "nothing left" compares against this list.
+        self.volumes_before: set[str] = set()
 
     def kafkalab(self, *args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
         cp = subprocess.run([sys.executable, "-m", "kafkalab.cli", *args], capture_output=True, text=True,
@@ -109,6 +117,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Smoke]:
         cp = _timed("image (engine.sh image)", [str(ENGINE), "image"], env, timeout_s=1800)
         assert cp.returncode == 0, f"engine.sh image failed:\n{cp.stderr}"
         assert cp.stdout.strip().startswith("kafkalab/kafka:"), cp.stdout
+        s.volumes_before = _volumes()
         t0 = time.monotonic()
         s.kafkalab("up", "--backend", "compose", "--timeout", str(UP_TIMEOUT_S), timeout_s=UP_TIMEOUT_S + 300)
         TIMES["kafkalab up --backend compose"] = round(time.monotonic() - t0, 1)
@@ -179,4 +188,5 @@ def test_notebook_passes_on_containers(smoke, notebook):
 def test_down_leaves_no_container_volume_or_network(smoke):
     smoke.kafkalab("down")
     left = _project_objects(smoke.project)
+    left["volumes"] = sorted(set(left["volumes"]) | (_volumes() - smoke.volumes_before))  # anonymous ones too
     assert left == {"containers": [], "volumes": [], "networks": []}, f"kafkalab down left {left}"

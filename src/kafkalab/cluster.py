@@ -1250,10 +1250,27 @@ class ComposeCluster(LocalCluster):
         """``docker compose down -v``: containers, the project's network and the containers'
         anonymous volumes go; the data in the bind-mounted folders stays, as with the local
         backend (``wipe`` deletes it). A paused container is unpaused first (SIGTERM needs it)."""
-        paused = [s for s, d in self._states().items() if d.get("State") == "paused"]
+        states = self._states()
+        volumes = self._anonymous_volumes(states)
+        paused = [s for s, d in states.items() if d.get("State") == "paused"]
         if paused:
             self._compose("unpause", *paused, check=False)
         self._compose("down", "-v", "--remove-orphans", "--timeout", str(int(timeout_s)), timeout_s=timeout_s * 2 + 120)
+        if volumes:  # those `down -v` left: compose carried them over when it recreated a container
+            self._docker("volume", "rm", *volumes, timeout_s=60)
+
+    def _anonymous_volumes(self, states: dict[str, dict]) -> list[str]:
+        """The volumes the project's containers mount: the image's VOLUME declarations
+        (``/etc/kafka/secrets``, ``/mnt/shared/config``; the data folder is a bind mount), as
+        docker-compose.yml declares no named volume. ``docker compose down -v`` removes them,
+        except those of a container compose recreated (a new image), which it keeps by name
+        (seen with the Compose v2 of engine.sh on Debian's Docker 20.10): ``down`` removes what is left."""
+        ids = [d["ID"] for d in states.values() if d.get("ID")]
+        if not ids:
+            return []
+        cp = self._docker("inspect", "--format", '{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}',
+                          *ids, timeout_s=60)
+        return sorted(set(cp.stdout.split())) if cp is not None and cp.returncode == 0 else []
 
     def wipe(self) -> None:
         """Delete every node's data (the cluster must be down): from inside a throw-away container
