@@ -6,6 +6,18 @@
 #   make ko     after an English text change: merge it into the Korean catalogs and regenerate
 #               notebooks/ko/ (see src/kafkalab/i18n.py for the steps)
 # Everything is cached: a second run installs nothing and fetches nothing.
+#
+# The compose backend (the same cluster in Docker containers, docker-compose.yml), apart from
+# make test and run by .ci/run after it:
+#   make compose-setup  a Docker engine and Compose v2: nothing where they answer (Docker Desktop);
+#                       as root with apt: Debian's docker.io, dockerd started, Compose v2 built
+#                       from the Go module proxy (kafka/docker/engine.sh; exit 3: none can be had)
+#   make compose-image  the stand-in for apache/kafka (kafka/docker/Dockerfile), for machines
+#                       without Docker Hub; rebuilt only when its inputs change
+#   make compose-smoke  engine, image, `kafkalab up --backend compose`, every node verb, notebooks
+#                       06 and 08, down with nothing left, dockerd stopped if it started it
+#                       (tests/test_compose_live.py); skipped, saying why, without an engine
+#   make compose-stop   stop the dockerd compose-setup started (never one it did not start)
 
 SHELL := /bin/bash
 PYTHON ?= python3.11
@@ -14,7 +26,8 @@ BIN := $(VENV)/bin
 STATE := .kafkalab
 MVN := mvn -q -B -s kafka/maven-settings.xml
 
-.PHONY: lab edition test check book ko setup venv jars up down status benchmark clean check-tools
+.PHONY: lab edition test check book ko setup venv jars up down status benchmark clean check-tools \
+	compose-setup compose-image compose-smoke compose-stop
 
 # JupyterLab refuses to run as root (containers, CI images) unless told --allow-root.
 # EDITION=ko opens the Korean edition (notebooks/ko/): the same code, the text in Korean.
@@ -113,6 +126,20 @@ $(STATE)/jars/spark/.fetched: kafka/spark-connector.pom.xml kafka/maven-settings
 
 up: setup
 	$(BIN)/kafkalab up
+
+ENGINE := kafka/docker/engine.sh
+compose-setup:
+	$(ENGINE) up
+
+compose-image: jars compose-setup
+	$(ENGINE) image
+
+# -s: each step's seconds are printed as it ends.
+compose-smoke: setup
+	KAFKALAB_COMPOSE_SMOKE=1 $(BIN)/pytest tests/test_compose_live.py -p no:cacheprovider -s -rs -v
+
+compose-stop:
+	$(ENGINE) down
 
 down:
 	$(BIN)/kafkalab down

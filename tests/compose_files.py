@@ -3,7 +3,8 @@ tests/test_compose.py and tests/test_compose_image.py (pure Python, no Docker en
 
 - The compose model: the files parsed with PyYAML and merged the way
   ``docker compose -f docker-compose.yml [-f docker-compose.three-controllers.yml]`` merges
-  them (``extends`` resolved).
+  them (``extends`` resolved), variables interpolated (``${VAR:-default}``) from a given
+  environment: none by default, which is the file a user runs by hand.
 - What the image does before Kafka starts (apache/kafka ``docker/resources/common-scripts/run``
   sources ``configureDefaults`` then ``configure``, then ``docker/jvm/launch`` runs
   ``kafka.docker.KafkaDockerWrapper setup`` and ``kafka-server-start.sh``): ``image_environment``
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Mapping
 import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +58,34 @@ def _mount_target(entry: Any) -> str:
     return entry["target"] if isinstance(entry, dict) else _split_mount(str(entry))[1]
 
 
+#: ``${VAR}``, ``${VAR:-default}`` (default when unset or empty), ``${VAR-default}`` (when unset),
+#: and ``$$`` (a literal ``$``): the forms of the Compose Specification's "Interpolation" used here.
+_VARIABLE = re.compile(r"\$(?:\$|\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?-)(?P<default>[^}]*))?\})")
+
+
+def interpolate(value: Any, env: Mapping[str, str]) -> Any:
+    """``value`` (a string, or mappings and lists of them) with its variables replaced from
+    ``env`` as ``docker compose`` replaces them (Compose Specification, "Interpolation")."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def one(m: re.Match) -> str:
+        if m[0] == "$$":
+            return "$"
+        name, op, default = m["name"], m["op"], m["default"] or ""
+        if op == ":-":
+            return env.get(name) or default
+        if op == "-":
+            return env.get(name, default)
+        return env.get(name, "")
+
+    return _VARIABLE.sub(one, value)
+
+
 def merge(base: Any, override: Any, key: str | None = None) -> Any:
     """Compose's merge of two files: mappings key by key, ``volumes`` by container path,
     other sequences joined, scalars replaced (Compose Specification, "Merge")."""
@@ -85,17 +115,28 @@ def resolve_extends(services: dict[str, Any], folder: Path) -> dict[str, Any]:
     return out
 
 
-def compose_services(controllers: int) -> dict[str, Any]:
-    """The services ``docker compose`` runs for a cluster with 1 or 3 controllers (the files
-    ``ComposeCluster.compose_files`` passes)."""
+#: No variable set: what the files say when run by hand (every ``${VAR:-default}`` its default).
+BY_HAND: Mapping[str, str] = {}
+
+
+def compose_model(controllers: int, env: Mapping[str, str] | None = BY_HAND) -> dict[str, Any]:
+    """The whole model (``name``, ``services``...) ``docker compose`` reads for a cluster with 1
+    or 3 controllers (the files ``ComposeCluster.compose_files`` passes), interpolated from
+    ``env`` (None: as written, variables and all)."""
     model = load_yaml(COMPOSE)
     if controllers == 3:
         model = merge(model, load_yaml(THREE_CONTROLLERS))
-    return resolve_extends(model["services"], COMPOSE.parent)
+    model["services"] = resolve_extends(model["services"], COMPOSE.parent)
+    return model if env is None else interpolate(model, env)
 
 
-def nodes_with_services(controllers: int) -> list[tuple[Node, dict[str, Any]]]:
-    services = compose_services(controllers)
+def compose_services(controllers: int, env: Mapping[str, str] | None = BY_HAND) -> dict[str, Any]:
+    """The services of ``compose_model``."""
+    return compose_model(controllers, env)["services"]
+
+
+def nodes_with_services(controllers: int, env: Mapping[str, str] | None = BY_HAND) -> list[tuple[Node, dict[str, Any]]]:
+    services = compose_services(controllers, env)
     return [(n, services[n.name]) for n in Topology(controllers).nodes]
 
 

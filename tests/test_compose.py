@@ -2,7 +2,10 @@
 
 Pure unit tests, no Docker engine: the compose files are parsed and merged the way
 ``docker compose`` does (tests/compose_files.py), and the compose backend's ``docker`` command
-lines are read from a stand-in ``docker`` script on PATH that records its arguments. What the
+lines are read from a stand-in ``docker`` script on PATH that records its arguments (and
+answers as an engine would, or as a missing engine, Compose v1 or a missing image would), and
+kafka/docker/engine.sh runs with stand-in commands. The containers themselves run in
+tests/test_compose_live.py (``make compose-smoke``). What the
 image renders from each service's environment is checked with the image's own code in
 tests/test_compose_image.py. The sources of truth are ``kafkalab.config`` (topology, ports,
 versions, cluster id, heaps) and ``kafka/config/{broker,controller}.properties``.
@@ -16,6 +19,7 @@ import re
 import stat
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -25,11 +29,12 @@ from click.testing import CliRunner
 from packaging.specifiers import SpecifierSet
 
 from compose_files import (
-    COMPOSE, THREE_CONTROLLERS, bind_mounts, compose_services, load_yaml, nodes_with_services, published,
+    COMPOSE, THREE_CONTROLLERS, bind_mounts, compose_model, compose_services, interpolate, listeners, load_yaml,
+    nodes_with_services, published,
 )
 from kafkalab import cli, cluster, config
 from kafkalab.config import Topology
-from kafkalab.errors import KafkalabError
+from kafkalab.errors import DockerUnavailable, ImageMissing, KafkalabError
 
 ROOT = config.repo_root()
 ENVIRONMENT = ROOT / "environment.yml"
@@ -72,10 +77,12 @@ def test_three_controllers_need_only_the_override_file_not_a_profile():
 @TOPOLOGIES
 def test_every_node_runs_the_official_image_at_the_pinned_kafka_version(controllers):
     for node, service in nodes_with_services(controllers):
-        assert service["image"] == f"apache/kafka:{config.KAFKA_VERSION}", (
+        assert service["image"] == f"apache/kafka:{config.KAFKA_VERSION}" == cluster.OFFICIAL_IMAGE, (
             f"{node.name} should run apache/kafka:{config.KAFKA_VERSION} (config.KAFKA_VERSION), "
             f"not {service['image']}"
         )
+    for node, service in nodes_with_services(controllers, {"KAFKALAB_IMAGE": "kafkalab/kafka:x"}):
+        assert service["image"] == "kafkalab/kafka:x", f"{node.name}: KAFKALAB_IMAGE should replace the image"
 
 
 @TOPOLOGIES
@@ -123,6 +130,7 @@ def test_each_node_bind_mounts_its_local_data_folder_at_the_image_data_dir(contr
         assert service["environment"]["KAFKA_LOG_DIRS"] == cluster.CONTAINER_DATA_DIR, (
             f"{node.name} should keep its log in the image's volume {cluster.CONTAINER_DATA_DIR}"
         )
+    for node, service in nodes_with_services(controllers, env=None):  # as written: the variable is the point
         relative = node.data_dir.relative_to(config.state_dir())
         expected = {cluster.CONTAINER_DATA_DIR: f"${{KAFKALAB_STATE:-./.kafkalab}}/{relative.as_posix()}"}
         if node.role == "broker":  # and the TLS listener's keystore, made by `kafkalab up` (config.tls_dir)
@@ -166,12 +174,28 @@ def test_brokers_start_after_every_controller(controllers):
 
 FAKE_DOCKER = r"""#!/bin/sh
 # A stand-in for the docker CLI: records each call (state folder, tab, arguments each ended by
-# \037), answers `info`, prints $FAKE_DOCKER_PS for `ps` and $FAKE_DOCKER_LOGS for `logs`.
+# \037); answers `info` as a running engine (unless $FAKE_DOCKER_NO_ENGINE), `compose version`
+# with $FAKE_DOCKER_COMPOSE_VERSION (default 2.40.3; "none": no plugin), `image inspect` (unless
+# $FAKE_DOCKER_NO_IMAGE); prints $FAKE_DOCKER_PS for `ps`, $FAKE_DOCKER_LOGS for `logs` and
+# $FAKE_DOCKER_LIBS for `exec`; start, unpause, kill, stop and pause change the state `ps` prints.
 { printf '%s\t' "$KAFKALAB_STATE"; for a in "$@"; do printf '%s\037' "$a"; done; echo; } >> "$FAKE_DOCKER_LOG"
 case "$*" in
-  *" ps "*) [ -f "$FAKE_DOCKER_PS" ] && cat "$FAKE_DOCKER_PS" ;;
+  info*) [ -n "$FAKE_DOCKER_NO_ENGINE" ] && { echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?" >&2; exit 1; }
+         echo "20.10.24"; exit 0 ;;
+  "compose version"*) v=${FAKE_DOCKER_COMPOSE_VERSION:-2.40.3}
+         [ "$v" = none ] && { echo "docker: 'compose' is not a docker command." >&2; exit 1; }
+         echo "$v"; exit 0 ;;
+  inspect*) [ -n "$FAKE_DOCKER_INSPECT" ] && printf '%s\n' "$FAKE_DOCKER_INSPECT"; exit 0 ;;
+  "image inspect"*) [ -n "$FAKE_DOCKER_NO_IMAGE" ] && { echo "Error: No such image" >&2; exit 1; }; echo sha256:0; exit 0 ;;
+  pull*) echo "Error response from daemon: Get https://registry-1.docker.io/v2/: dial tcp: lookup registry-1.docker.io: no such host" >&2; exit 1 ;;
+  ps*|*" ps "*) [ -f "$FAKE_DOCKER_PS" ] && cat "$FAKE_DOCKER_PS" ;;
   *" logs "*) [ -f "$FAKE_DOCKER_LOGS" ] && cat "$FAKE_DOCKER_LOGS" ;;
+  *" exec "*) [ -n "$FAKE_DOCKER_LIBS" ] && printf '%s\n' $FAKE_DOCKER_LIBS ;;
   *" up "*) [ -n "$FAKE_DOCKER_FAIL_UP" ] && exit 1 ;;
+  *" start "*|*" unpause "*|*" kill "*|*" stop "*|*" pause "*)  # the last service named changes state
+    for svc; do :; done
+    case "$*" in *" start "*|*" unpause "*) st=running ;; *" pause "*) st=paused ;; *) st=exited ;; esac
+    [ -f "$FAKE_DOCKER_PS" ] && sed -i "s/\"Service\": \"$svc\", \"State\": \"[a-z]*\"/\"Service\": \"$svc\", \"State\": \"$st\"/" "$FAKE_DOCKER_PS" ;;
 esac
 exit 0
 """
@@ -194,7 +218,9 @@ def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, An
     monkeypatch.setenv("FAKE_DOCKER_PS", str(ps))
     monkeypatch.setenv("FAKE_DOCKER_LOGS", str(logs))
     monkeypatch.setenv("KAFKALAB_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("KAFKALAB_DOCKER_WORK", str(tmp_path / "docker-work"))  # no stand-in image built
     monkeypatch.delenv("KAFKALAB_BACKEND", raising=False)
+    monkeypatch.delenv("KAFKALAB_IMAGE", raising=False)
 
     def calls() -> list[tuple[str, list[str]]]:
         out = []
@@ -260,26 +286,54 @@ def test_node_operations_map_to_docker_compose_commands(fake_docker):
     c = cluster.ComposeCluster(Topology(1))
     files = ["compose", "-f", str(COMPOSE)]
     fake_docker["set_states"]({"broker-2": "exited", "controller-101": "exited"})
+    quorum = config.Node(101, "controller").data_dir / "__cluster_metadata-0"
+    quorum.mkdir(parents=True)
     c.kill(2)
     c.stop(2)
-    c.start(101)  # a controller: nothing to wait for in the metadata
+    # a controller serves once the new process rewrote its quorum-state naming a leader (KIP-595)
+    (quorum / "quorum-state").write_text(json.dumps({"leaderId": 101, "leaderEpoch": 4}))
+    c.start(101)
     c.pause(1)
     c.resume(1)
     c.logs(3, lines=7)
     ops = [args for _, args in fake_docker["calls"]() if "ps" not in args]
-    since = ops[3][ops[3].index("--since") + 1] if len(ops) > 3 and "--since" in ops[3] else None
     assert ops == [
         files + ["kill", "-s", "SIGKILL", "broker-2"],
         files + ["stop", "--timeout", str(int(cluster.STOP_TIMEOUT_S)), "broker-2"],
         files + ["start", "controller-101"],
-        files + ["logs", "--no-color", "--since", since, "controller-101"],  # until this start's line
         files + ["pause", "broker-1"],
         files + ["unpause", "broker-1"],
         files + ["logs", "--no-color", "--tail", "7", "broker-3"],
-    ]
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", since), f"--since should be a UTC timestamp, not {since}"
+    ], "readiness is asked of Kafka (quorum-state, Metadata), never read from `docker compose logs`"
     states = {state for state, _ in fake_docker["calls"]()}
     assert states == {str(config.state_dir())}, "compose should bind-mount the data of this state folder"
+
+
+def test_a_controller_is_not_ready_on_a_quorum_state_older_than_its_start(fake_docker):
+    c = cluster.ComposeCluster(Topology(1))
+    node = c.topology.node(101)
+    f = node.data_dir / "__cluster_metadata-0" / "quorum-state"
+    f.parent.mkdir(parents=True)
+    f.write_text(json.dumps({"leaderId": 101, "leaderEpoch": 3}))
+    os.utime(f, (1000.0, 1000.0))
+    assert not c.controller_serves(node, since=2000.0), "the old process's file says nothing about the new one"
+    assert c.controller_serves(node, since=500.0)
+    f.write_text(json.dumps({"leaderId": -1, "leaderEpoch": 4}))
+    assert not c.controller_serves(node, since=0.0), "no leader yet"
+
+
+def test_a_paused_node_is_unpaused_before_stop_and_down(fake_docker):
+    c = cluster.ComposeCluster(Topology(1))
+    fake_docker["set_states"]({"broker-2": "paused", "broker-3": "paused", "broker-1": "running"})
+    c.stop(2)
+    c.down()
+    ops = [args[3:] for _, args in fake_docker["calls"]() if "ps" not in args]
+    assert ops == [
+        ["unpause", "broker-2"],
+        ["stop", "--timeout", str(int(cluster.STOP_TIMEOUT_S)), "broker-2"],
+        ["unpause", "broker-3"],
+        ["down", "-v", "--remove-orphans", "--timeout", str(int(cluster.STOP_TIMEOUT_S))],
+    ], "a frozen JVM cannot handle SIGTERM: it is unpaused first"
 
 
 def test_three_controllers_add_the_override_file(fake_docker):
@@ -324,11 +378,162 @@ def test_up_on_the_other_backend_refuses_while_the_cluster_runs(fake_docker):
         cluster.up(backend="local")
 
 
-def test_compose_up_refuses_a_port_base_the_compose_file_does_not_publish(fake_docker, monkeypatch):
-    monkeypatch.setenv("KAFKALAB_PORT_BASE", "23092")
-    with pytest.raises(KafkalabError, match="publishes the default ports"):
+def _compose_env_at(monkeypatch: pytest.MonkeyPatch, base: int, state: Path) -> dict[str, str]:
+    monkeypatch.setenv("KAFKALAB_PORT_BASE", str(base))
+    monkeypatch.setenv("KAFKALAB_STATE", str(state))
+    return cluster.ComposeCluster.compose_environment()
+
+
+@TOPOLOGIES
+def test_the_ports_follow_the_port_base_published_and_advertised(controllers, fake_docker, monkeypatch):
+    env = _compose_env_at(monkeypatch, 27092, fake_docker["tmp"] / "other-state")
+    topology = Topology(controllers)
+    model = compose_model(controllers, env)
+    assert model["name"] == "kafkalab-27092", "a project of its own: containers and network apart from 9092's"
+    for node, service in nodes_with_services(controllers, env):
+        ports = {(ip, h, c) for ip, h, c in published(service)}
+        if node.role == "controller":
+            assert ports == set()
+            continue
+        local = topology.node(node.node_id)
+        inside = config.Node(node.node_id, "broker")  # the container's own ports: the default plan
+        with monkeypatch.context() as m:
+            m.delenv("KAFKALAB_PORT_BASE")
+            inside_ports = (inside.client_port, inside.ports["FAULT"], inside.ports["TLS"])
+        assert ports == {("127.0.0.1", local.client_port, inside_ports[0]), ("127.0.0.1", local.ports["FAULT"], inside_ports[1]),
+                         ("127.0.0.1", local.ports["TLS"], inside_ports[2])}, (
+            f"{node.name} should publish this base's CLIENT, FAULT and TLS ports, not {ports}"
+        )
+        advertised = listeners(service["environment"]["KAFKA_ADVERTISED_LISTENERS"])
+        assert advertised["CLIENT"] == ("127.0.0.1", local.client_port)
+        assert advertised["FAULT"] == ("127.0.0.1", local.fault_proxy_port), "the fault proxy of this base"
+        assert advertised["TLS"] == ("127.0.0.1", local.ports["TLS"])
+        mounts = bind_mounts(service)
+        assert mounts[cluster.CONTAINER_DATA_DIR] == str(local.data_dir), "this state folder's data"
+    assert topology.bootstrap_servers == ",".join(
+        f"127.0.0.1:{p}" for p in (27092, 27192, 27292)), "clients bootstrap from the published ports"
+
+
+def test_two_compose_clusters_share_no_name_and_no_host_port(fake_docker, monkeypatch):
+    def host_ports(env: dict[str, str]) -> set[int]:
+        return {h for _, service in nodes_with_services(1, env) for _, h, _ in published(service)}
+
+    a = _compose_env_at(monkeypatch, 9092, fake_docker["tmp"] / "a")
+    b = _compose_env_at(monkeypatch, 27092, fake_docker["tmp"] / "b")
+    assert a["KAFKALAB_PROJECT"] == "kafkalab" == compose_model(1, {})["name"], "the default base keeps the file's name"
+    assert b["KAFKALAB_PROJECT"] != a["KAFKALAB_PROJECT"]
+    assert not host_ports(a) & host_ports(b)
+    assert host_ports(a) == host_ports({}), "at the default base kafkalab runs exactly the file a user runs by hand"
+
+
+def test_the_compose_environment_names_the_image_built_here(fake_docker, monkeypatch):
+    assert "KAFKALAB_IMAGE" not in cluster.ComposeCluster.compose_environment(), "none built: the official image"
+    assert cluster.ComposeCluster().image() == cluster.OFFICIAL_IMAGE
+    work = fake_docker["tmp"] / "docker-work"
+    work.mkdir()
+    (work / "image").write_text("kafkalab/kafka:4.3.1-0123456789ab\n")
+    assert cluster.local_image() == "kafkalab/kafka:4.3.1-0123456789ab"
+    assert cluster.ComposeCluster().image() == "kafkalab/kafka:4.3.1-0123456789ab"
+    monkeypatch.setenv("KAFKALAB_IMAGE", "mine:1")
+    assert cluster.ComposeCluster().image() == "mine:1", "a user's KAFKALAB_IMAGE wins"
+
+
+def test_interpolation_follows_the_compose_specification():
+    env = {"SET": "x", "EMPTY": ""}
+    assert interpolate("${SET:-d}/${UNSET:-d}/${EMPTY:-d}/${EMPTY-d}/${UNSET-d}/${SET}/$$", env) == "x/d/d//d/x/$"
+    assert interpolate({"a": ["${SET}"], "b": 1}, env) == {"a": ["x"], "b": 1}
+
+
+# ----------------------------------------------------------------------------- bad states
+
+
+def test_no_engine_is_a_clear_error_within_seconds_naming_how_to_start_it(fake_docker, monkeypatch):
+    monkeypatch.setenv("FAKE_DOCKER_NO_ENGINE", "1")
+    t0 = time.monotonic()
+    with pytest.raises(DockerUnavailable, match=r"no Docker engine answers.*(systemctl start docker|make compose-setup)"):
         cluster.ComposeCluster(Topology(1)).up()
-    assert fake_docker["calls"]() == []
+    assert time.monotonic() - t0 < 5 + cluster.DOCKER_ASK_TIMEOUT_S, "reported at once, not after a timeout"
+    assert not [a for _, a in fake_docker["calls"]() if a[:1] == ["compose"] and "up" in a], "nothing started"
+
+
+def test_no_docker_command_names_how_to_get_one(fake_docker, monkeypatch):
+    monkeypatch.setenv("PATH", str(fake_docker["tmp"] / "empty-bin"))
+    with pytest.raises(DockerUnavailable, match="Docker Desktop"):
+        cluster.ComposeCluster(Topology(1)).up()
+
+
+@pytest.mark.parametrize("version", ["none", "1.29.2"])
+def test_compose_v1_only_is_a_clear_error_naming_v2(fake_docker, monkeypatch, version):
+    monkeypatch.setenv("FAKE_DOCKER_COMPOSE_VERSION", version)
+    v1 = fake_docker["tmp"] / "bin" / "docker-compose"
+    v1.write_text("#!/bin/sh\necho 'docker-compose version 1.29.2'\n")
+    v1.chmod(0o755)
+    with pytest.raises(DockerUnavailable, match=r"needs Compose v2 \(`docker compose`\), found only Compose v1"):
+        cluster.ComposeCluster(Topology(1)).up()
+
+
+def test_compose_version_major_reads_the_short_version():
+    assert cluster.compose_version_major("2.40.3\n") == 2
+    assert cluster.compose_version_major("v2.40.3") == 2
+    assert cluster.compose_version_major("1.29.2") == 1
+    assert cluster.compose_version_major("Usage:  docker [OPTIONS] COMMAND") is None
+
+
+def test_a_missing_local_image_names_the_build_command(fake_docker, monkeypatch):
+    monkeypatch.setenv("FAKE_DOCKER_NO_IMAGE", "1")
+    monkeypatch.setenv("KAFKALAB_IMAGE", "kafkalab/kafka:4.3.1-0123456789ab")
+    with pytest.raises(ImageMissing, match="make compose-image"):
+        cluster.ComposeCluster(Topology(1)).up()
+    assert not [a for _, a in fake_docker["calls"]() if a[:1] == ["compose"] and "up" in a], "nothing started"
+
+
+def test_a_missing_official_image_that_cannot_be_pulled_names_both_ways(fake_docker, monkeypatch):
+    monkeypatch.setenv("FAKE_DOCKER_NO_IMAGE", "1")
+    with pytest.raises(ImageMissing, match=r"docker pull apache/kafka:.*make compose-image"):
+        cluster.ComposeCluster(Topology(1)).up()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="host pids of containers: Linux engines only")
+def test_status_gives_the_host_pid_of_each_container_jvm_and_nothing_else(fake_docker, monkeypatch):
+    # a stand-in for a container's JVM: a process with kafka.Kafka on its command line
+    jvm = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "kafka.Kafka"])
+    try:
+        fake_docker["tmp"].joinpath("ps.json").write_text(
+            json.dumps({"Service": "broker-1", "State": "running", "ID": "a1"}) + "\n"
+            + json.dumps({"Service": "broker-2", "State": "running", "ID": "b2"}) + "\n")
+        monkeypatch.setenv("FAKE_DOCKER_INSPECT", f"broker-1 {jvm.pid}\nbroker-2 {os.getpid()}")
+        st = cluster.ComposeCluster(Topology(1)).status()
+        assert st.brokers[1].pid == jvm.pid, "the container's JVM, as the host sees it (strace, /proc/<pid>/io)"
+        assert st.brokers[2].pid is None, "a pid whose process is not kafka.Kafka is not given"
+        inspects = [a for _, a in fake_docker["calls"]() if a[:1] == ["inspect"]]
+        assert inspects and inspects[-1][-2:] == ["a1", "b2"], inspects
+    finally:
+        jvm.kill()
+        jvm.wait()
+
+
+# ----------------------------------------------------------------------------- versions from the image
+
+
+def test_the_kafka_version_is_read_from_the_core_jar_of_the_libs_folder():
+    libs = ["kafka-clients-4.3.1.jar", "kafka_2.13-4.3.1.jar", "kafka-tools-4.3.1.jar", "scala-library-2.13.16.jar"]
+    assert cluster.kafka_version_from_jars(libs) == "4.3.1"
+    assert cluster.kafka_version_from_jars(["kafka_2.13-4.3.1.jar\n", "kafka_2.13-4.3.1-test.jar"]) == "4.3.1"
+    with pytest.raises(KafkalabError, match="found none"):
+        cluster.kafka_version_from_jars(["kafka-clients-4.3.1.jar"])
+    with pytest.raises(KafkalabError, match="4.2.0"):
+        cluster.kafka_version_from_jars(["kafka_2.13-4.3.1.jar", "kafka_2.13-4.2.0.jar"])
+
+
+def test_versions_on_compose_ask_each_broker_container_not_a_log(fake_docker, monkeypatch):
+    from kafkalab import versions
+
+    monkeypatch.setenv("FAKE_DOCKER_LIBS", "kafka-clients-4.3.1.jar kafka_2.13-4.3.1.jar")
+    fake_docker["set_states"]({f"broker-{i}": "running" for i in config.BROKER_IDS})
+    st = cluster.ComposeCluster(Topology(1)).status()
+    assert versions.broker_versions(st) == {i: "4.3.1" for i in config.BROKER_IDS}
+    execs = [a[a.index("exec"):] for _, a in fake_docker["calls"]() if "exec" in a]
+    assert execs == [["exec", "-T", f"broker-{i}", "ls", "-1", cluster.CONTAINER_LIBS_DIR] for i in config.BROKER_IDS]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.getuid() == cluster.CONTAINER_UID,
@@ -388,3 +593,85 @@ def test_environment_yml_has_maven_pip_and_installs_the_project_with_its_test_ex
     assert "-e .[test]" in pip, "environment.yml should pip-install the project: -e .[test]"
     extras = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]
     assert "test" in extras, "pyproject.toml should define the [test] extra environment.yml installs"
+
+
+# ----------------------------------------------------------------------------- kafka/docker/engine.sh
+
+ENGINE = ROOT / "kafka" / "docker" / "engine.sh"
+
+
+def _stub(folder: Path, name: str, script: str) -> None:
+    f = folder / name
+    f.write_text("#!/bin/sh\n" + script)
+    f.chmod(0o755)
+
+
+def _run_engine(tmp_path: Path, stubs: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """engine.sh with ``stubs`` (name -> sh body) first on PATH, then only /usr/bin and /bin
+    (no dockerd, apt-get or go from the machine), every call to a stub recorded in calls.log."""
+    bin_dir = tmp_path / "stub-bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in stubs.items():
+        _stub(bin_dir, name, f'echo "{name} $*" >> "{tmp_path}/calls.log"\n{body}')
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path / "home"),
+           "KAFKALAB_DOCKER_WORK": str(tmp_path / "work")}
+    return subprocess.run([str(ENGINE), *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def _calls(tmp_path: Path) -> list[str]:
+    log = tmp_path / "calls.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_engine_installs_nothing_where_docker_compose_v2_answers(tmp_path):
+    # Docker Desktop, or a distribution's Docker with the compose plugin
+    cp = _run_engine(tmp_path, {"docker": 'case "$*" in info*) exit 0;; "compose version"*) echo 2.29.1;; esac',
+                                "apt-get": "exit 0", "dockerd": "exit 0", "go": "exit 0"}, "up")
+    assert cp.returncode == 0, cp.stderr
+    assert [c.split()[0] for c in _calls(tmp_path)] == ["docker", "docker"], "only asked, never installed"
+
+
+def test_engine_without_root_exits_with_the_no_engine_status_and_the_reason(tmp_path):
+    cp = _run_engine(tmp_path, {"docker": "echo 'Cannot connect to the Docker daemon' >&2; exit 1",
+                                "id": 'echo 1000'}, "up")
+    assert cp.returncode == 3, (cp.returncode, cp.stderr)
+    assert "needs root" in cp.stderr and "Docker Desktop" in cp.stderr, cp.stderr
+
+
+def test_engine_down_stops_only_a_dockerd_it_started(tmp_path):
+    cp = _run_engine(tmp_path, {}, "down")
+    assert cp.returncode == 0 and not (tmp_path / "work" / "dockerd.pid").exists(), "no record: nothing stopped"
+    work = tmp_path / "work"
+    work.mkdir()
+    other = subprocess.Popen(["sleep", "60"])  # a pid that is not a dockerd
+    try:
+        (work / "dockerd.pid").write_text(str(other.pid))
+        cp = _run_engine(tmp_path, {}, "down")
+        assert cp.returncode == 0 and other.poll() is None, "a recorded pid that is not dockerd is left alone"
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_the_compose_version_is_pinned_in_one_place():
+    pins = re.findall(r"^COMPOSE_VERSION=(v\d+\.\d+\.\d+)$", ENGINE.read_text(), flags=re.M)
+    assert pins == ["v2.40.3"], pins
+    elsewhere = [p for p in (ROOT / "Makefile", ROOT / ".ci" / "run", ROOT / "src" / "kafkalab" / "cluster.py")
+                 if "2.40.3" in p.read_text()]
+    assert elsewhere == [], f"Compose's version is pinned in engine.sh only, not in {elsewhere}"
+
+
+def test_a_timeline_names_the_fault_as_the_backend_carries_it_out(fake_docker, monkeypatch):
+    monkeypatch.setenv("KAFKALAB_BACKEND", "local")
+    assert [cluster.fault_name(v) for v in ("kill", "pause", "resume")] == ["SIGKILL", "SIGSTOP", "SIGCONT"]
+    monkeypatch.setenv("KAFKALAB_BACKEND", "compose")
+    assert cluster.fault_name("kill") == "SIGKILL", "docker compose kill -s SIGKILL signals the JVM itself"
+    assert cluster.fault_name("pause") == "docker pause: cgroup freezer", "a container is frozen, not sent SIGSTOP"
+
+
+def test_down_removes_the_volumes_its_containers_mounted(fake_docker, monkeypatch):
+    fake_docker["tmp"].joinpath("ps.json").write_text(json.dumps({"Service": "broker-1", "State": "running", "ID": "a1"}) + "\n")
+    monkeypatch.setenv("FAKE_DOCKER_INSPECT", "0f3e 9c2d")  # the image's anonymous volumes, by name
+    cluster.ComposeCluster(Topology(1)).down()
+    calls = [a for _, a in fake_docker["calls"]() if a[:1] != ["ps"]]
+    assert calls[-2][3] == "down" and calls[-1] == ["volume", "rm", "0f3e", "9c2d"], calls

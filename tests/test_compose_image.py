@@ -1,6 +1,7 @@
 """docker-compose.yml as the apache/kafka image configures it, with the image's own code.
 
-No Docker engine is needed, and none ran: for every service of docker-compose.yml (and of the
+No Docker engine is needed (tests/test_compose_live.py, ``make compose-smoke``, runs the file in
+containers): for every service of docker-compose.yml (and of the
 three-controllers override) the image's configuration step, ``kafka.docker.KafkaDockerWrapper
 setup`` from the broker jar (kafka_2.13 4.3.1), runs as a small JVM with that service's
 environment, prepared as the image's ``configureDefaults`` and ``configure`` scripts prepare it

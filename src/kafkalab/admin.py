@@ -12,8 +12,6 @@ Sources: Kafka protocol CreateTopics, DeleteTopics and DeleteGroups (Kafka docum
 
 from __future__ import annotations
 
-import itertools
-import socket
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -26,51 +24,14 @@ from .waiting import wait_until
 from .workloads import admin, group_request
 
 
-_correlation_ids = itertools.count(1)
-
-
 def broker_topics(host: str, port: int, topics: list[str], timeout_s: float = 5.0) -> dict[str, protocol.TopicMetadata]:
     """What one broker's own metadata cache says about ``topics`` (``broker_metadata``'s topics)."""
     return broker_metadata(host, port, topics, timeout_s).topics
 
 
-def broker_metadata(host: str, port: int, topics: list[str], timeout_s: float = 5.0) -> protocol.MetadataAnswer:
-    """One broker's own Metadata answer: a Metadata v4 request sent to that broker alone
-    (``host:port``, any of its listeners), for ``topics`` (``[]``: brokers only), never
-    auto-creating.
-
-    Why not the AdminClient: librdkafka sends a metadata request to whichever broker it
-    likes, and KRaft brokers apply a new topic (or a deletion) from the metadata log each at
-    its own pace, so one broker's answer says nothing about the others'. A consumer whose
-    first metadata came from a broker that had not yet applied its topic sat in "wait-metadata"
-    (or was assigned nothing by a group leader in the same state) for over 45 s on this
-    machine under load, until librdkafka's next periodic refresh
-    (``topic.metadata.refresh.interval.ms``, 300000 in librdkafka 2.16).
-
-    Returns:
-        ``protocol.MetadataAnswer``: the brokers as advertised on that listener, and topic ->
-        ``protocol.TopicMetadata`` (error_code 3: the broker does not know it).
-
-    Raises:
-        OSError: the broker is unreachable or did not answer within ``timeout_s`` seconds.
-        ProtocolError: a malformed answer.
-    """
-    corr = next(_correlation_ids) & 0x7FFFFFFF
-    with socket.create_connection((host, port), timeout=timeout_s) as s:
-        s.settimeout(timeout_s)
-        s.sendall(protocol.encode_metadata_request(list(topics), corr))
-        reader = protocol.FrameReader()
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise ConnectionError(f"{host}:{port} closed the connection before answering Metadata")
-            frames = reader.feed(chunk)
-            if frames:
-                answer = protocol.parse_metadata_response(frames[0])
-                if answer.correlation_id != corr:
-                    raise protocol.ProtocolError(
-                        f"{host}:{port} answered correlation id {answer.correlation_id}, not {corr}")
-                return answer
+#: One broker's own Metadata answer (``cluster.broker_metadata``; it lives with the nodes, since the
+#: compose backend's readiness asks it too).
+broker_metadata = cluster.broker_metadata
 
 
 #: How long ``_every_broker`` waits for one broker's Metadata answer, seconds.

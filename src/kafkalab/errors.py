@@ -36,3 +36,13 @@ class UnknownNode(KafkalabError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class DockerUnavailable(KafkalabError):
+    """The compose backend cannot run here: no ``docker`` command, no engine answering, or no
+    Compose v2 (``docker compose``); the message says how to get each."""
+
+
+class ImageMissing(KafkalabError):
+    """The compose file's Kafka image is not on this Docker engine and cannot be pulled; the
+    message names the command that builds or pulls it."""

@@ -6,7 +6,10 @@ release. Each setup cell asserts ``versions(status) == TAUGHT``, so a notebook r
 versions stops at once and says which differ, instead of teaching what another version does.
 
 Measured, not copied from a constant: the broker's version is what each running broker logged
-at start-up (``AppInfoParser``: "Kafka version: 4.3.1" in ``server.log``), librdkafka's is what
+at start-up (``AppInfoParser``: "Kafka version: 4.3.1" in ``server.log``) on the local backend,
+whose logging kafkalab configures; on the compose backend, whose logging is the image's, it is
+the version of the Kafka jar in each running container (``ComposeCluster.kafka_version``).
+librdkafka's is what
 the loaded library reports (``confluent_kafka.libversion()``), and PySpark's and
 confluent-kafka's are the installed distributions' metadata.
 """
@@ -33,13 +36,19 @@ _BROKER_VERSION = re.compile(r"INFO Kafka version: (\S+) \(org\.apache\.kafka\.c
 
 
 def broker_versions(status: ClusterStatus) -> dict[int, str]:
-    """Broker id -> the Kafka version it logged when it last started (the last
-    ``Kafka version:`` line of its ``server.log``).
+    """Broker id -> the Kafka version it runs: on the local backend the one it logged when it
+    last started (the last ``Kafka version:`` line of its ``server.log``); on the compose
+    backend the version of the core jar in its container (``ComposeCluster.kafka_version``).
 
     Raises:
         KafkalabError: a broker's log has no such line (not started by this checkout, or its
-            log was removed).
+            log was removed); a broker's container does not run.
     """
+    if status.backend == "compose":
+        from .cluster import ComposeCluster
+
+        c = ComposeCluster()
+        return {b: c.kafka_version(b) for b in sorted(status.brokers)}
     out = {}
     for b, node in sorted(status.brokers.items()):
         log = Path(node.log_dir) / "server.log"

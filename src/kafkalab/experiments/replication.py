@@ -670,7 +670,7 @@ def run_round(scenario: str, runs: Mapping[Setting, Program], messages: int = 10
         # the fault
         for f in followers:
             cluster.pause(f)
-        mark(f"followers {followers} paused (SIGSTOP)")
+        mark(f"followers {followers} paused ({cluster.fault_name('pause')})")
         # A paused follower's kernel still accepts bytes: a fetch it sent before the pause,
         # parked at the leader (up to replica.fetch.wait.max.ms, 500 ms), would be answered by
         # the next append and processed when the follower wakes. One acknowledged record on a
@@ -725,10 +725,10 @@ def run_round(scenario: str, runs: Mapping[Setting, Program], messages: int = 10
              f"LEO {min(leo_at_kill.values())}-{max(leo_at_kill.values())}")
         cluster.kill(leader)
         t_kill = time.monotonic()
-        mark(f"leader {leader} killed (SIGKILL)")
+        mark(f"leader {leader} killed ({cluster.fault_name('kill')})")
         for f in followers:
             cluster.resume(f)
-        mark(f"followers {followers} resumed (SIGCONT)")
+        mark(f"followers {followers} resumed ({cluster.fault_name('resume')})")
         monitor = AvailabilityMonitor(list(topics), followers, t_kill)
 
         # the election: the dead leader fenced, the followers registered, nobody names it leader

@@ -1,0 +1,192 @@
+"""The compose smoke: the cluster in containers, for real (``make compose-smoke``; issue 25).
+
+Runs alone, never inside ``make test`` (two clusters side by side on 2 cores would slow both):
+every test here is skipped unless ``$KAFKALAB_COMPOSE_SMOKE`` is set, which only the make target
+sets. In order, on the environment's port base (``$KAFKALAB_PORT_BASE``, default 9092) and a
+state folder of its own (``$KAFKALAB_STATE/compose-smoke``, so no local cluster's data is touched):
+
+1. ``kafka/docker/engine.sh up``: a Docker engine and Compose v2, installed where the user is root
+   with apt (CI) and nothing installed where they answer (Docker Desktop). Exit status 3 (no engine
+   can be had here: not root, no apt, dockerd does not start) skips every test, with its reason.
+2. ``kafka/docker/engine.sh image``: the stand-in Kafka image, built or found by its inputs' hash.
+3. ``kafkalab up --backend compose``: containers, not JVMs on the host, serve all four nodes.
+4. Every node verb on a container (kill, start, stop, pause, resume, logs, status).
+5. Notebooks 06 (reads broker files through the bind mounts) and 08 (kills and restarts brokers)
+   under nbval, against this cluster (``KAFKALAB_BACKEND=compose`` in their environment).
+6. ``kafkalab down``: no container, volume or network of the project left; then dockerd is
+   stopped if step 1 started it.
+
+The seconds each step took are printed (``make compose-smoke`` runs pytest with ``-s``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from kafkalab import cluster, config
+
+ROOT = config.repo_root()
+ENGINE = ROOT / "kafka" / "docker" / "engine.sh"
+#: engine.sh's exit status when no engine can be had here (a skip, not a failure).
+NO_ENGINE = 3
+#: The notebooks the smoke runs: 06 reads segment files through the bind mounts, 08 kills and
+#: restarts brokers (containers).
+NOTEBOOKS = ("06_segments_retention", "08_replication")
+#: Seconds ``kafkalab up`` may take: four containers on a 2-core machine (a timeout, not a bound
+#: of any assert).
+UP_TIMEOUT_S = 240
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.skipif(not os.environ.get("KAFKALAB_COMPOSE_SMOKE"),
+                       reason="the compose smoke runs alone, after make test: make compose-smoke"),
+]
+
+#: Seconds per step, printed at the end.
+TIMES: dict[str, float] = {}
+
+
+def _timed(step: str, cmd: list[str], env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
+    t0 = time.monotonic()
+    cp = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s, cwd=ROOT)
+    TIMES[step] = round(time.monotonic() - t0, 1)
+    print(f"compose smoke: {step}: {TIMES[step]} s (exit {cp.returncode})", file=sys.stderr)
+    return cp
+
+
+def _project_objects(project: str) -> dict[str, list[str]]:
+    """Containers (any state), volumes and networks that carry the compose project's label."""
+    label = f"label=com.docker.compose.project={project}"
+    out = {}
+    for kind, cmd in (("containers", ["docker", "ps", "-a", "-q", "--filter", label]),
+                      ("volumes", ["docker", "volume", "ls", "-q", "--filter", label]),
+                      ("networks", ["docker", "network", "ls", "-q", "--filter", label])):
+        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True)
+        out[kind] = cp.stdout.split()
+    return out
+
+
+def _volumes() -> set[str]:
+    return set(subprocess.run(["docker", "volume", "ls", "-q"], capture_output=True, text=True, timeout=60,
+                              check=True).stdout.split())
+
+
+class Smoke:
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+        self.project = cluster.compose_project(int(env["KAFKALAB_PORT_BASE"]))
+        self.engine_started_here = False
+        #: Volumes before ``up``: the image's VOLUME declarations give each container anonymous
+        #: volumes that carry no compose label, so "nothing left" compares against this list.
+        self.volumes_before: set[str] = set()
+
+    def kafkalab(self, *args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
+        cp = subprocess.run([sys.executable, "-m", "kafkalab.cli", *args], capture_output=True, text=True,
+                            env=self.env, timeout=timeout_s, cwd=ROOT)
+        assert cp.returncode == 0, f"kafkalab {' '.join(args)} exited {cp.returncode}:\n{cp.stdout}\n{cp.stderr}"
+        return cp
+
+    def status(self) -> dict:
+        return json.loads(self.kafkalab("status", "--json").stdout)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Smoke]:
+    env = {**os.environ, "KAFKALAB_BACKEND": "compose",
+           "KAFKALAB_PORT_BASE": str(config.port_base()),
+           "KAFKALAB_STATE": str(config.state_dir() / "compose-smoke")}
+    env.pop("KAFKALAB_BOOTSTRAP", None)
+    s = Smoke(env)
+    pid_file = cluster.docker_work_dir() / "dockerd.pid"
+    had_pid_file = pid_file.exists()
+    cp = _timed("engine (engine.sh up)", [str(ENGINE), "up"], env, timeout_s=1800)
+    if cp.returncode == NO_ENGINE:
+        pytest.skip(f"no Docker engine here: {cp.stderr.strip().splitlines()[-1] if cp.stderr.strip() else 'engine.sh up exited 3'}")
+    assert cp.returncode == 0, f"engine.sh up failed:\n{cp.stderr}"
+    s.engine_started_here = pid_file.exists() and not had_pid_file
+    try:
+        cp = _timed("image (engine.sh image)", [str(ENGINE), "image"], env, timeout_s=1800)
+        assert cp.returncode == 0, f"engine.sh image failed:\n{cp.stderr}"
+        assert cp.stdout.strip().startswith("kafkalab/kafka:"), cp.stdout
+        s.volumes_before = _volumes()
+        t0 = time.monotonic()
+        s.kafkalab("up", "--backend", "compose", "--timeout", str(UP_TIMEOUT_S), timeout_s=UP_TIMEOUT_S + 300)
+        TIMES["kafkalab up --backend compose"] = round(time.monotonic() - t0, 1)
+        print(f"compose smoke: kafkalab up: {TIMES['kafkalab up --backend compose']} s", file=sys.stderr)
+        yield s
+    finally:
+        if any(_project_objects(s.project).values()):
+            subprocess.run([sys.executable, "-m", "kafkalab.cli", "down"], env=env, timeout=300, cwd=ROOT)
+        if s.engine_started_here:
+            _timed("engine stop (engine.sh down)", [str(ENGINE), "down"], env, timeout_s=120)
+        print(f"compose smoke times (s): {json.dumps(TIMES)}", file=sys.stderr)
+
+
+def test_containers_not_host_jvms_serve_all_four_nodes(smoke):
+    st = smoke.status()
+    assert st["backend"] == "compose"
+    nodes = {**st["brokers"], **st["controllers"]}
+    assert len(nodes) == 4 and all(n["alive"] and not n["paused"] for n in nodes.values()), nodes
+    running = subprocess.run(["docker", "ps", "--filter", f"label=com.docker.compose.project={smoke.project}",
+                              "--format", "{{.Label \"com.docker.compose.service\"}} {{.Image}}"],
+                             capture_output=True, text=True, check=True).stdout.split("\n")
+    services = {line.split()[0]: line.split()[1] for line in running if line.strip()}
+    assert set(services) == {"controller-101", "broker-1", "broker-2", "broker-3"}, services
+    state = smoke.env["KAFKALAB_STATE"]
+    host_jvms = [p.pid for p in psutil.process_iter(["cmdline"])
+                 if any(a.startswith("-Dkafkalab.node=") for a in p.info["cmdline"] or ())
+                 and any(state in a for a in p.info["cmdline"] or ())]
+    assert host_jvms == [], f"no broker of this state folder runs as a JVM on the host: {host_jvms}"
+
+
+def test_every_verb_acts_on_a_container(smoke):
+    def alive(node_id: int) -> tuple[bool, bool]:
+        st = smoke.status()
+        n = {**st["brokers"], **st["controllers"]}[str(node_id)]
+        return n["alive"], n["paused"]
+
+    smoke.kafkalab("kill", "2")
+    assert alive(2) == (False, False), "kill: the container exited"
+    smoke.kafkalab("start", "2")
+    assert alive(2) == (True, False), "start: the container runs and serves again"
+    smoke.kafkalab("stop", "3")
+    assert alive(3) == (False, False), "stop: the container exited after its controlled shutdown"
+    smoke.kafkalab("start", "3")
+    smoke.kafkalab("pause", "1")
+    assert alive(1) == (True, True), "pause: frozen, not gone"
+    smoke.kafkalab("resume", "1")
+    assert alive(1) == (True, False)
+    logs = smoke.kafkalab("logs", "1", "-n", "5").stdout
+    assert "broker-1" in logs and len(logs.splitlines()) >= 1, logs
+    from kafkalab import versions
+
+    # the versions are asked of each container (its Kafka jar), never read from a log line
+    with pytest.MonkeyPatch.context() as mp:
+        for k in ("KAFKALAB_BACKEND", "KAFKALAB_PORT_BASE", "KAFKALAB_STATE"):
+            mp.setenv(k, smoke.env[k])
+        assert versions.broker_versions(cluster.status()) == {i: config.KAFKA_VERSION for i in config.BROKER_IDS}
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_notebook_passes_on_containers(smoke, notebook):
+    path = ROOT / "notebooks" / f"{notebook}.ipynb"
+    cp = _timed(f"notebook {notebook}", [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-cell-timeout=300",
+                                           "-p", "no:cacheprovider", "--capture=sys", "-q", str(path)],
+                smoke.env, timeout_s=1800)
+    assert cp.returncode == 0, f"{notebook} failed on the compose backend:\n{cp.stdout[-6000:]}\n{cp.stderr[-2000:]}"
+
+
+def test_down_leaves_no_container_volume_or_network(smoke):
+    smoke.kafkalab("down")
+    left = _project_objects(smoke.project)
+    left["volumes"] = sorted(set(left["volumes"]) | (_volumes() - smoke.volumes_before))  # anonymous ones too
+    assert left == {"containers": [], "volumes": [], "networks": []}, f"kafkalab down left {left}"
