@@ -41,7 +41,7 @@ from pathlib import Path
 LANGUAGES = ("ko",)
 #: Markdown pages translated besides the notebooks (paths under ``notebooks/``).
 PAGES = ("README.md", "interview_bank.md", "workshop_guide.md", "_book/index.md")
-#: The message context of a quiz question or choice.
+#: The message context of a quiz question, choice or unit.
 QUIZ_CONTEXT = "quiz"
 
 #: The catalogs' header fields (Babel ``Catalog`` arguments).
@@ -174,7 +174,7 @@ class Message:
     Attributes:
         text: the English (the ``msgid``).
         where: the cell index (a notebook) or block index (a page), for the catalog's location.
-        context: ``None`` for prose, ``QUIZ_CONTEXT`` for a quiz question or choice.
+        context: ``None`` for prose, ``QUIZ_CONTEXT`` for a quiz question, choice or unit.
     """
 
     text: str
