@@ -41,10 +41,10 @@ edition:
 
 # The Korean edition: merge the English text into the catalogs (notebooks/locale/ko/), then
 # write notebooks/ko/ from the English notebooks and the catalogs. `make check` fails while a
-# string is untranslated or fuzzy: `$(BIN)/python -m kafkalab.i18n status` lists them.
+# string is untranslated or fuzzy: `$(BIN)/kafkalab i18n status` lists them.
 ko: venv
-	$(BIN)/python -m kafkalab.i18n update
-	$(BIN)/python -m kafkalab.i18n build
+	$(BIN)/kafkalab i18n update
+	$(BIN)/kafkalab i18n build
 
 # Starts the cluster if none is running and stops it afterwards if it started it (also when
 # `kafkalab up` fails part-way: no broker of a failed start outlives the command).

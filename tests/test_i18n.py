@@ -2,7 +2,7 @@
 filled, and, over the repository, that ``notebooks/ko/`` is complete, current and the same code.
 
 When a test of the second part fails after an English change: ``make ko``, translate the strings
-``python -m kafkalab.i18n status`` lists as missing or fuzzy (``show DOC --todo``, ``fill``),
+``kafkalab i18n status`` lists as missing or fuzzy (``show DOC --todo``, ``fill``),
 ``make ko`` again (the steps are in ``src/kafkalab/i18n.py``).
 """
 
@@ -138,7 +138,7 @@ def _terms() -> list[dict[str, str]]:
 def test_every_string_is_translated_and_current(doc: str) -> None:
     st = i18n.status(doc)
     assert st.done, (f"{doc}: {len(st.missing)} strings untranslated, {len(st.fuzzy)} fuzzy (the English changed). "
-                     f"`make ko`, then translate them: `.venv/bin/python -m kafkalab.i18n show {doc} --todo`, "
+                     f"`make ko`, then translate them: `.venv/bin/kafkalab i18n show {doc} --todo`, "
                      f"`... fill {doc} FILE`, `make ko`. First: {(st.missing + st.fuzzy)[0][:200]!r}")
 
 
@@ -246,3 +246,29 @@ def test_the_korean_bank_names_sections_as_the_korean_notebooks_title_them() -> 
                     bad.append(f"{name}: {section!r}")
     assert seen > 50, f"only {seen} sections named: the evidence lines were not read"
     assert not bad, "sections that are no heading of the Korean notebook:\n" + "\n".join(bad)
+
+
+def test_the_command_line(home: Path, tmp_path: Path) -> None:
+    """``kafkalab i18n``: update, show, fill, status (exit 1 until done), build; bad input is a
+    clear error, not a traceback."""
+    from click.testing import CliRunner
+
+    from kafkalab.cli import main
+
+    run = CliRunner().invoke
+    assert run(main, ["i18n", "update"]).exit_code == 0
+    r = run(main, ["i18n", "status", "01_x.ipynb"])
+    assert r.exit_code == 1 and "missing   5" in r.output
+    assert "=== 3  (quiz)\nHow many?" in run(main, ["i18n", "show", "01_x.ipynb", "--todo"]).output
+    work = tmp_path / "w.txt"
+    work.write_text("=== 9\n무엇\n")
+    r = run(main, ["i18n", "fill", "01_x.ipynb", str(work)])
+    assert r.exit_code == 1 and "string 9 does not exist (1..5)" in r.output
+    r = run(main, ["i18n", "status", "nope.ipynb"])
+    assert r.exit_code == 2 and "not a translated document: ['nope.ipynb']" in r.output
+    work.write_text("=== 1\n# 01 · 제목\n=== 2\n뱅크\n=== 3\n몇 개일까?\n=== 4\n레코드\n=== 5\n## 준비\n")
+    assert run(main, ["i18n", "fill", "01_x.ipynb", str(work)]).output.strip() == "01_x.ipynb: 5 strings set"
+    assert run(main, ["i18n", "status", "01_x.ipynb"]).exit_code == 0
+    assert run(main, ["i18n", "build", "01_x.ipynb"]).exit_code == 0
+    assert (home / "notebooks" / "ko" / "01_x.ipynb").exists()
+    assert run(main, ["i18n", "slug", "2. 토픽: 항공편"]).output.strip() == "2-토픽-항공편"

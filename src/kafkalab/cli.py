@@ -6,6 +6,7 @@
     kafkalab down
     kafkalab tool kafka-topics --list
     kafkalab run assignment --consumers 3 --topic A:2 --topic B:2 --strategy range --json
+    kafkalab i18n update|build|status|show|fill   (the Korean edition, ``make ko``)
 
 Errors kafkalab raises on purpose are printed as one message (no traceback) with exit code 1.
 """
@@ -308,8 +309,10 @@ def segments_command(topic: str, partition: int, broker: int | None, no_verify: 
 def _register_groups() -> None:
     """Top-level command groups that live beside their module (``kafkalab fault ...``)."""
     from .faults import cli_group as fault_group
+    from .i18n import cli_group as i18n_group
 
     main.add_command(fault_group)
+    main.add_command(i18n_group)
 
 
 _register_groups()

@@ -12,12 +12,12 @@ when the notebook runs from ``notebooks/ko/``.
 
 How an English change reaches the Korean edition:
 
-1. ``make ko`` (``python -m kafkalab.i18n update`` then ``build``). ``update`` merges the new
+1. ``make ko`` (``kafkalab i18n update`` then ``build``). ``update`` merges the new
    English into every catalog with Babel (``Catalog.update``): a changed block keeps its old
    translation marked ``#, fuzzy`` (with the previous English as ``#| msgid``), a new block gets
    an empty translation, a removed one goes. ``build`` writes ``notebooks/ko/`` from the English
    and the catalogs; a block without a current translation stays English, and ``build`` lists it.
-2. Translate the entries marked fuzzy or empty (``python -m kafkalab.i18n status`` lists them),
+2. Translate the entries marked fuzzy or empty (``kafkalab i18n status`` lists them; ``show DOC --todo`` and ``fill DOC FILE`` edit them),
    remove the ``fuzzy`` mark, run ``make ko`` again.
 3. ``tests/test_i18n.py`` (``make check``) fails while any block is missing or fuzzy, or while
    ``notebooks/ko/`` differs from what ``build`` writes.
@@ -36,6 +36,8 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import click
 
 #: The editions other than English, by language code (ISO 639-1, as Sphinx's ``language``).
 LANGUAGES = ("ko",)
@@ -469,60 +471,87 @@ def quiz_text(text: str, lang: str) -> str:
 
 # ----------------------------------------------------------------------------- command line
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m kafkalab.i18n {update,build,status,show,fill,slug} [--lang ko] [ARG...]``.
+# The command line, beside its module as ``kafkalab fault``'s is (registered in cli.py).
 
-    ``show DOC [--todo]`` prints a work file; ``fill DOC FILE`` reads one back into the catalog;
-    ``slug TEXT`` prints the anchor MyST (and the book) gives a heading.
-    """
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m kafkalab.i18n", description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", choices=["update", "build", "status", "show", "fill", "slug"])
-    ap.add_argument("docs", nargs="*", help="documents under notebooks/ (default: all)")
-    ap.add_argument("--lang", default="ko", choices=LANGUAGES)
-    ap.add_argument("--todo", action="store_true", help="show: only the strings missing or fuzzy")
-    args = ap.parse_args(argv)
-    if args.command == "slug":
-        from myst_parser.slugs import github_slugify
-
-        print(github_slugify(" ".join(args.docs)))
-        return 0
-    if args.command == "fill":
-        if len(args.docs) != 2:
-            ap.error("fill DOC FILE")
-        n = fill(args.docs[0], Path(args.docs[1]).read_text(encoding="utf-8"), args.lang)
-        print(f"{args.docs[0]}: {n} strings set")
-        return 0
-    if args.command == "show":
-        if len(args.docs) != 1:
-            ap.error("show DOC")
-    docs = args.docs or documents()
+def _docs(docs: tuple[str, ...]) -> list[str]:
+    """``docs``, or every document when none is given; a name that is not one is a usage error."""
     unknown = sorted(set(docs) - set(documents()))
     if unknown:
-        ap.error(f"not a translated document: {unknown}; one of {documents()}")
-    if args.command == "show":
-        print(show(docs[0], args.lang, args.todo))
-        return 0
-    if args.command == "update":
-        for doc in docs:
-            update(doc, args.lang)
-        print(f"updated {len(docs)} catalogs under {catalog_path(docs[0], args.lang).parents[len(Path(docs[0]).parts) - 1]}")
-        return 0
-    if args.command == "build":
-        gaps = build(args.lang, docs)
-        for doc, missing in gaps.items():
-            print(f"{doc}: {len(missing)} blocks still English")
-        print(f"wrote notebooks/{args.lang}/ ({len(docs)} documents)")
-        return 0
+        raise click.BadParameter(f"not a translated document: {unknown}; one of {documents()}", param_hint="DOC")
+    return list(docs) or documents()
+
+
+_LANG = click.option("--lang", default="ko", show_default=True, type=click.Choice(LANGUAGES))
+
+
+@click.group("i18n")
+def cli_group() -> None:
+    """The Korean edition's catalogs (notebooks/locale/ko/) and notebooks/ko/ (make ko = update + build)."""
+
+
+@cli_group.command("update")
+@click.argument("docs", nargs=-1)
+@_LANG
+def update_command(docs: tuple[str, ...], lang: str) -> None:
+    """Merge the English of DOCS (default: all) into their catalogs: changed strings turn fuzzy."""
+    docs_ = _docs(docs)
+    for doc in docs_:
+        update(doc, lang)
+    click.echo(f"updated {len(docs_)} catalogs under notebooks/locale/{lang}/LC_MESSAGES")
+
+
+@cli_group.command("build")
+@click.argument("docs", nargs=-1)
+@_LANG
+def build_command(docs: tuple[str, ...], lang: str) -> None:
+    """Write notebooks/<lang>/ from the English and the catalogs (blocks without a current
+    translation stay English and are counted)."""
+    docs_ = _docs(docs)
+    for doc, missing in build(lang, docs_).items():
+        click.echo(f"{doc}: {len(missing)} blocks still English")
+    click.echo(f"wrote notebooks/{lang}/ ({len(docs_)} documents)")
+
+
+@cli_group.command("status")
+@click.argument("docs", nargs=-1)
+@_LANG
+def status_command(docs: tuple[str, ...], lang: str) -> None:
+    """Translated / total, missing and fuzzy strings per document; exit 1 if any is not done."""
     bad = 0
-    for doc in docs:
-        st = status(doc, args.lang)
+    for doc in _docs(docs):
+        st = status(doc, lang)
         bad += not st.done
-        print(f"{doc:<55} {st.total - len(st.missing) - len(st.fuzzy):>4}/{st.total:<4}"
-              f" missing {len(st.missing):>3}  fuzzy {len(st.fuzzy):>3}")
-    return 1 if bad else 0
+        click.echo(f"{doc:<55} {st.total - len(st.missing) - len(st.fuzzy):>4}/{st.total:<4}"
+                   f" missing {len(st.missing):>3}  fuzzy {len(st.fuzzy):>3}")
+    sys.exit(1 if bad else 0)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@cli_group.command("show")
+@click.argument("doc")
+@click.option("--todo", is_flag=True, help="Only the strings missing or fuzzy.")
+@_LANG
+def show_command(doc: str, todo: bool, lang: str) -> None:
+    """Print DOC's strings as a work file (``=== N`` then the English of string N)."""
+    click.echo(show(_docs((doc,))[0], lang, todo))
+
+
+@cli_group.command("fill")
+@click.argument("doc")
+@click.argument("work", type=click.Path(exists=True, dir_okay=False))
+@_LANG
+def fill_command(doc: str, work: str, lang: str) -> None:
+    """Store the translations of a work file (``=== N`` then the translation of string N) in DOC's catalog."""
+    try:
+        n = fill(_docs((doc,))[0], Path(work).read_text(encoding="utf-8"), lang)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"{doc}: {n} strings set")
+
+
+@cli_group.command("slug")
+@click.argument("heading", nargs=-1, required=True)
+def slug_command(heading: tuple[str, ...]) -> None:
+    """The anchor MyST (and the book) gives a heading, for ``](#anchor)`` links."""
+    from myst_parser.slugs import github_slugify
+
+    click.echo(github_slugify(" ".join(heading)))
