@@ -40,6 +40,43 @@ def test_session_conf_takes_the_master_from_the_environment(monkeypatch: pytest.
     assert kspark.session_conf()["spark.master"] == "local[2]"
 
 
+def test_a_local_driver_listens_on_loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPARK_MASTER", raising=False)
+    conf = kspark.session_conf()
+    assert (conf["spark.driver.host"], conf["spark.driver.bindAddress"]) == ("127.0.0.1", "127.0.0.1")
+    assert conf["spark.ui.enabled"] == "false", "no web UI listens at all"
+    monkeypatch.setenv("SPARK_MASTER", "spark://example:7077")
+    conf = kspark.session_conf()
+    assert "spark.driver.host" not in conf and "spark.driver.bindAddress" not in conf, (
+        "with a real cluster the executors must reach the driver: Spark's own address stands")
+
+
+def _loopback(ip: str) -> bool:
+    """127.0.0.0/8, ::1, or an IPv4-mapped loopback (``::ffff:127.0.0.1``, how a JVM's
+    dual-stack socket bound to 127.0.0.1 shows)."""
+    import ipaddress
+
+    addr = ipaddress.ip_address(ip)
+    mapped = getattr(addr, "ipv4_mapped", None)
+    return (mapped or addr).is_loopback
+
+
+@pytest.mark.spark
+def test_the_running_driver_listens_on_loopback_only(spark) -> None:
+    import psutil
+
+    if os.environ.get("SPARK_MASTER", "local").split("[")[0] != "local":
+        pytest.skip("SPARK_MASTER names a cluster: its driver listens where the executors reach it")
+    spark.range(3).count()  # the block manager is up
+    jvms = [p for p in psutil.Process().children(recursive=True) if "java" in p.name()]
+    assert jvms, "PySpark should have started its driver JVM as a child of this process"
+    listening = {(c.laddr.ip, c.laddr.port) for p in jvms for c in p.net_connections(kind="inet")
+                 if c.status == psutil.CONN_LISTEN}
+    assert listening, "the driver should listen somewhere (its RPC endpoint, the block manager, py4j)"
+    elsewhere = {addr for addr in listening if not _loopback(addr[0])}
+    assert not elsewhere, f"the Spark driver listens beyond loopback: {sorted(elsewhere)}"
+
+
 def test_missing_connector_jars_name_make_jars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAFKALAB_JARS", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="make jars"):

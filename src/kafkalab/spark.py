@@ -26,6 +26,14 @@ if TYPE_CHECKING:  # pyspark is imported lazily: importing kafkalab stays fast
 #: Spark master when ``$SPARK_MASTER`` is unset: two local cores (the lab machine has 2).
 DEFAULT_MASTER = "local[2]"
 
+#: Address the driver, its block manager and its RPC endpoints bind to and advertise when Spark runs
+#: in this process (``local[...]``): loopback only. Spark's default is the address the machine's
+#: hostname resolves to, on every interface, without authentication; where the hostname does not
+#: resolve (many macOS machines, VPNs, containers) the session does not start at all
+#: (``JAVA_GATEWAY_EXITED``, an ``UnknownHostException`` inside). Source: Spark "Configuration",
+#: Networking (``spark.driver.host``, ``spark.driver.bindAddress``) and "Security" (ports).
+LOOPBACK = "127.0.0.1"
+
 #: JVM flags for the driver (see ``session_conf``).
 DRIVER_JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
@@ -86,8 +94,14 @@ def session_conf(app_name: str = "kafkalab") -> dict[str, str]:
     # threads and G1's workers cost the driver more CPU than they win (measured: driver CPU
     # 29.4 -> 13.7 s for notebook 05). Driver only; executors on a real cluster keep theirs.
     java_options = " ".join([f"-Dlog4j2.configurationFile={log4j2_config_path().as_uri()}", *DRIVER_JVM_FLAGS])
+    master = os.environ.get("SPARK_MASTER", DEFAULT_MASTER)
+    # A driver on this machine alone listens on loopback only; with a real cluster
+    # (SPARK_MASTER=spark://..., yarn, k8s) executors elsewhere must reach it, so Spark's own
+    # choice (or spark-defaults.conf) stands.
+    loopback = {"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK} if master.startswith("local") else {}
     return {
-        "spark.master": os.environ.get("SPARK_MASTER", DEFAULT_MASTER),
+        "spark.master": master,
+        **loopback,
         "spark.app.name": app_name,
         "spark.jars": ",".join(str(p) for p in spark_jars()),
         "spark.ui.enabled": "false",
@@ -102,7 +116,9 @@ def session_conf(app_name: str = "kafkalab") -> dict[str, str]:
 def session(app_name: str = "kafkalab") -> SparkSession:
     """The process's Spark session, created on first call and reused after (``getOrCreate``).
 
-    Master is ``$SPARK_MASTER`` or ``local[2]``; the web UI is off, logs are errors only,
+    Master is ``$SPARK_MASTER`` or ``local[2]``; with a local master the driver (its RPC
+    endpoints and block manager) binds to and advertises 127.0.0.1 only, so it starts where the
+    hostname does not resolve; the web UI is off, logs are errors only,
     ``spark.sql.shuffle.partitions`` is 4, the driver has 1 GiB and timestamps are UTC.
     ``spark.jars`` lists the Kafka connector jars from ``config.spark_jars_dir()``.
     Settings that shape the JVM (master, jars, memory, java options) only apply when this
