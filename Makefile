@@ -56,10 +56,12 @@ ko: venv
 # each other one against a cluster of its own that it starts on the next port base
 # (KAFKALAB_PORT_BASE + 1000 per lane) and stops at its end. A notebook or a test file runs whole
 # on one lane (--dist loadfile), longest files first. LANES=1 runs everything in one process, in
-# order. PYTEST_ARGS goes to pytest as it is (e.g. --junitxml=build/junit.xml for
-# benchmarks/test_times.py).
+# order. PYTEST_ARGS goes to pytest as it is. The run's JUnit report goes to JUNIT: the next
+# run's lanes are scheduled from its seconds per file (tests/lanes.py), and
+# `benchmarks/test_times.py build/junit.xml` reads where the time went.
 LANES ?= 2
 PYTEST_ARGS ?=
+JUNIT ?= build/junit.xml
 # Of the Korean edition, one lesson runs under nbval (its code is the English one's, which runs
 # too; tests/test_i18n.py checks they are the same): the others are deselected.
 KO_TESTED := notebooks/ko/00_cluster_tour.ipynb
@@ -71,7 +73,8 @@ test: setup
 	  $(BIN)/kafkalab up || { $(BIN)/kafkalab down; exit 1; }; started=1; \
 	fi; \
 	trap 'if [ $$started = 1 ]; then $(BIN)/kafkalab down; fi' EXIT; \
-	$(BIN)/pytest tests notebooks --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider --capture=sys \
+	mkdir -p $(dir $(JUNIT)); \
+	$(BIN)/pytest tests notebooks --junitxml=$(JUNIT) --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider --capture=sys \
 	  $(addprefix --deselect ,$(KO_SKIPPED)) \
 	  -p lanes $(if $(filter-out 1,$(LANES)),-n $(LANES) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 

@@ -17,15 +17,19 @@ cluster's own error.
 
 Scheduling is ``--dist loadfile --no-loadscope-reorder`` (``make test``): a notebook's cells,
 or a test file's tests, run in order on one lane, and files are handed out in collection order,
-which ``pytest_collection_modifyitems`` makes longest first (``COSTS_S``), so that the lanes end
-together.
+which ``pytest_collection_modifyitems`` makes longest first, so that the lanes end together. A
+file's cost is its seconds in the last run's JUnit report (``LAST_REPORT``, which ``make test``
+writes), else in ``COSTS_S``.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -33,11 +37,15 @@ import pytest
 LANE_PORT_STEP = 1000
 #: Seconds a lane's ``kafkalab up`` may take (four JVMs on a machine where the other lane runs).
 LANE_UP_TIMEOUT_S = 240
+#: The JUnit report ``make test`` writes (``JUNIT`` in the Makefile), relative to the project root:
+#: the next run's schedule reads each file's seconds from it.
+LAST_REPORT = Path("build/junit.xml")
 #: Seconds each file took in a clean-clone ``make test`` with two lanes (its JUnit report read by
-#: ``benchmarks/test_times.py --costs``, 2026-11-26, this 2-core machine; 02 set to its time after its
-#: scenarios were shortened): the schedule's only
-#: input. Files are handed out longest first, so that the last file a lane starts is a short one;
-#: a file not listed counts as short and keeps its place. A stale figure costs balance between the lanes, never a result.
+#: ``benchmarks/test_times.py --costs``, this 2-core machine): the schedule of a run with no
+#: report of its own (a fresh clone, CI); a file the last run's report has takes that figure
+#: instead. Files are handed out longest first, so that the last file a lane starts is a short one;
+#: a file listed nowhere counts as short and keeps its place. A stale figure costs balance between
+#: the lanes, never a result.
 COSTS_S = {
     "tests/test_browser.py": 171,
     "notebooks/02_rebalancing.ipynb": 120,
@@ -120,11 +128,45 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _kafkalab("down", env=_started.pop(), timeout_s=120)
 
 
-def _cost(item: pytest.Item) -> int:
-    return COSTS_S.get(item.nodeid.split("::", 1)[0], 0)
+def file_of(classname: str) -> str:
+    """``tests.test_cli`` -> ``tests/test_cli.py``; ``notebooks.solutions.03_x.ipynb`` ->
+    ``notebooks/solutions/03_x.ipynb`` (pytest's JUnit class names)."""
+    if classname.endswith(".ipynb"):
+        stem = classname[: -len(".ipynb")]
+        folder, _, name = stem.rpartition(".")
+        return f"{folder.replace('.', '/')}/{name}.ipynb"
+    return classname.replace(".", "/") + ".py"
+
+
+def per_file(report: Path) -> tuple[collections.Counter, collections.Counter]:
+    """``(seconds, tests)`` per file of a JUnit XML report (pytest ``--junitxml``).
+
+    Raises:
+        OSError, xml.etree.ElementTree.ParseError: the report cannot be read.
+    """
+    seconds: collections.Counter = collections.Counter()
+    tests: collections.Counter = collections.Counter()
+    for case in ET.parse(report).getroot().iter("testcase"):
+        name = file_of(case.get("classname", ""))
+        seconds[name] += float(case.get("time", 0))
+        tests[name] += 1
+    return seconds, tests
+
+
+def costs(root: Path) -> dict[str, float]:
+    """Seconds per file for the schedule: ``COSTS_S``, overridden by the last run's report
+    (``root / LAST_REPORT``) for every file it has. An unreadable report is ignored (a run
+    killed while writing it): the table still orders the files."""
+    out: dict[str, float] = dict(COSTS_S)
+    try:
+        out.update(per_file(root / LAST_REPORT)[0])
+    except (OSError, ET.ParseError):
+        pass
+    return out
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Longest files first (stable: a file's items keep their order)."""
     if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts the same way
-        items.sort(key=lambda item: -_cost(item))
+        cost = costs(config.rootpath)
+        items.sort(key=lambda item: -cost.get(item.nodeid.split("::", 1)[0], 0))
