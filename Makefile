@@ -37,10 +37,12 @@ MVN := mvn -q -B -s kafka/maven-settings.xml
 .PHONY: lab edition test check book ko setup venv jars up down status benchmark clean check-tools lock \
 	compose-setup compose-image compose-smoke compose-stop
 
-# JupyterLab refuses to run as root (containers, CI images) unless told --allow-root.
+# JupyterLab refuses to run as root (containers, CI images) unless told --allow-root. `kafkalab
+# extras` prints one line when something optional is missing (Chromium, a CJK font, strace; Linux).
 # EDITION=ko opens the Korean edition (notebooks/ko/): the same code, the text in Korean.
 EDITION ?= en
 lab: edition setup up
+	@$(BIN)/kafkalab extras
 	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(if $(filter ko,$(EDITION)),--LabApp.default_url=/lab/tree/ko) $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Checked before anything is set up or started.
@@ -73,7 +75,7 @@ PYTEST_ARGS ?=
 KO_TESTED := notebooks/ko/00_cluster_tour.ipynb
 KO_SKIPPED := $(filter-out $(KO_TESTED),$(wildcard notebooks/ko/*.ipynb notebooks/ko/solutions/*.ipynb))
 test: setup
-	@[ -x /usr/bin/chromium ] || echo "note: /usr/bin/chromium is missing: the browser tests (tests/test_browser.py) will be skipped (Debian: apt-get install chromium)"
+	@$(BIN)/kafkalab extras
 	@started=0; \
 	if ! $(BIN)/kafkalab status --check >/dev/null 2>&1; then \
 	  $(BIN)/kafkalab up || { $(BIN)/kafkalab down; exit 1; }; started=1; \
