@@ -125,3 +125,23 @@ def test_make_takes_java_from_java_home_first(tmp_path: Path) -> None:
     stub_java(home / "bin", "21")
     cp = check_tools(tmp_path, f"JAVA_HOME={home}")
     assert cp.returncode == 0 and f"and Java 21 ({home}/bin/java)" in cp.stdout, cp.stdout + cp.stderr
+
+
+# --- README for day one ------------------------------------------------------------------------
+
+def readme_block(after: str) -> list[str]:
+    """The lines of the first fenced block after the line ``after`` in README.md."""
+    text = (ROOT / "README.md").read_text().split(after, 1)[1]
+    return text.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+
+
+def test_readme_tells_each_platform_what_to_install_and_then_two_commands() -> None:
+    install = readme_block("Install them once:")
+    for platform, command in (("# Debian 13", "sudo apt install python3 python3-venv openjdk-21-jdk-headless maven make git"),
+                              ("# Ubuntu 24.04", "sudo apt install python3 python3-venv openjdk-21-jdk-headless maven make git"),
+                              ("# macOS", "brew install python@3.13 openjdk@21 maven")):
+        at = next(i for i, line in enumerate(install) if line.startswith(platform))
+        assert install[at + 1] == command, f"README, {platform}: {install[at + 1]!r}"
+    commands = [line.split("#")[0].strip() for line in readme_block("one of two commands:")]
+    assert commands == ["make lab", "make test"], commands
+    assert (ROOT / "benchmarks" / "README.md").exists() and "](benchmarks/README.md)" in (ROOT / "README.md").read_text()
