@@ -1,4 +1,4 @@
-# kafkalab: two commands for a fresh machine (Python 3.11, OpenJDK 17, Maven).
+# kafkalab: two commands for a fresh machine (Linux or macOS: Python 3.11-3.13, a JDK 17+, Maven).
 #   make lab    set everything up, start the cluster, open JupyterLab on notebooks/
 #   make test   set everything up, run every test and every notebook against the live cluster
 #   make check  the fast tier: every test that needs no cluster, no JVM and no Spark (seconds)
@@ -20,19 +20,29 @@
 #   make compose-stop   stop the dockerd compose-setup started (never one it did not start)
 
 SHELL := /bin/bash
-PYTHON ?= python3.11
+# The newest of python3.13, python3.12, python3.11 on PATH that runs (a pyenv shim of a version not
+# selected does not); PYTHON=/path/to/python overrides. check-tools prints which one it is.
+PYTHONS := python3.13 python3.12 python3.11
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(shell for p in $(PYTHONS); do $$p -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 14))' >/dev/null 2>&1 && { echo $$p; break; }; done)
+endif
+# The same words as kafkalab.errors.JAVA_INSTALL (tests/test_make.py checks they agree).
+JAVA_INSTALL := Debian 13 or Ubuntu 24.04: sudo apt install openjdk-21-jdk-headless maven; macOS: brew install openjdk@21 maven, then export JAVA_HOME=\$$(brew --prefix openjdk@21)
+PYTHON_INSTALL := Debian 13 or Ubuntu 24.04: sudo apt install python3 python3-venv; macOS: brew install python@3.13
 VENV := .venv
 BIN := $(VENV)/bin
 STATE := .kafkalab
 MVN := mvn -q -B -s kafka/maven-settings.xml
 
-.PHONY: lab edition test check book ko setup venv jars up down status benchmark clean check-tools \
+.PHONY: lab edition test check book ko setup venv jars up down status benchmark clean check-tools lock \
 	compose-setup compose-image compose-smoke compose-stop
 
-# JupyterLab refuses to run as root (containers, CI images) unless told --allow-root.
+# JupyterLab refuses to run as root (containers, CI images) unless told --allow-root. `kafkalab
+# extras` prints one line when something optional is missing (Chromium, a CJK font, strace; Linux).
 # EDITION=ko opens the Korean edition (notebooks/ko/): the same code, the text in Korean.
 EDITION ?= en
 lab: edition setup up
+	@$(BIN)/kafkalab extras
 	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(if $(filter ko,$(EDITION)),--LabApp.default_url=/lab/tree/ko) $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Checked before anything is set up or started.
@@ -67,7 +77,7 @@ JUNIT ?= build/junit.xml
 KO_TESTED := notebooks/ko/00_cluster_tour.ipynb
 KO_SKIPPED := $(filter-out $(KO_TESTED),$(wildcard notebooks/ko/*.ipynb notebooks/ko/solutions/*.ipynb))
 test: setup
-	@[ -x /usr/bin/chromium ] || echo "note: /usr/bin/chromium is missing: the browser tests (tests/test_browser.py) will be skipped (Debian: apt-get install chromium)"
+	@$(BIN)/kafkalab extras
 	@started=0; \
 	if ! $(BIN)/kafkalab status --check >/dev/null 2>&1; then \
 	  $(BIN)/kafkalab up || { $(BIN)/kafkalab down; exit 1; }; started=1; \
@@ -100,16 +110,33 @@ book: setup
 
 setup: venv jars
 
+# Python 3.11-3.13 and a JDK 17+ (JAVA_HOME/bin/java first, as kafkalab and Spark take it), Maven.
 check-tools:
-	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found: kafkalab needs Python 3.11 (or: make PYTHON=/path/to/python3.11)"; exit 1; }
-	@command -v java >/dev/null || { echo "error: java not found: Kafka 4 needs Java 17 or later (Debian: apt install openjdk-17-jdk-headless)"; exit 1; }
-	@command -v mvn >/dev/null || { echo "error: mvn not found: Maven fetches the Kafka jars (Debian: apt install maven)"; exit 1; }
+	@[ -n "$(PYTHON)" ] || { echo "error: none of python3.13, python3.12, python3.11 found on PATH: kafkalab needs Python 3.11, 3.12 or 3.13 ($(PYTHON_INSTALL); or: make PYTHON=/path/to/python3)"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 14))' 2>/dev/null || { echo "error: PYTHON=$(PYTHON) is not Python 3.11, 3.12 or 3.13 ($$($(PYTHON) -V 2>&1 | head -1)): kafkalab needs one of them ($(PYTHON_INSTALL))"; exit 1; }
+	@java=java; if [ -n "$$JAVA_HOME" ] && [ -x "$$JAVA_HOME/bin/java" ]; then java=$$JAVA_HOME/bin/java; fi; \
+	command -v $$java >/dev/null || { echo "error: java not found: Kafka 4 and Spark 4 need a JDK 17 or newer ($(JAVA_INSTALL))"; exit 1; }; \
+	v=$$($$java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p'); \
+	[ "$${v%%.*}" -ge 17 ] 2>/dev/null || { echo "error: $$(command -v $$java) is Java $${v:-of unknown version}: Kafka 4 and Spark 4 need a JDK 17 or newer ($(JAVA_INSTALL))"; exit 1; }; \
+	echo "using $(PYTHON) ($$($(PYTHON) -V 2>&1)) and Java $$v ($$(command -v $$java))"
+	@command -v mvn >/dev/null || { echo "error: mvn not found: Maven fetches the Kafka jars ($(JAVA_INSTALL))"; exit 1; }
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml requirements.lock | check-tools
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -c requirements.lock -e '.[test,book]'
 	touch $@
+
+# requirements.lock: every transitive dependency at one version for Python 3.11, 3.12 and 3.13 on
+# Linux and macOS (uv's universal resolution, uv itself from PyPI, pinned; the pins already in the
+# file are kept where they still fit). Run after changing pyproject.toml; tests/test_lock.py checks
+# the result (one version per package, pyproject's pins, no Python-version fork).
+UV_VERSION := 0.13.9
+lock: check-tools
+	test -x build/uv/bin/pip || $(PYTHON) -m venv build/uv
+	build/uv/bin/pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	build/uv/bin/uv pip compile -q pyproject.toml --extra test --extra book --universal --python-version 3.11 \
+	  --no-annotate --custom-compile-command "make lock" -o requirements.lock
 
 # kafka/pom.xml fetches the broker jars and compiles kafkalab's Java programs (kafka/src) into
 # CLIENTS_JAR, in one Maven run with one stamp: it runs again when the POM or a Java source

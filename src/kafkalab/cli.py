@@ -33,6 +33,17 @@ def main() -> None:
 
 
 @main.command()
+def extras() -> None:
+    """One line: what is skipped on this machine (no Chromium, CJK font, strace; not Linux) and how
+    to install it here; nothing when nothing is missing (kafkalab.optional)."""
+    from . import optional
+
+    line = optional.note()
+    if line:
+        click.echo(line)
+
+
+@main.command()
 @click.option("--controllers", type=click.Choice(["1", "3"]), default=None,
               help="KRaft controllers (default: what the last up used, else 1).")
 @click.option("--backend", type=click.Choice(list(cluster_mod.BACKENDS)), default=None,

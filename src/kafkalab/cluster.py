@@ -47,6 +47,7 @@ import psutil
 from . import config, protocol
 from .config import KAFKA_VERSION, Node, Topology
 from .errors import (
+    JAVA_INSTALL,
     DockerUnavailable,
     ImageMissing,
     JarsMissing,
@@ -173,7 +174,7 @@ def java_executable() -> str:
     if not candidate:
         raise JavaMissing(
             "Java is missing: no `java` on PATH and no $JAVA_HOME/bin/java. Kafka 4 needs Java 17 or later "
-            "(Debian: apt install openjdk-17-jre-headless; conda: see environment.yml)."
+            f"({JAVA_INSTALL}; conda: see environment.yml)."
         )
     try:
         out = subprocess.run([candidate, "-version"], capture_output=True, text=True, timeout=20).stderr
@@ -184,7 +185,8 @@ def java_executable() -> str:
     if major == 1 and m and m.group(2):  # "1.8.0_..." style
         major = int(m.group(2))
     if major < 17:
-        raise JavaMissing(f"{candidate} is Java {major or '?'}; Kafka {KAFKA_VERSION} needs Java 17 or later.\n{out.strip()}")
+        raise JavaMissing(f"{candidate} is Java {major or '?'}; Kafka {KAFKA_VERSION} needs Java 17 or later "
+                          f"({JAVA_INSTALL}).\n{out.strip()}")
     return candidate
 
 
@@ -1567,7 +1569,7 @@ def ensure_tls_files() -> tuple[Path, Path]:
     if not keytool.exists():
         found = shutil.which("keytool")
         if not found:
-            raise JavaMissing("keytool is missing: it comes with the JDK (Debian: apt install openjdk-17-jdk-headless)")
+            raise JavaMissing(f"keytool is missing: it comes with the JDK ({JAVA_INSTALL})")
         keytool = Path(found)
     folder.mkdir(parents=True, exist_ok=True)
     store.unlink(missing_ok=True)

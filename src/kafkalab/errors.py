@@ -7,6 +7,11 @@ class KafkalabError(RuntimeError):
     """Base class: any error kafkalab raises on purpose (the CLI prints it without a traceback)."""
 
 
+#: How to install a JDK 17+ and Maven, per platform (the Makefile's check-tools says the same).
+JAVA_INSTALL = ("Debian 13 or Ubuntu 24.04: sudo apt install openjdk-21-jdk-headless maven; "
+                "macOS: brew install openjdk@21 maven, then export JAVA_HOME=$(brew --prefix openjdk@21)")
+
+
 class JavaMissing(KafkalabError):
     """No usable ``java`` (17 or later) on PATH."""
 

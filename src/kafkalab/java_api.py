@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import JavaMissing
+from .errors import JAVA_INSTALL, JavaMissing
 
 #: Imports every snippet gets.
 IMPORTS = """import java.time.Duration;
@@ -62,7 +62,7 @@ def compile_snippet(snippet: str, timeout_s: float = 120.0) -> CompileResult:
     javac = str(Path(home) / "bin" / "javac") if home and (Path(home) / "bin" / "javac").exists() else shutil.which("javac")
     if not javac:
         raise JavaMissing("javac is missing: the Java examples are checked with a JDK 17 compiler "
-                          "(Debian: apt install openjdk-17-jdk-headless)")
+                          f"({JAVA_INSTALL})")
     classpath = cluster.broker_classpath()
     body = "\n".join("        " + line for line in snippet.strip().splitlines())
     source = (f"{IMPORTS}\npublic class Snippet {{\n"
