@@ -887,6 +887,31 @@ def test_the_compose_version_is_pinned_in_one_place():
     assert (int(minimum[1]), int(minimum[2])) == cluster.COMPOSE_MIN, "engine.sh and the backend accept the same"
 
 
+@pytest.mark.parametrize("ci", ["true", None], ids=["on-CI", "a-user"])
+def test_the_compose_smoke_fails_on_ci_where_a_user_would_skip_it(tmp_path, ci):
+    # make compose-smoke where engine.sh up exits 3 (no engine, not root): the real smoke module,
+    # the real engine.sh; only `docker` (no engine answers) and `id` (uid 1000) are stand-ins
+    bin_dir = tmp_path / "stub-bin"
+    bin_dir.mkdir()
+    _stub(bin_dir, "docker", "echo 'Cannot connect to the Docker daemon' >&2; exit 1")
+    _stub(bin_dir, "id", "echo 1000")
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "KAFKALAB_PORT_BASE")}
+    env.update({"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path / "home"), "KAFKALAB_COMPOSE_SMOKE": "1",
+                "KAFKALAB_DOCKER_WORK": str(tmp_path / "work"), "KAFKALAB_STATE": str(tmp_path / "state"),
+                **({"CI": ci} if ci else {})})
+    cp = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "tests" / "test_compose_live.py"), "-p",
+                         "no:cacheprovider", "-q", "-rs"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                        timeout=300)
+    counts = dict((k, int(n)) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)\b", cp.stdout.splitlines()[-1]))
+    if ci:
+        assert cp.returncode == 1 and counts.get("errors", counts.get("error")) == 5 and "skipped" not in counts, cp.stdout
+        assert "no Docker engine on CI, where one can always be had (root + apt)" in cp.stdout, cp.stdout[-3000:]
+    else:
+        assert cp.returncode == 0 and counts == {"skipped": 5}, cp.stdout
+        assert "no Docker engine here" in cp.stdout and "needs root" in cp.stdout, cp.stdout[-3000:]
+    assert not (tmp_path / "work" / "dockerd.pid").exists(), "no engine was started"
+
+
 def test_a_timeline_names_the_fault_as_the_backend_carries_it_out(fake_docker, monkeypatch):
     monkeypatch.setenv("KAFKALAB_BACKEND", "local")
     assert [cluster.fault_name(v) for v in ("kill", "pause", "resume")] == ["SIGKILL", "SIGSTOP", "SIGCONT"]
