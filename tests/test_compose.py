@@ -759,13 +759,15 @@ DOCKER_WITH_PLUGINS = """case "$*" in
 esac"""
 #: A stand-in ``go``: ``mod download`` names a module folder whose go.mod needs go $GO_NEEDS
 #: (default: this Go's version); ``build -o OUT -ldflags ...Version=vX`` writes an OUT answering
-#: ``version --short`` with X, as the real build's -ldflags make it do; GOTOOLCHAIN is recorded.
+#: ``version --short`` with X, as the real build's -ldflags make it do (or fails with
+#: $GO_BUILD_FAILS); GOTOOLCHAIN is recorded.
 GO_STAND_IN = """echo "GOTOOLCHAIN=$GOTOOLCHAIN" >> "$STUB_DIR/go-env.log"
 case "$1 $2" in
   "env GOVERSION") echo "go${GO_HAS:-1.26.8}" ;;
   "mod download") mkdir -p "$STUB_DIR/module/cmd"; echo "go ${GO_NEEDS:-${GO_HAS:-1.26.8}}" > "$STUB_DIR/module.mod"
     printf '{\n\t"Path": "m",\n\t"Dir": "%s",\n\t"GoMod": "%s",\n}\n' "$STUB_DIR/module" "$STUB_DIR/module.mod" ;;
-  build*) out=; ver=; while [ $# -gt 0 ]; do
+  build*) [ -n "$GO_BUILD_FAILS" ] && { echo "internal/registry/desktop.go:28:2: 403 Forbidden" >&2; exit 1; }
+    out=; ver=; while [ $# -gt 0 ]; do
       case "$1" in -o) out=$2 ;; -ldflags) ver=${2##*internal.Version=v} ;; esac; shift; done
     printf '#!/bin/sh\necho %s\n' "$ver" > "$out"; chmod +x "$out" ;;
 esac"""
@@ -840,6 +842,14 @@ def test_engine_replaces_its_own_older_build(tmp_path):
     assert cp.returncode == 0, cp.stderr
     assert subprocess.run([ours, "version", "--short"], capture_output=True, text=True).stdout.strip() == _pinned_compose()
     assert not (tmp_path / "work" / "cli-plugins").exists()
+
+
+def test_a_failed_compose_build_leaves_no_plugin_record_or_build_folder(tmp_path):
+    cp = _plugin_run(tmp_path, GO_BUILD_FAILS="1")
+    assert cp.returncode == 1 and "go build of Compose" in cp.stderr and "403 Forbidden" in cp.stderr, cp.stderr
+    plugins = tmp_path / "home" / ".docker" / "cli-plugins"
+    assert not plugins.exists() or sorted(os.listdir(plugins)) == [], "no plugin, no half-written file, no record"
+    assert not list((tmp_path / "work").glob("compose-*")), "the copy of the module is removed"
 
 
 def test_engine_builds_with_the_go_toolchain_the_module_needs(tmp_path):

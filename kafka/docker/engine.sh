@@ -158,8 +158,11 @@ build_compose() {
   build=$WORK/compose-$COMPOSE_VERSION
   rm -rf "$build"; mkdir -p "$WORK" "$(dirname "$target")"
   cp -r "$dir" "$build"; chmod -R u+w "$build"  # the module cache is read-only
-  (cd "$build" && CGO_ENABLED=0 go build -trimpath -o "$target.new" \
-     -ldflags "-s -w -X $COMPOSE_MODULE/internal.Version=$COMPOSE_VERSION" ./cmd)
+  if ! (cd "$build" && CGO_ENABLED=0 go build -trimpath -o "$target.new" \
+        -ldflags "-s -w -X $COMPOSE_MODULE/internal.Version=$COMPOSE_VERSION" ./cmd); then
+    rm -rf "$build" "$target.new"  # no half-made copy of the module is left behind
+    say "go build of Compose $COMPOSE_VERSION failed (above)"; exit 1
+  fi
   mv "$target.new" "$target"
   rm -rf "$build"
   say "Compose $COMPOSE_VERSION built in $((SECONDS - t0)) s: $target"
