@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -174,13 +175,15 @@ def test_brokers_start_after_every_controller(controllers):
 
 FAKE_DOCKER = r"""#!/bin/sh
 # A stand-in for the docker CLI: records each call (state folder, tab, arguments each ended by
-# \037); answers `info` as a running engine (unless $FAKE_DOCKER_NO_ENGINE), `compose version`
+# \037); answers `info` as a running engine (unless $FAKE_DOCKER_NO_ENGINE; `info --format {{json .}}`
+# with $FAKE_DOCKER_INFO when set), `compose version`
 # with $FAKE_DOCKER_COMPOSE_VERSION (default 2.40.3; "none": no plugin), `image inspect` (unless
 # $FAKE_DOCKER_NO_IMAGE); prints $FAKE_DOCKER_PS for `ps`, $FAKE_DOCKER_LOGS for `logs` and
 # $FAKE_DOCKER_LIBS for `exec`; start, unpause, kill, stop and pause change the state `ps` prints.
 { printf '%s\t' "$KAFKALAB_STATE"; for a in "$@"; do printf '%s\037' "$a"; done; echo; } >> "$FAKE_DOCKER_LOG"
 case "$*" in
   info*) [ -n "$FAKE_DOCKER_NO_ENGINE" ] && { echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?" >&2; exit 1; }
+         case "$*" in *"{{json .}}"*) [ -n "$FAKE_DOCKER_INFO" ] && { printf '%s\n' "$FAKE_DOCKER_INFO"; exit 0; } ;; esac
          echo "20.10.24"; exit 0 ;;
   "compose version"*) v=${FAKE_DOCKER_COMPOSE_VERSION:-2.40.3}
          [ "$v" = none ] && { echo "docker: 'compose' is not a docker command." >&2; exit 1; }
@@ -464,20 +467,60 @@ def test_no_docker_command_names_how_to_get_one(fake_docker, monkeypatch):
 
 
 @pytest.mark.parametrize("version", ["none", "1.29.2"])
-def test_compose_v1_only_is_a_clear_error_naming_v2(fake_docker, monkeypatch, version):
+def test_compose_v1_only_is_a_clear_error_naming_the_version_needed(fake_docker, monkeypatch, version):
     monkeypatch.setenv("FAKE_DOCKER_COMPOSE_VERSION", version)
     v1 = fake_docker["tmp"] / "bin" / "docker-compose"
     v1.write_text("#!/bin/sh\necho 'docker-compose version 1.29.2'\n")
     v1.chmod(0o755)
-    with pytest.raises(DockerUnavailable, match=r"needs Compose v2 \(`docker compose`\), found only Compose v1"):
+    with pytest.raises(DockerUnavailable, match=r"needs Compose 2\.20 or newer \(`docker compose`; v5 too\), found only Compose v1"):
         cluster.ComposeCluster(Topology(1)).up()
+    assert not [a for _, a in fake_docker["calls"]() if a[:1] == ["compose"] and "up" in a], "nothing started"
 
 
-def test_compose_version_major_reads_the_short_version():
-    assert cluster.compose_version_major("2.40.3\n") == 2
-    assert cluster.compose_version_major("v2.40.3") == 2
-    assert cluster.compose_version_major("1.29.2") == 1
-    assert cluster.compose_version_major("Usage:  docker [OPTIONS] COMMAND") is None
+@pytest.mark.parametrize("version", ["2.19.1", "v2.19.0", "2.3.3"])
+def test_compose_older_than_2_20_is_refused_naming_the_version_found(fake_docker, monkeypatch, version):
+    monkeypatch.setenv("FAKE_DOCKER_COMPOSE_VERSION", version)
+    with pytest.raises(DockerUnavailable, match=rf"needs Compose 2\.20 or newer .*found Compose {version} "):
+        cluster.ComposeCluster(Topology(1)).up()
+    assert not [a for _, a in fake_docker["calls"]() if a[:1] == ["compose"] and "up" in a], "nothing started"
+
+
+@pytest.mark.parametrize("version", ["2.20.0", "v2.40.3", "5.7.1", "5.0.0-desktop.1", "2.24.6-desktop.1"])
+def test_compose_2_20_and_newer_v5_included_is_accepted(fake_docker, monkeypatch, version):
+    monkeypatch.setenv("FAKE_DOCKER_COMPOSE_VERSION", version)
+    cluster.ComposeCluster(Topology(1)).check_engine()  # raises if refused
+    probes = [a for _, a in fake_docker["calls"]() if a[:1] == ["compose"]]
+    assert probes == [["compose", "version", "--short"]], "asked of `docker compose`, no build of its own here"
+
+
+def test_compose_version_reads_the_short_version():
+    assert cluster.compose_version("2.40.3\n") == (2, 40)
+    assert cluster.compose_version("v2.40.3") == (2, 40)
+    assert cluster.compose_version("5.7.1") == (5, 7)
+    assert cluster.compose_version("5.0.0-desktop.1") == (5, 0), "Docker Desktop's builds carry a suffix"
+    assert cluster.compose_version("2.20") == (2, 20)
+    assert cluster.compose_version("1.29.2") == (1, 29)
+    assert cluster.compose_version("Usage:  docker [OPTIONS] COMMAND") is None
+    assert cluster.compose_version("") is None
+    assert cluster.compose_version_major("v2.40.3") == 2 and cluster.compose_version_major("x") is None
+    accepted = {v: cluster.compose_version_accepted(v)
+                for v in ("2.20.0", "v2.40.3", "5.7.1", "5.0.0-desktop.1", "10.0.0", "2.19.9", "1.29.2", "2.9.0", "")}
+    assert accepted == {"2.20.0": True, "v2.40.3": True, "5.7.1": True, "5.0.0-desktop.1": True, "10.0.0": True,
+                        "2.19.9": False, "1.29.2": False, "2.9.0": False, "": False}, "2.9 is older than 2.20, not newer"
+
+
+def test_the_backend_runs_kafkalabs_own_compose_when_engine_sh_built_one(fake_docker):
+    own = cluster.own_compose()
+    assert own == fake_docker["tmp"] / "docker-work" / "cli-plugins" / "docker-compose"
+    c = cluster.ComposeCluster(Topology(1))
+    assert c.compose_command("ps")[:2] == [shutil.which("docker"), "compose"], "none built: docker compose"
+    own.parent.mkdir(parents=True)
+    own.write_text("#!/bin/sh\necho \"$*\" >> \"$FAKE_DOCKER_LOG.own\"\n[ \"$1\" = version ] && echo 5.7.1\nexit 0\n")
+    own.chmod(0o755)
+    assert c.compose_command("ps") == [str(own), "-f", str(COMPOSE), "ps"], "standalone, the user's plugin untouched"
+    c.check_engine()
+    assert Path(os.environ["FAKE_DOCKER_LOG"] + ".own").read_text().splitlines() == ["version --short"]
+    assert not [a for _, a in fake_docker["calls"]() if a[:1] == ["compose"]], "the user's docker compose not asked"
 
 
 def test_a_missing_local_image_names_the_build_command(fake_docker, monkeypatch):
@@ -545,7 +588,66 @@ def test_compose_up_refuses_data_the_local_backend_wrote(fake_docker):
     (node.data_dir / "meta.properties").write_text("node.id=1\n")
     with pytest.raises(KafkalabError, match="kafkalab wipe --yes"):
         cluster.up(backend="compose")
-    assert fake_docker["calls"]() == [], "nothing is started on data the containers could not write"
+    assert [a for _, a in fake_docker["calls"]() if a[:1] != ["info"]] == [], (
+        "nothing is started on data the containers could not write (only the engine was asked how it maps uids)")
+
+
+#: ``docker info --format '{{json .}}'``, the parts the owner check reads, as engines answer.
+ROOTFUL_INFO = {"OperatingSystem": "Debian GNU/Linux 12 (bookworm)",
+                "SecurityOptions": ["name=seccomp,profile=builtin", "name=cgroupns"]}
+ROOTLESS_INFO = {"OperatingSystem": "Ubuntu 24.04.1 LTS",
+                 "SecurityOptions": ["name=seccomp,profile=builtin", "name=rootless", "name=cgroupns"]}
+USERNS_INFO = {"OperatingSystem": "Debian GNU/Linux 12 (bookworm)",
+               "SecurityOptions": ["name=seccomp,profile=builtin", "name=userns"]}
+DESKTOP_INFO = {"OperatingSystem": "Docker Desktop", "SecurityOptions": ["name=seccomp,profile=unconfined", "name=cgroupns"]}
+SUBUID = "dockremap:165536:65536\nalice:100000:65536\n1001:300000:65536\n"
+
+
+def test_the_host_uid_of_the_containers_appuser_follows_the_engines_user_namespace():
+    assert cluster.container_uid_on_host(ROOTFUL_INFO, 1000, SUBUID, "alice", 1000) == 1000
+    assert cluster.container_uid_on_host(ROOTLESS_INFO, 1000, SUBUID, "alice", 1000) == 100999, (
+        "rootlesskit maps container uid n >= 1 to subuid start + n - 1")
+    assert cluster.container_uid_on_host(ROOTLESS_INFO, 0, SUBUID, "alice", 1000) == 1000, "container root is the user"
+    assert cluster.container_uid_on_host(ROOTLESS_INFO, 1000, SUBUID, "bob", 1001) == 300999, "subuid by uid too"
+    assert cluster.container_uid_on_host(ROOTLESS_INFO, 1000, "", "carol", 1002) is None, "no subuids: cannot tell"
+    assert cluster.container_uid_on_host(USERNS_INFO, 1000, SUBUID, "alice", 1000) == 166536, "userns-remap: dockremap"
+    assert cluster.container_uid_on_host(DESKTOP_INFO, 1000, SUBUID, "alice", 1000) is None, (
+        "Docker Desktop's file sharing shows the files as the user's own: the owner tells nothing")
+    assert cluster.subid_start(SUBUID, "alice", 1000) == 100000 and cluster.subid_start(SUBUID, "x", 5) is None
+
+
+def _plant_meta(owner: int) -> Path:
+    meta = config.Node(1, "broker").data_dir / "meta.properties"
+    meta.parent.mkdir(parents=True, exist_ok=True)
+    meta.write_text("node.id=1\n")
+    os.chown(meta, owner, owner)
+    return meta
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.getuid() != 0,
+                    reason="plants files of other owners (chown): root only (CI runs as root)")
+@pytest.mark.parametrize("engine, info, writer", [
+    ("rootless", ROOTLESS_INFO, 100999), ("userns-remap", USERNS_INFO, 166536), ("rootful", ROOTFUL_INFO, 1000)])
+def test_a_second_compose_up_accepts_the_data_its_containers_wrote(fake_docker, monkeypatch, engine, info, writer):
+    subuid = fake_docker["tmp"] / "subuid"
+    subuid.write_text(SUBUID.replace("alice", "root"))  # this test runs as root: root's subordinate uids
+    monkeypatch.setattr(cluster, "SUBUID_FILE", subuid)
+    monkeypatch.setenv("FAKE_DOCKER_INFO", json.dumps(info))
+    c = cluster.ComposeCluster(Topology(1))
+    _plant_meta(writer)  # what the containers wrote, as the host sees it under this engine
+    cluster._check_data_owner(c)  # raises if refused
+    _plant_meta(4242)  # what another writer (the local backend run by another user) left
+    with pytest.raises(KafkalabError, match=rf"belongs to uid 4242 .*writes as uid {writer}: .*kafkalab wipe --yes"):
+        cluster._check_data_owner(c)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.getuid() != 0,
+                    reason="plants files of other owners (chown): root only (CI runs as root)")
+def test_docker_desktop_never_refuses_on_owners(fake_docker, monkeypatch):
+    monkeypatch.setenv("FAKE_DOCKER_INFO", json.dumps(DESKTOP_INFO))
+    for owner in (os.getuid(), 1000, 4242):
+        _plant_meta(owner)
+        cluster._check_data_owner(cluster.ComposeCluster(Topology(1)))
 
 
 # ----------------------------------------------------------------------------- environment.yml
@@ -614,7 +716,8 @@ def _stub(folder: Path, name: str, script: str) -> None:
     f.chmod(0o755)
 
 
-def _run_engine(tmp_path: Path, stubs: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+def _run_engine(tmp_path: Path, stubs: dict[str, str], *args: str, env: dict[str, str] | None = None
+                ) -> subprocess.CompletedProcess:
     """engine.sh with ``stubs`` (name -> sh body) first on PATH, then only /usr/bin and /bin
     (no dockerd, apt-get or go from the machine), every call to a stub recorded in calls.log."""
     bin_dir = tmp_path / "stub-bin"
@@ -622,7 +725,7 @@ def _run_engine(tmp_path: Path, stubs: dict[str, str], *args: str) -> subprocess
     for name, body in stubs.items():
         _stub(bin_dir, name, f'echo "{name} $*" >> "{tmp_path}/calls.log"\n{body}')
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path / "home"),
-           "KAFKALAB_DOCKER_WORK": str(tmp_path / "work")}
+           "KAFKALAB_DOCKER_WORK": str(tmp_path / "work"), **(env or {})}
     return subprocess.run([str(ENGINE), *args], capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -631,12 +734,142 @@ def _calls(tmp_path: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-def test_engine_installs_nothing_where_docker_compose_v2_answers(tmp_path):
-    # Docker Desktop, or a distribution's Docker with the compose plugin
-    cp = _run_engine(tmp_path, {"docker": 'case "$*" in info*) exit 0;; "compose version"*) echo 2.29.1;; esac',
+@pytest.mark.parametrize("version", ["2.20.0", "v2.40.3", "2.29.1", "5.7.1", "5.0.0-desktop.1", "2.24.6-desktop.1"])
+def test_engine_installs_nothing_where_docker_compose_2_20_or_newer_answers(tmp_path, version):
+    # Docker Desktop (5.x since 2025-12, 2.x before), docker-ce, a distribution's compose plugin
+    cp = _run_engine(tmp_path, {"docker": f'case "$*" in info*) exit 0;; "compose version"*) echo {version};; esac',
                                 "apt-get": "exit 0", "dockerd": "exit 0", "go": "exit 0"}, "up")
     assert cp.returncode == 0, cp.stderr
     assert [c.split()[0] for c in _calls(tmp_path)] == ["docker", "docker"], "only asked, never installed"
+    assert not (tmp_path / "home" / ".docker").exists() and not (tmp_path / "work").exists()
+
+
+@pytest.mark.parametrize("version, why", [
+    ("2.20.0", None), ("v2.40.3", None), ("5.7.1", None), ("5.0.0-desktop.1", None), ("10.1.0", None),
+    ("2.19.1", "older than 2.20"), ("v2.9.0", "older than 2.20"), ("1.29.2", "Compose v1"),
+    ("", "not a version"), ("docker-compose version 1.29.2", "not a version")])
+def test_engine_reads_compose_versions_as_versions(tmp_path, version, why):
+    cp = _run_engine(tmp_path, {}, "compose-version-ok", version)
+    assert (cp.returncode == 0) == (why is None), (version, cp.stderr)
+    if why:
+        assert why in cp.stderr, cp.stderr
+
+
+#: A stand-in ``docker``: an engine that answers; ``docker compose`` is the plugin in
+#: ~/.docker/cli-plugins when there is one, else a system plugin answering $SYSTEM_COMPOSE, else none.
+DOCKER_WITH_PLUGINS = """case "$*" in
+  info*) exit 0 ;;
+  "compose version"*) p=$HOME/.docker/cli-plugins/docker-compose
+    [ -x "$p" ] && exec "$p" version --short
+    [ -n "$SYSTEM_COMPOSE" ] && { echo "$SYSTEM_COMPOSE"; exit 0; }
+    echo "docker: 'compose' is not a docker command." >&2; exit 1 ;;
+esac"""
+#: A stand-in ``go``: ``mod download`` names a module folder whose go.mod needs go $GO_NEEDS
+#: (default: this Go's version); ``build -o OUT -ldflags ...Version=vX`` writes an OUT answering
+#: ``version --short`` with X, as the real build's -ldflags make it do (or fails with
+#: $GO_BUILD_FAILS); GOTOOLCHAIN is recorded.
+GO_STAND_IN = """echo "GOTOOLCHAIN=$GOTOOLCHAIN" >> "$STUB_DIR/go-env.log"
+case "$1 $2" in
+  "env GOVERSION") echo "go${GO_HAS:-1.26.8}" ;;
+  "mod download") mkdir -p "$STUB_DIR/module/cmd"; echo "go ${GO_NEEDS:-${GO_HAS:-1.26.8}}" > "$STUB_DIR/module.mod"
+    printf '{\n\t"Path": "m",\n\t"Dir": "%s",\n\t"GoMod": "%s",\n}\n' "$STUB_DIR/module" "$STUB_DIR/module.mod" ;;
+  build*) [ -n "$GO_BUILD_FAILS" ] && { echo "internal/registry/desktop.go:28:2: 403 Forbidden" >&2; exit 1; }
+    out=; ver=; while [ $# -gt 0 ]; do
+      case "$1" in -o) out=$2 ;; -ldflags) ver=${2##*internal.Version=v} ;; esac; shift; done
+    printf '#!/bin/sh\necho %s\n' "$ver" > "$out"; chmod +x "$out" ;;
+esac"""
+
+
+def _pinned_compose() -> str:
+    return re.search(r"^COMPOSE_VERSION=v(\S+)$", ENGINE.read_text(), flags=re.M)[1]
+
+
+def _plugin_run(tmp_path: Path, system_compose: str = "", **env: str) -> subprocess.CompletedProcess:
+    stub_dir = tmp_path / "go-stub"
+    stub_dir.mkdir(exist_ok=True)
+    return _run_engine(tmp_path, {"docker": DOCKER_WITH_PLUGINS, "go": GO_STAND_IN}, "up",
+                       env={"SYSTEM_COMPOSE": system_compose, "STUB_DIR": str(stub_dir), **env})
+
+
+def test_engine_installs_compose_where_none_answers_and_marks_it_as_kafkalabs(tmp_path):
+    v1 = tmp_path / "stub-bin"
+    v1.mkdir()
+    _stub(v1, "docker-compose", "echo 1.29.2")  # Debian's docker-compose: Compose v1, not accepted
+    cp = _plugin_run(tmp_path)
+    assert cp.returncode == 0, cp.stderr
+    plugin = tmp_path / "home" / ".docker" / "cli-plugins" / "docker-compose"
+    assert subprocess.run([plugin, "version", "--short"], capture_output=True, text=True).stdout.strip() == _pinned_compose()
+    marker = (plugin.parent / ".kafkalab-docker-compose").read_text()
+    assert f"sha256={__import__('hashlib').sha256(plugin.read_bytes()).hexdigest()}" in marker.splitlines(), marker
+    assert not (tmp_path / "work" / "cli-plugins").exists(), "where none answers, `docker compose` works for the user too"
+    assert not [n for n in os.listdir(plugin.parent) if n.startswith("docker-") and n != "docker-compose"], (
+        "the record is not named docker-*: the docker CLI would take it for a plugin")
+    again = _plugin_run(tmp_path)
+    assert again.returncode == 0 and "building" not in again.stderr, "a second up builds nothing"
+
+
+@pytest.mark.parametrize("user_plugin", ["2.19.1", "broken"])
+def test_engine_never_replaces_a_users_plugin_and_builds_its_own_beside_kafkalab(tmp_path, user_plugin):
+    plugins = tmp_path / "home" / ".docker" / "cli-plugins"
+    plugins.mkdir(parents=True)
+    mine = plugins / "docker-compose"
+    mine.write_text(f"#!/bin/sh\necho {user_plugin}\n" if user_plugin != "broken" else "#!/bin/sh\nexit 1\n")
+    mine.chmod(0o755)
+    before = mine.read_bytes(), mine.stat().st_mtime_ns
+    cp = _plugin_run(tmp_path)
+    assert cp.returncode == 0, cp.stderr
+    assert (mine.read_bytes(), mine.stat().st_mtime_ns) == before, "the user's plugin is left exactly as it was"
+    assert not (plugins / ".kafkalab-docker-compose").exists()
+    own = tmp_path / "work" / "cli-plugins" / "docker-compose"
+    assert subprocess.run([own, "version", "--short"], capture_output=True, text=True).stdout.strip() == _pinned_compose()
+    assert "leaving the docker compose you have as it is" in cp.stderr and str(own) in cp.stderr, cp.stderr
+    again = _plugin_run(tmp_path)
+    assert again.returncode == 0 and "building" not in again.stderr, "its own build is found the second time"
+
+
+def test_engine_does_not_shadow_an_old_system_plugin(tmp_path):
+    # docker compose 2.19 from /usr/libexec/docker/cli-plugins: a file in ~/.docker/cli-plugins
+    # would take its place for this user, so kafkalab's own build goes beside the repository instead
+    cp = _plugin_run(tmp_path, system_compose="2.19.1")
+    assert cp.returncode == 0, cp.stderr
+    assert not (tmp_path / "home" / ".docker" / "cli-plugins" / "docker-compose").exists()
+    assert (tmp_path / "work" / "cli-plugins" / "docker-compose").exists()
+    assert "Compose 2.19.1 is older than 2.20" in cp.stderr, cp.stderr
+
+
+def test_engine_replaces_its_own_older_build(tmp_path):
+    plugins = tmp_path / "home" / ".docker" / "cli-plugins"
+    plugins.mkdir(parents=True)
+    ours = plugins / "docker-compose"
+    ours.write_text("#!/bin/sh\necho 2.19.0\n")  # an earlier kafkalab build, its record beside it
+    ours.chmod(0o755)
+    (plugins / ".kafkalab-docker-compose").write_text(
+        f"built by kafkalab\nsha256={__import__('hashlib').sha256(ours.read_bytes()).hexdigest()}\n")
+    cp = _plugin_run(tmp_path)
+    assert cp.returncode == 0, cp.stderr
+    assert subprocess.run([ours, "version", "--short"], capture_output=True, text=True).stdout.strip() == _pinned_compose()
+    assert not (tmp_path / "work" / "cli-plugins").exists()
+
+
+def test_a_failed_compose_build_leaves_no_plugin_record_or_build_folder(tmp_path):
+    cp = _plugin_run(tmp_path, GO_BUILD_FAILS="1")
+    assert cp.returncode == 1 and "go build of Compose" in cp.stderr and "403 Forbidden" in cp.stderr, cp.stderr
+    plugins = tmp_path / "home" / ".docker" / "cli-plugins"
+    assert not plugins.exists() or sorted(os.listdir(plugins)) == [], "no plugin, no half-written file, no record"
+    assert not list((tmp_path / "work").glob("compose-*")), "the copy of the module is removed"
+
+
+def test_engine_builds_with_the_go_toolchain_the_module_needs(tmp_path):
+    cp = _plugin_run(tmp_path, GO_HAS="1.24.4", GO_NEEDS="1.26.10")
+    assert cp.returncode == 0, cp.stderr
+    assert "needs go 1.26.10, this Go is 1.24.4" in cp.stderr, cp.stderr
+    used = (tmp_path / "go-stub" / "go-env.log").read_text().splitlines()
+    assert used[-1] == "GOTOOLCHAIN=go1.26.10", "the build ran with the module's Go (from the Go module proxy)"
+    newer = tmp_path / "newer-go"
+    newer.mkdir()
+    cp = _plugin_run(newer, GO_HAS="1.26.10", GO_NEEDS="1.26.8")
+    assert cp.returncode == 0, cp.stderr
+    assert "toolchain" not in cp.stderr, "a newer Go builds it as it is"
 
 
 def test_engine_without_root_exits_with_the_no_engine_status_and_the_reason(tmp_path):
@@ -663,10 +896,37 @@ def test_engine_down_stops_only_a_dockerd_it_started(tmp_path):
 
 def test_the_compose_version_is_pinned_in_one_place():
     pins = re.findall(r"^COMPOSE_VERSION=(v\d+\.\d+\.\d+)$", ENGINE.read_text(), flags=re.M)
-    assert pins == ["v2.40.3"], pins
-    elsewhere = [p for p in (ROOT / "Makefile", ROOT / ".ci" / "run", ROOT / "src" / "kafkalab" / "cluster.py")
-                 if "2.40.3" in p.read_text()]
+    assert len(pins) == 1 and pins[0].startswith("v5."), f"one pin, a Compose v5: {pins}"
+    elsewhere = [p for p in (ROOT / "Makefile", ROOT / ".ci" / "run", ROOT / "src" / "kafkalab" / "cluster.py",
+                             Path(__file__)) if pins[0][1:] in p.read_text()]
     assert elsewhere == [], f"Compose's version is pinned in engine.sh only, not in {elsewhere}"
+    minimum = re.search(r"^COMPOSE_MIN=(\d+)\.(\d+)$", ENGINE.read_text(), flags=re.M)
+    assert (int(minimum[1]), int(minimum[2])) == cluster.COMPOSE_MIN, "engine.sh and the backend accept the same"
+
+
+@pytest.mark.parametrize("ci", ["true", None], ids=["on-CI", "a-user"])
+def test_the_compose_smoke_fails_on_ci_where_a_user_would_skip_it(tmp_path, ci):
+    # make compose-smoke where engine.sh up exits 3 (no engine, not root): the real smoke module,
+    # the real engine.sh; only `docker` (no engine answers) and `id` (uid 1000) are stand-ins
+    bin_dir = tmp_path / "stub-bin"
+    bin_dir.mkdir()
+    _stub(bin_dir, "docker", "echo 'Cannot connect to the Docker daemon' >&2; exit 1")
+    _stub(bin_dir, "id", "echo 1000")
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "KAFKALAB_PORT_BASE")}
+    env.update({"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path / "home"), "KAFKALAB_COMPOSE_SMOKE": "1",
+                "KAFKALAB_DOCKER_WORK": str(tmp_path / "work"), "KAFKALAB_STATE": str(tmp_path / "state"),
+                **({"CI": ci} if ci else {})})
+    cp = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "tests" / "test_compose_live.py"), "-p",
+                         "no:cacheprovider", "-q", "-rs"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                        timeout=300)
+    counts = dict((k, int(n)) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)\b", cp.stdout.splitlines()[-1]))
+    if ci:
+        assert cp.returncode == 1 and counts.get("errors", counts.get("error")) == 5 and "skipped" not in counts, cp.stdout
+        assert "no Docker engine on CI, where one can always be had (root + apt)" in cp.stdout, cp.stdout[-3000:]
+    else:
+        assert cp.returncode == 0 and counts == {"skipped": 5}, cp.stdout
+        assert "no Docker engine here" in cp.stdout and "needs root" in cp.stdout, cp.stdout[-3000:]
+    assert not (tmp_path / "work" / "dockerd.pid").exists(), "no engine was started"
 
 
 def test_a_timeline_names_the_fault_as_the_backend_carries_it_out(fake_docker, monkeypatch):

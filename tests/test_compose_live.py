@@ -5,9 +5,12 @@ every test here is skipped unless ``$KAFKALAB_COMPOSE_SMOKE`` is set, which only
 sets. In order, on the environment's port base (``$KAFKALAB_PORT_BASE``, default 9092) and a
 state folder of its own (``$KAFKALAB_STATE/compose-smoke``, so no local cluster's data is touched):
 
-1. ``kafka/docker/engine.sh up``: a Docker engine and Compose v2, installed where the user is root
-   with apt (CI) and nothing installed where they answer (Docker Desktop). Exit status 3 (no engine
-   can be had here: not root, no apt, dockerd does not start) skips every test, with its reason.
+1. ``kafka/docker/engine.sh up``: a Docker engine and Compose 2.20 or newer (v5 included),
+   installed where the user is root with apt (CI) and nothing installed where they answer (Docker
+   Desktop). Exit status 3 (no engine can be had here: not root, no apt, dockerd does not start)
+   skips every test, with its reason, for a user; on CI (``$CI`` true, as GitHub Actions and
+   GitLab set it), where an engine can always be had (root + apt), it fails every test instead:
+   a skip there would hide a broken setup.
 2. ``kafka/docker/engine.sh image``: the stand-in Kafka image, built or found by its inputs' hash.
 3. ``kafkalab up --backend compose``: containers, not JVMs on the host, serve all four nodes.
 4. Every node verb on a container (kill, start, stop, pause, resume, logs, status).
@@ -36,7 +39,7 @@ from kafkalab import cluster, config
 
 ROOT = config.repo_root()
 ENGINE = ROOT / "kafka" / "docker" / "engine.sh"
-#: engine.sh's exit status when no engine can be had here (a skip, not a failure).
+#: engine.sh's exit status when no engine can be had here (a skip for a user, a failure on CI).
 NO_ENGINE = 3
 #: The notebooks the smoke runs: 06 reads segment files through the bind mounts, 08 kills and
 #: restarts brokers (containers).
@@ -47,9 +50,17 @@ UP_TIMEOUT_S = 240
 
 pytestmark = [
     pytest.mark.cluster,
+    # the first test's setup may install docker.io and build Compose from source (minutes on 2
+    # cores): beyond pytest's default 600 s; every step has its own subprocess timeout
+    pytest.mark.timeout(3600),
     pytest.mark.skipif(not os.environ.get("KAFKALAB_COMPOSE_SMOKE"),
                        reason="the compose smoke runs alone, after make test: make compose-smoke"),
 ]
+
+def on_ci() -> bool:
+    """``$CI`` says this is a CI run (``true``, as GitHub Actions, GitLab CI and .ci/run set it)."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
 
 #: Seconds per step, printed at the end.
 TIMES: dict[str, float] = {}
@@ -109,11 +120,15 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Smoke]:
     pid_file = cluster.docker_work_dir() / "dockerd.pid"
     had_pid_file = pid_file.exists()
     cp = _timed("engine (engine.sh up)", [str(ENGINE), "up"], env, timeout_s=1800)
-    if cp.returncode == NO_ENGINE:
-        pytest.skip(f"no Docker engine here: {cp.stderr.strip().splitlines()[-1] if cp.stderr.strip() else 'engine.sh up exited 3'}")
-    assert cp.returncode == 0, f"engine.sh up failed:\n{cp.stderr}"
-    s.engine_started_here = pid_file.exists() and not had_pid_file
+    s.engine_started_here = pid_file.exists() and not had_pid_file  # also when up failed after starting it
+    engine_ready = cp.returncode == 0
     try:
+        if cp.returncode == NO_ENGINE:
+            reason = cp.stderr.strip().splitlines()[-1] if cp.stderr.strip() else "engine.sh up exited 3"
+            if on_ci():
+                pytest.fail(f"no Docker engine on CI, where one can always be had (root + apt): {reason}", pytrace=False)
+            pytest.skip(f"no Docker engine here: {reason}")
+        assert engine_ready, f"engine.sh up failed:\n{cp.stderr}"
         cp = _timed("image (engine.sh image)", [str(ENGINE), "image"], env, timeout_s=1800)
         assert cp.returncode == 0, f"engine.sh image failed:\n{cp.stderr}"
         assert cp.stdout.strip().startswith("kafkalab/kafka:"), cp.stdout
@@ -124,7 +139,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Smoke]:
         print(f"compose smoke: kafkalab up: {TIMES['kafkalab up --backend compose']} s", file=sys.stderr)
         yield s
     finally:
-        if any(_project_objects(s.project).values()):
+        if engine_ready and any(_project_objects(s.project).values()):
             subprocess.run([sys.executable, "-m", "kafkalab.cli", "down"], env=env, timeout=300, cwd=ROOT)
         if s.engine_started_here:
             _timed("engine stop (engine.sh down)", [str(ENGINE), "down"], env, timeout_s=120)

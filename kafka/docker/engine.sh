@@ -1,29 +1,59 @@
 #!/usr/bin/env bash
-# The Docker engine and Compose v2 for kafkalab's compose backend, and the stand-in Kafka image.
+# The Docker engine and Docker Compose for kafkalab's compose backend, and the stand-in Kafka image.
 #
-#   kafka/docker/engine.sh up      an engine that answers and `docker compose` v2; installs
-#                                  what is missing where it can (root + apt), else says why
+#   kafka/docker/engine.sh up      an engine that answers and a `docker compose` of 2.20 or newer
+#                                  (v5 included); installs what is missing where it can (root + apt,
+#                                  Go), else says why
 #   kafka/docker/engine.sh image   the Kafka image of kafka/docker/Dockerfile, built on a Debian
 #                                  base made by debootstrap (no registry needed); prints its tag
 #   kafka/docker/engine.sh down    stops dockerd if `up` started it (and only then)
+#   kafka/docker/engine.sh compose-version-ok VERSION
+#                                  exit 0 when VERSION (`docker compose version --short`) is
+#                                  accepted, else 1 with the reason on stderr
 #
-# Idempotent and cached: a second `up` finds the engine and the plugin and does nothing; a second
+# Idempotent and cached: a second `up` finds the engine and Compose and does nothing; a second
 # `image` finds the tag of its inputs' hash and builds nothing. On a machine with a working
-# `docker compose` v2 (Docker Desktop, a distribution's packages) nothing is installed.
+# `docker compose` 2.20 or newer (Docker Desktop, docker-ce, a distribution's packages) nothing
+# is installed.
+#
+# Compose, and a user's plugin. Accepted: `docker compose version --short` of 2.20 or newer, any
+# major above 2 (Docker has shipped v5 since 2025-12): 2.20.0, v2.40.3, 5.7.1, 5.0.0-desktop.1.
+# Rejected, saying why: 2.x older than 2.20, and Compose v1 (`docker-compose`, which rejects
+# docker-compose.yml's top-level `name:`). Where none is accepted, Compose $COMPOSE_VERSION is
+# built from the Go module proxy, and placed so that no `docker compose` the user has changes:
+#   - no `docker compose` answers and ~/.docker/cli-plugins/docker-compose does not exist: it is
+#     installed there (so `docker compose` works for the user too), with a record beside it,
+#     .kafkalab-docker-compose (its version and sha256), which marks the file as kafkalab's;
+#   - the file there is kafkalab's (the record matches it): it is replaced by the new build;
+#   - anything else (the user's own plugin, too old or broken; a system plugin answering with an
+#     old version): left as it is, and the build goes to .kafkalab/docker/cli-plugins/docker-compose
+#     in the repository, which the compose backend runs as a standalone `docker-compose`
+#     (kafkalab.cluster.compose_program); the user's `docker compose` stays theirs.
 #
 # Exit status: 0 done; NO_ENGINE (3) when no engine can be had here (not root, no apt-get, dockerd
-# does not start, no Go to build Compose v2): the reason is on stderr, and the compose smoke
-# (tests/test_compose_live.py) turns it into a skip; anything else is a failure.
+# does not start, no Go to build Compose): the reason is on stderr, and the compose smoke
+# (tests/test_compose_live.py) turns it into a skip, except on CI ($CI=true), where it is a
+# failure; anything else is a failure.
 #
 # Measured on Debian 12, as root (shared/FACTS.md, "Containers on this machine"): Debian's
 # docker.io 20.10.24 runs containers (overlay2); its docker-compose is v1.29.2, which rejects the
-# top-level `name:` of docker-compose.yml, so Compose v2 is built from the Go module proxy
-# (`go install pkg@version` refuses the module's replace directives: it is built in a copy of the
-# module's folder). Docker Hub cannot be reached here: the base image comes from Debian's mirror.
+# top-level `name:` of docker-compose.yml, so Compose is built from the Go module proxy
+# (`go install pkg@version` refuses the module's exclude directives: it is built in a copy of the
+# module's folder). Compose v5 requires a newer Go than many distributions ship (v5.7.1: go
+# 1.26.10): the build then asks Go for that toolchain (GOTOOLCHAIN=go<version>, a module of the Go
+# module proxy, checked against sum.golang.org). Docker Hub cannot be reached here: the base
+# image comes from Debian's mirror.
 set -euo pipefail
 
-#: Compose v2, pinned here and only here (github.com/docker/compose/releases/tag/v2.40.3).
-COMPOSE_VERSION=v2.40.3
+#: Compose, pinned here and only here: the newest v5 the Go module proxy can build, v5.6.0
+#: (2026-10-02; github.com/docker/compose/releases/tag/v5.6.0). v5.7.0 and v5.7.1 need
+#: github.com/docker/secrets-engine/{client,x}, which the proxy answers "403 Forbidden: This module
+#: version is not available" (checked 2026-11-28), so `go build` cannot fetch them.
+COMPOSE_VERSION=v5.6.0
+#: Its Go module: from v5 on the major version is part of the path (v2's was github.com/docker/compose/v2).
+COMPOSE_MODULE=github.com/docker/compose/${COMPOSE_VERSION%%.*}
+#: The oldest `docker compose` accepted (MAJOR.MINOR); kafkalab.cluster.COMPOSE_MIN says the same.
+COMPOSE_MIN=2.20
 #: The base image: Debian 12 (bookworm) minbase, from debootstrap (tag kept by `image`).
 DEBIAN_SUITE=bookworm
 DEBIAN_MIRROR=${KAFKALAB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -36,16 +66,51 @@ REPO=$(cd "$HERE/../.." && pwd)
 # repository's .kafkalab/, independent of $KAFKALAB_STATE (as config.jars_dir).
 WORK=${KAFKALAB_DOCKER_WORK:-$REPO/.kafkalab/docker}
 PLUGIN_DIR=${DOCKER_CONFIG:-$HOME/.docker}/cli-plugins
+#: The record that marks $PLUGIN_DIR/docker-compose as built by kafkalab (not named docker-*:
+#: the docker CLI would take it for a plugin).
+MARKER=$PLUGIN_DIR/.kafkalab-docker-compose
+#: Where kafkalab's own Compose goes when a user's plugin is in the way (cluster.compose_program).
+OWN_COMPOSE=$WORK/cli-plugins/docker-compose
 JARS=${KAFKALAB_JARS:-$REPO/.kafkalab/jars}/broker
 
 say() { echo "engine.sh: $*" >&2; }
 no_engine() { say "no Docker engine for the compose backend: $*"; exit "$NO_ENGINE"; }
 
 engine_answers() { docker info >/dev/null 2>&1; }
-compose_v2() {
+# compose_version_ok VERSION: 0 when VERSION (`docker compose version --short`: 2.40.3, v2.40.3,
+# 5.0.0-desktop.1) is $COMPOSE_MIN or newer; else 1, the reason in $WHY.
+WHY=
+compose_version_ok() {
+  local v=${1#v} major minor min_major=${COMPOSE_MIN%.*} min_minor=${COMPOSE_MIN#*.}
+  v=${v//[[:space:]]/}
+  if ! [[ $v =~ ^([0-9]+)\.([0-9]+)(\.[0-9]+)?([-+][0-9A-Za-z.+-]*)?$ ]]; then
+    WHY="\`docker compose version --short\` answered ${1:-nothing}, not a version"; return 1
+  fi
+  major=$((10#${BASH_REMATCH[1]})) minor=$((10#${BASH_REMATCH[2]}))
+  if ((major < 2)); then
+    WHY="Compose $1 is Compose v1, which rejects docker-compose.yml's top-level name: ($COMPOSE_MIN or newer is needed)"; return 1
+  fi
+  if ((major == min_major && minor < min_minor)); then
+    WHY="Compose $1 is older than $COMPOSE_MIN"; return 1
+  fi
+  return 0
+}
+# compose_ok [PROGRAM...]: `PROGRAM version --short` (default: docker compose) answers an accepted version.
+compose_ok() {
   local v
-  v=$(docker compose version --short 2>/dev/null) || return 1
-  [[ ${v#v} == 2.* ]]
+  (($#)) || set -- docker compose
+  if ! v=$("$@" version --short 2>/dev/null); then
+    WHY="\`$*\` does not answer"
+    command -v docker-compose >/dev/null && [ "$*" = "docker compose" ] && WHY+=" (found only $(command -v docker-compose): $(docker-compose version --short 2>/dev/null || echo Compose v1))"
+    return 1
+  fi
+  compose_version_ok "$v"
+}
+# The plugin file is kafkalab's: the record beside it names its sha256.
+plugin_is_ours() {
+  [ -f "$PLUGIN_DIR/docker-compose" ] && [ -f "$MARKER" ] || return 1
+  local sum; sum=$(sha256sum "$PLUGIN_DIR/docker-compose" | cut -d' ' -f1)
+  grep -qx "sha256=$sum" "$MARKER"
 }
 is_root() { [ "$(id -u)" = 0 ]; }
 
@@ -70,25 +135,70 @@ start_dockerd() {
   no_engine "dockerd did not start; its log ends with: $(tail -n 5 "$WORK/dockerd.log" | tr '\n' ' ')"
 }
 
+# go_at_least A B: Go version A (1.26.8) is B or newer.
+go_at_least() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" = "$2" ]; }
+
+# build_compose TARGET: Compose $COMPOSE_VERSION built from the Go module proxy, written to TARGET.
 build_compose() {
-  command -v go >/dev/null || no_engine "Compose v2 is missing and there is no Go toolchain to build it (https://go.dev/dl/), or install the docker-compose-plugin package"
-  local dir build t0=$SECONDS
-  say "building Compose $COMPOSE_VERSION from the Go module proxy (about 2 minutes on 2 cores)"
-  dir=$(go mod download -json "github.com/docker/compose/v2@$COMPOSE_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [ -n "$dir" ] || { say "go mod download gave no folder for github.com/docker/compose/v2@$COMPOSE_VERSION"; exit 1; }
+  local target=$1
+  command -v go >/dev/null || no_engine "no accepted Compose ($WHY) and there is no Go toolchain to build one (https://go.dev/dl/), or install Docker's docker-compose-plugin package"
+  local info dir gomod need have build t0=$SECONDS
+  say "building Compose $COMPOSE_VERSION ($COMPOSE_MODULE) from the Go module proxy (a few minutes on 2 cores)"
+  info=$(go mod download -json "$COMPOSE_MODULE@$COMPOSE_VERSION" 2>/dev/null || true)
+  gomod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p' <<<"$info")
+  need=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$gomod" 2>/dev/null | head -1)
+  have=$(go env GOVERSION); have=${have#go}
+  if [ -n "$need" ] && ! go_at_least "$have" "$need"; then
+    say "Compose $COMPOSE_VERSION needs go $need, this Go is $have: using the go$need toolchain (from the Go module proxy)"
+    export GOTOOLCHAIN=go$need
+    info=$(go mod download -json "$COMPOSE_MODULE@$COMPOSE_VERSION")
+  fi
+  dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$info")
+  [ -n "$dir" ] || { say "go mod download gave no folder for $COMPOSE_MODULE@$COMPOSE_VERSION: $info"; exit 1; }
   build=$WORK/compose-$COMPOSE_VERSION
-  rm -rf "$build"; mkdir -p "$WORK"
+  rm -rf "$build"; mkdir -p "$WORK" "$(dirname "$target")"
   cp -r "$dir" "$build"; chmod -R u+w "$build"  # the module cache is read-only
-  mkdir -p "$PLUGIN_DIR"
-  (cd "$build" && CGO_ENABLED=0 go build -trimpath -o "$PLUGIN_DIR/docker-compose.new" \
-     -ldflags "-s -w -X github.com/docker/compose/v2/internal.Version=$COMPOSE_VERSION" ./cmd)
-  mv "$PLUGIN_DIR/docker-compose.new" "$PLUGIN_DIR/docker-compose"
+  if ! (cd "$build" && CGO_ENABLED=0 go build -trimpath -o "$target.new" \
+        -ldflags "-s -w -X $COMPOSE_MODULE/internal.Version=$COMPOSE_VERSION" ./cmd); then
+    rm -rf "$build" "$target.new"  # no half-made copy of the module is left behind
+    say "go build of Compose $COMPOSE_VERSION failed (above)"; exit 1
+  fi
+  mv "$target.new" "$target"
   rm -rf "$build"
-  say "Compose $COMPOSE_VERSION built in $((SECONDS - t0)) s: $PLUGIN_DIR/docker-compose"
+  say "Compose $COMPOSE_VERSION built in $((SECONDS - t0)) s: $target"
+}
+
+# install_compose: build Compose where it changes no `docker compose` the user has (see the top).
+install_compose() {
+  local why=$WHY target
+  if plugin_is_ours || { [ ! -e "$PLUGIN_DIR/docker-compose" ] && ! docker compose version >/dev/null 2>&1; }; then
+    target=$PLUGIN_DIR/docker-compose
+  else
+    target=$OWN_COMPOSE
+    say "leaving the docker compose you have as it is ($why); kafkalab builds its own at $target"
+  fi
+  WHY=$why build_compose "$target"
+  if [ "$target" = "$PLUGIN_DIR/docker-compose" ]; then
+    printf 'built by kafkalab (kafka/docker/engine.sh), Compose %s\nsha256=%s\n' "$COMPOSE_VERSION" \
+      "$(sha256sum "$target" | cut -d' ' -f1)" > "$MARKER"
+    rm -f "$OWN_COMPOSE"
+  fi
+}
+
+# compose_answers: an accepted `docker compose`, or kafkalab's own build of the pinned version.
+compose_answers() {
+  compose_ok && return 0
+  local why=$WHY
+  if [ -x "$OWN_COMPOSE" ] && compose_ok "$OWN_COMPOSE" \
+     && [ "$("$OWN_COMPOSE" version --short 2>/dev/null)" = "${COMPOSE_VERSION#v}" ]; then
+    return 0
+  fi
+  WHY=$why
+  return 1
 }
 
 cmd_up() {
-  if engine_answers && compose_v2; then return 0; fi
+  if engine_answers && compose_answers; then return 0; fi
   if ! engine_answers; then
     if ! command -v dockerd >/dev/null; then
       is_root || no_engine "no Docker engine answers and installing one needs root (install Docker Desktop or Debian's docker.io)"
@@ -100,8 +210,8 @@ cmd_up() {
     is_root || no_engine "dockerd is installed but not running, and starting it needs root (sudo systemctl start docker)"
     start_dockerd
   fi
-  compose_v2 || build_compose
-  compose_v2 || { say "docker compose still is not v2 after the build: $(docker compose version 2>&1 | head -1)"; exit 1; }
+  compose_answers || install_compose
+  compose_answers || { say "no accepted Compose after the build: $WHY"; exit 1; }
 }
 
 cmd_down() {
@@ -171,5 +281,6 @@ case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
   image) tag=$(cmd_image); mkdir -p "$WORK"; echo "$tag" > "$WORK/image"; echo "$tag" ;;
-  *) echo "usage: $0 up|image|down" >&2; exit 2 ;;
+  compose-version-ok) compose_version_ok "${2:-}" || { say "$WHY"; exit 1; } ;;
+  *) echo "usage: $0 up|image|down|compose-version-ok VERSION" >&2; exit 2 ;;
 esac

@@ -865,11 +865,14 @@ CONTAINER_LIBS_DIR = "/opt/kafka/libs"
 OFFICIAL_IMAGE = f"apache/kafka:{KAFKA_VERSION}"
 #: The compose project of the default port base (docker-compose.yml's ``name:``).
 COMPOSE_PROJECT = "kafkalab"
-#: The command that installs the engine and Compose v2 where it can, and the one that builds the image.
+#: The oldest ``docker compose`` the backend accepts (MAJOR, MINOR); any later major too: Docker
+#: has shipped Compose v5 since 2025-12. kafka/docker/engine.sh's COMPOSE_MIN says the same.
+COMPOSE_MIN = (2, 20)
+#: The command that installs the engine and Compose where it can, and the one that builds the image.
 ENGINE_SETUP_COMMAND = "make compose-setup"
 IMAGE_BUILD_COMMAND = "make compose-image"
 #: Seconds a ``docker`` call that only asks (info, version, image inspect) may take: the bad
-#: states (no engine, no Compose v2, no image) are reported within 5 s.
+#: states (no engine, no accepted Compose, no image) are reported within 5 s.
 DOCKER_ASK_TIMEOUT_S = 4.0
 
 
@@ -879,6 +882,23 @@ def docker_work_dir() -> Path:
     independent of ``$KAFKALAB_STATE`` (like the jars: two clusters share one image)."""
     env = os.environ.get("KAFKALAB_DOCKER_WORK")
     return Path(env) if env else config.repo_root() / ".kafkalab" / "docker"
+
+
+def own_compose() -> Path:
+    """Where kafka/docker/engine.sh puts the Compose it builds when a ``docker compose`` the user
+    has is in the way (too old, or not one kafkalab built): ``cli-plugins/docker-compose`` in
+    ``docker_work_dir()``. The backend runs it as a standalone ``docker-compose``
+    (``compose_program``), so the user's own ``docker compose`` is never replaced."""
+    return docker_work_dir() / "cli-plugins" / "docker-compose"
+
+
+def compose_program(docker: str) -> list[str]:
+    """The Compose command the backend runs: kafkalab's own build (``own_compose``) when
+    engine.sh made one, else ``docker compose`` (``docker`` is the docker command's path)."""
+    own = own_compose()
+    if own.is_file() and os.access(own, os.X_OK):
+        return [str(own)]
+    return [docker, "compose"]
 
 
 def local_image() -> str | None:
@@ -932,11 +952,24 @@ def kafka_version_from_jars(names: Sequence[str]) -> str:
     return found.pop()
 
 
+def compose_version(output: str) -> tuple[int, int] | None:
+    """(MAJOR, MINOR) of ``docker compose version --short`` output: ``2.20.0``, ``v2.40.3``,
+    ``5.7.1``, ``5.0.0-desktop.1`` (Docker Desktop's builds); None when it is not a version (no
+    plugin: the docker CLI's usage text)."""
+    m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+][0-9A-Za-z.+-]*)?", output.strip())
+    return (int(m[1]), int(m[2])) if m else None
+
+
 def compose_version_major(output: str) -> int | None:
-    """The major version in ``docker compose version --short`` output (``2.29.1`` or
-    ``v2.29.1``), or None when it is not a version (no plugin: the docker CLI's usage text)."""
-    m = re.fullmatch(r"v?(\d+)\.\d+[^\s]*", output.strip())
-    return int(m[1]) if m else None
+    """The major version of ``docker compose version --short`` output (``compose_version``), or None."""
+    v = compose_version(output)
+    return v[0] if v else None
+
+
+def compose_version_accepted(output: str) -> bool:
+    """``docker compose version --short`` output names COMPOSE_MIN or newer (v5 included)."""
+    v = compose_version(output)
+    return v is not None and v >= COMPOSE_MIN
 
 
 class ComposeCluster(LocalCluster):
@@ -991,18 +1024,19 @@ class ComposeCluster(LocalCluster):
         if not docker:
             raise DockerUnavailable(
                 "the compose backend needs the `docker` command and a Docker engine: Docker Desktop, or on "
-                f"Debian as root `{ENGINE_SETUP_COMMAND}` (installs docker.io and Compose v2); or use the local "
+                f"Debian as root `{ENGINE_SETUP_COMMAND}` (installs docker.io and Compose); or use the local "
                 "backend (`kafkalab up --backend local`)")
         return docker
 
     def compose_command(self, *args: str) -> list[str]:
-        """``docker compose -f ... ARGS``: the command line ``_compose`` runs.
+        """``docker compose -f ... ARGS`` (or kafkalab's own Compose, ``compose_program``): the
+        command line ``_compose`` runs.
 
         Raises:
             DockerUnavailable: no ``docker`` command on PATH.
         """
         files = [a for f in self.compose_files() for a in ("-f", str(f))]
-        return [self.docker(), "compose", *files, *args]
+        return [*compose_program(self.docker()), *files, *args]
 
     @staticmethod
     def compose_environment() -> dict[str, str]:
@@ -1031,13 +1065,14 @@ class ComposeCluster(LocalCluster):
             return None
 
     def check_engine(self) -> None:
-        """That the compose backend can run here: a Docker engine answers and ``docker compose``
-        is Compose v2. Asks ``docker info`` and ``docker compose version`` (within
-        ``DOCKER_ASK_TIMEOUT_S`` each).
+        """That the compose backend can run here: a Docker engine answers and Compose
+        (``compose_program``) is COMPOSE_MIN (2.20) or newer, v5 included. Asks ``docker info``
+        and ``docker compose version --short`` (within ``DOCKER_ASK_TIMEOUT_S`` each).
 
         Raises:
             DockerUnavailable: no docker command, no engine (the message names how to start one),
-                or Compose v1 only (docker-compose.yml's top-level ``name:`` needs v2).
+                Compose older than 2.20, or Compose v1 only (which rejects docker-compose.yml's
+                top-level ``name:``).
         """
         info = self._docker("info", "--format", "{{.ServerVersion}}")
         if info is None or info.returncode != 0 or not info.stdout.strip():
@@ -1045,15 +1080,28 @@ class ComposeCluster(LocalCluster):
             raise DockerUnavailable(
                 f"no Docker engine answers (`docker info`: {why}). Start it: Docker Desktop, or "
                 f"`sudo systemctl start docker`, or as root `{ENGINE_SETUP_COMMAND}` (installs and starts dockerd)")
-        version = self._docker("compose", "version", "--short")
-        major = compose_version_major(version.stdout) if version is not None and version.returncode == 0 else None
-        if major is None or major < 2:
+        program = compose_program(self.docker())
+        try:
+            version = subprocess.run([*program, "version", "--short"], capture_output=True, text=True,
+                                     timeout=DOCKER_ASK_TIMEOUT_S, env=self.compose_environment())
+        except subprocess.TimeoutExpired:
+            version = None
+        answer = version.stdout.strip() if version is not None and version.returncode == 0 else ""
+        if not compose_version_accepted(answer):
+            minimum = ".".join(map(str, COMPOSE_MIN))
             v1 = shutil.which("docker-compose")
-            found = f"only Compose v1 (`{v1}`)" if v1 else "no `docker compose` plugin"
+            version_found = compose_version(answer)
+            if version_found and version_found[0] >= 2:
+                found = f"Compose {answer} (`{' '.join(program)}`)"
+            elif version_found or v1:
+                found = f"only Compose v1 (`{v1 or ' '.join(program)}`)"
+            else:
+                found = "no `docker compose` plugin"
             raise DockerUnavailable(
-                f"the compose backend needs Compose v2 (`docker compose`), found {found}: docker-compose.yml uses "
-                f"v2's top-level `name:`. Install the docker-compose-plugin package, or `{ENGINE_SETUP_COMMAND}` "
-                "(builds Compose v2 from its Go module)")
+                f"the compose backend needs Compose {minimum} or newer (`docker compose`; v5 too), found {found}: "
+                "Compose v1 rejects docker-compose.yml's top-level `name:`. Install Docker's docker-compose-plugin "
+                f"package, or `{ENGINE_SETUP_COMMAND}` (builds the current Compose from its Go module, without "
+                "replacing a plugin you have)")
 
     def check_image(self) -> None:
         """That the nodes' image is on the engine (``docker image inspect``); the official image is
@@ -1266,7 +1314,7 @@ class ComposeCluster(LocalCluster):
         (``/etc/kafka/secrets``, ``/mnt/shared/config``; the data folder is a bind mount), as
         docker-compose.yml declares no named volume. ``docker compose down -v`` removes them,
         except those of a container compose recreated (a new image), which it keeps by name
-        (seen with the Compose v2 of engine.sh on Debian's Docker 20.10): ``down`` removes what is left."""
+        (seen with Compose v2.40.3 on Debian's Docker 20.10): ``down`` removes what is left."""
         ids = [d["ID"] for d in states.values() if d.get("ID")]
         if not ids:
             return []
@@ -1408,12 +1456,89 @@ def cluster(backend: str | None = None) -> LocalCluster:
     return ComposeCluster() if chosen_backend(backend) == "compose" else LocalCluster()
 
 
+#: The subordinate uids of users (subuid(5)): the user namespaces of rootless Docker and userns-remap.
+SUBUID_FILE = Path("/etc/subuid")
+
+
+def subid_start(subuid: str, user: str, uid: int) -> int | None:
+    """The first subordinate uid of ``user`` (name, or its ``uid``) in ``/etc/subuid``'s text
+    (``name:start:count`` lines; subuid(5)), or None when it has none."""
+    for line in subuid.splitlines():
+        parts = line.strip().split(":")
+        if len(parts) == 3 and parts[0] in (user, str(uid)) and parts[1].isdigit():
+            return int(parts[1])
+    return None
+
+
+def container_uid_on_host(info: dict, uid: int = CONTAINER_UID, subuid: str = "", user: str = "",
+                          host_uid: int | None = None) -> int | None:
+    """The host uid that owns the files a container process of uid ``uid`` writes into a bind
+    mount, given the engine's ``docker info`` (as JSON: ``SecurityOptions``, ``OperatingSystem``):
+
+    - Docker Desktop (``OperatingSystem`` "Docker Desktop", also Desktop for Linux): None. Its
+      file sharing from the VM shows bind-mounted files as the user's own on both sides, so an
+      owner tells nothing about which backend wrote them (and both can write them).
+    - rootless Docker (``name=rootless`` in ``SecurityOptions``): the user namespace of rootlesskit
+      maps container uid 0 to the user (``host_uid``) and uid n >= 1 to the user's subordinate uid
+      ``start + n - 1`` (``subuid``: /etc/subuid's text; Docker docs, "Run the Docker daemon as a
+      non-root user"); None when the user has no subordinate uids.
+    - ``--userns-remap`` (``name=userns``): uid n maps to ``start + n`` of the remap user, by default
+      ``dockremap`` (Docker docs, "Isolate containers with a user namespace").
+    - otherwise (rootful, no user namespace): ``uid`` itself.
+    """
+    if "docker desktop" in str(info.get("OperatingSystem", "")).lower():
+        return None
+    options = " ".join(map(str, info.get("SecurityOptions") or []))
+    if "name=rootless" in options:
+        if uid == 0:
+            return host_uid
+        start = subid_start(subuid, user, host_uid if host_uid is not None else -1)
+        return None if start is None else start + uid - 1
+    if "name=userns" in options:
+        start = subid_start(subuid, "dockremap", -1)
+        return None if start is None else start + uid
+    return uid
+
+
+def compose_writer_uid(c: "ComposeCluster") -> int | None:
+    """The host uid the compose containers (uid ``CONTAINER_UID``) write as here
+    (``container_uid_on_host`` of this engine's ``docker info``, /etc/subuid and this user), or
+    None when it cannot be told (Docker Desktop, no engine answering: ``up`` reports that)."""
+    answer = c._docker("info", "--format", "{{json .}}")
+    try:
+        info = json.loads(answer.stdout) if answer is not None and answer.returncode == 0 else None
+    except ValueError:
+        info = {}  # an engine that answers, but not JSON: a plain rootful engine
+    if not isinstance(info, dict):
+        return None
+    try:
+        subuid = SUBUID_FILE.read_text()
+    except OSError:
+        subuid = ""
+    try:
+        import pwd
+
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        user = ""
+    return container_uid_on_host(info, CONTAINER_UID, subuid, user, os.getuid())
+
+
 def _check_data_owner(c: LocalCluster) -> None:
     """Refuse to start on node data the other backend wrote and this one cannot write: the
-    compose containers run as uid 1000, the local JVMs as this user. Only on Linux: Docker
-    Desktop (macOS, Windows) shows bind-mounted files as the user's own on both sides."""
-    writer = CONTAINER_UID if c.backend == "compose" else os.getuid()
-    if writer == 0 or not sys.platform.startswith("linux"):
+    compose containers run as uid 1000, which is a host uid of its own on a rootful engine and
+    another one under rootless Docker or userns-remap (``compose_writer_uid``); the local JVMs run
+    as this user. Only on Linux engines that keep owners apart: Docker Desktop (macOS, Windows,
+    and Desktop for Linux) shows bind-mounted files as the user's own on both sides.
+
+    Raises:
+        KafkalabError: a node's ``meta.properties`` belongs to another uid than this backend's
+            writer; the message says how to start afresh.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    writer = compose_writer_uid(c) if isinstance(c, ComposeCluster) else os.getuid()
+    if writer is None or writer == 0:
         return
     for n in c.topology.nodes:
         meta = n.data_dir / "meta.properties"

@@ -45,7 +45,7 @@ class UnknownNode(KafkalabError, KeyError):
 
 class DockerUnavailable(KafkalabError):
     """The compose backend cannot run here: no ``docker`` command, no engine answering, or no
-    Compose v2 (``docker compose``); the message says how to get each."""
+    Compose 2.20 or newer (``docker compose``, v5 included); the message says how to get each."""
 
 
 class ImageMissing(KafkalabError):
