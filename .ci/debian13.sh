@@ -306,8 +306,10 @@ step() {   # step NAME SECONDS COMMAND
 }
 
 say "as $LEARNER (uid $LEARNER_UID), commit ${SHA:0:12}, KAFKALAB_PORT_BASE=$PORT_BASE"
-if step clone 120 "git clone -q /srv/kafkalab.bundle kafkalab && cd kafkalab && git checkout -q --detach $SHA && test \"\$(git rev-parse HEAD)\" = $SHA && id && git log -1 --format='%h %s' | cut -c1-100" \
-   && step "make check" 2700 "make check"; then
+if step clone 120 "git -c init.defaultBranch=main -c advice.detachedHead=false clone -q /srv/kafkalab.bundle kafkalab && cd kafkalab && git -c advice.detachedHead=false checkout -q --detach $SHA && test \"\$(git rev-parse HEAD)\" = $SHA && id && git log -1 --format='%h %s' | cut -c1-100"; then
+  # A failed test of make check does not stop the slice (one run shows every failure); a failed
+  # set-up (no .venv, no jars) makes kafkalab up fail at once.
+  step "make check" 2700 "make check" || true
   up_ok=0
   step "kafkalab up" 600 ".venv/bin/kafkalab up" && up_ok=1
   if [ "$up_ok" = 1 ]; then
