@@ -51,6 +51,15 @@ def test_a_local_driver_listens_on_loopback_only(monkeypatch: pytest.MonkeyPatch
         "with a real cluster the executors must reach the driver: Spark's own address stands")
 
 
+def test_the_launcher_takes_loopback_where_the_hostname_may_not_resolve(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Spark's launcher resolves the hostname before it reads spark.driver.host: without
+    # SPARK_LOCAL_IP it exits (JAVA_GATEWAY_EXITED) on a machine whose name does not resolve.
+    monkeypatch.delenv("SPARK_MASTER", raising=False)
+    assert kspark.launcher_environment() == {"SPARK_LOCAL_IP": "127.0.0.1"}
+    monkeypatch.setenv("SPARK_MASTER", "spark://elsewhere:7077")
+    assert kspark.launcher_environment() == {}, "executors elsewhere must reach a cluster's driver"
+
+
 def _loopback(ip: str) -> bool:
     """127.0.0.0/8, ::1, or an IPv4-mapped loopback (``::ffff:127.0.0.1``, how a JVM's
     dual-stack socket bound to 127.0.0.1 shows)."""

@@ -113,6 +113,18 @@ def session_conf(app_name: str = "kafkalab") -> dict[str, str]:
     }
 
 
+def launcher_environment() -> dict[str, str]:
+    """Environment variables ``session()`` sets (unless already set) before Spark's launcher JVM
+    starts: with a local master, ``SPARK_LOCAL_IP=127.0.0.1``. Spark's launcher resolves the
+    machine's own name while it loads its settings (``Utils.localCanonicalHostName``, before
+    ``spark.driver.host`` is read), and where the hostname does not resolve (a container, a
+    chroot, many macOS and VPN setups) it exits with ``UnknownHostException`` and PySpark reports
+    ``JAVA_GATEWAY_EXITED``; ``SPARK_LOCAL_IP`` is the address it takes instead (Spark
+    ``Utils.findLocalInetAddress``). Empty with ``SPARK_MASTER`` naming a cluster."""
+    master = os.environ.get("SPARK_MASTER", DEFAULT_MASTER)
+    return {"SPARK_LOCAL_IP": LOOPBACK} if master.startswith("local") else {}
+
+
 def session(app_name: str = "kafkalab") -> SparkSession:
     """The process's Spark session, created on first call and reused after (``getOrCreate``).
 
@@ -135,6 +147,8 @@ def session(app_name: str = "kafkalab") -> SparkSession:
     """
     from pyspark.sql import SparkSession
 
+    for key, value in launcher_environment().items():
+        os.environ.setdefault(key, value)  # the launcher JVM inherits this process's environment
     builder = SparkSession.builder
     for key, value in session_conf(app_name).items():
         builder = builder.config(key, value)
