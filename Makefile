@@ -9,14 +9,16 @@
 #
 # The compose backend (the same cluster in Docker containers, docker-compose.yml), apart from
 # make test and run by .ci/run after it:
-#   make compose-setup  a Docker engine and Compose v2: nothing where they answer (Docker Desktop);
-#                       as root with apt: Debian's docker.io, dockerd started, Compose v2 built
-#                       from the Go module proxy (kafka/docker/engine.sh; exit 3: none can be had)
+#   make compose-setup  a Docker engine and Compose 2.20 or newer (v5 included): nothing where they
+#                       answer (Docker Desktop, docker-ce); as root with apt: Debian's docker.io,
+#                       dockerd started, Compose v5 built from the Go module proxy, never over a
+#                       plugin you have (kafka/docker/engine.sh; exit 3: none can be had)
 #   make compose-image  the stand-in for apache/kafka (kafka/docker/Dockerfile), for machines
 #                       without Docker Hub; rebuilt only when its inputs change
 #   make compose-smoke  engine, image, `kafkalab up --backend compose`, every node verb, notebooks
 #                       06 and 08, down with nothing left, dockerd stopped if it started it
-#                       (tests/test_compose_live.py); skipped, saying why, without an engine
+#                       (tests/test_compose_live.py); skipped, saying why, without an engine,
+#                       except with CI=true, where that fails it
 #   make compose-stop   stop the dockerd compose-setup started (never one it did not start)
 
 SHELL := /bin/bash

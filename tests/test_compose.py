@@ -827,6 +827,16 @@ def test_engine_never_replaces_a_users_plugin_and_builds_its_own_beside_kafkalab
     assert again.returncode == 0 and "building" not in again.stderr, "its own build is found the second time"
 
 
+def test_engine_leaves_a_users_dangling_plugin_link_alone(tmp_path):
+    plugins = tmp_path / "home" / ".docker" / "cli-plugins"
+    plugins.mkdir(parents=True)
+    (plugins / "docker-compose").symlink_to("/opt/compose-that-was-removed/docker-compose")
+    cp = _plugin_run(tmp_path)
+    assert cp.returncode == 0, cp.stderr
+    assert os.readlink(plugins / "docker-compose") == "/opt/compose-that-was-removed/docker-compose"
+    assert (tmp_path / "work" / "cli-plugins" / "docker-compose").exists()
+
+
 def test_engine_does_not_shadow_an_old_system_plugin(tmp_path):
     # docker compose 2.19 from /usr/libexec/docker/cli-plugins: a file in ~/.docker/cli-plugins
     # would take its place for this user, so kafkalab's own build goes beside the repository instead
@@ -921,10 +931,10 @@ def test_the_compose_smoke_fails_on_ci_where_a_user_would_skip_it(tmp_path, ci):
                         timeout=300)
     counts = dict((k, int(n)) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?)\b", cp.stdout.splitlines()[-1]))
     if ci:
-        assert cp.returncode == 1 and counts.get("errors", counts.get("error")) == 5 and "skipped" not in counts, cp.stdout
+        assert cp.returncode == 1 and set(counts) <= {"error", "errors"} and counts, f"every test errs: {cp.stdout}"
         assert "no Docker engine on CI, where one can always be had (root + apt)" in cp.stdout, cp.stdout[-3000:]
     else:
-        assert cp.returncode == 0 and counts == {"skipped": 5}, cp.stdout
+        assert cp.returncode == 0 and set(counts) == {"skipped"}, f"every test is skipped: {cp.stdout}"
         assert "no Docker engine here" in cp.stdout and "needs root" in cp.stdout, cp.stdout[-3000:]
     assert not (tmp_path / "work" / "dockerd.pid").exists(), "no engine was started"
 

@@ -16,7 +16,9 @@ state folder of its own (``$KAFKALAB_STATE/compose-smoke``, so no local cluster'
 4. Every node verb on a container (kill, start, stop, pause, resume, logs, status).
 5. Notebooks 06 (reads broker files through the bind mounts) and 08 (kills and restarts brokers)
    under nbval, against this cluster (``KAFKALAB_BACKEND=compose`` in their environment).
-6. ``kafkalab down``: no container, volume or network of the project left; then dockerd is
+6. A second ``up`` on the data the containers wrote: the owner check expects the host uid they
+   really wrote as (rootful, rootless or userns-remap engine alike).
+7. ``kafkalab down``: no container, volume or network of the project left; then dockerd is
    stopped if step 1 started it.
 
 The seconds each step took are printed (``make compose-smoke`` runs pytest with ``-s``).
@@ -198,6 +200,23 @@ def test_notebook_passes_on_containers(smoke, notebook):
                                            "-p", "no:cacheprovider", "--capture=sys", "-q", str(path)],
                 smoke.env, timeout_s=1800)
     assert cp.returncode == 0, f"{notebook} failed on the compose backend:\n{cp.stdout[-6000:]}\n{cp.stderr[-2000:]}"
+
+
+def test_a_second_up_accepts_the_data_its_own_containers_wrote(smoke):
+    # the owner check of `up` (cluster._check_data_owner) against this engine's real user
+    # namespace: the uid it expects is the one the containers' files have on this host
+    with pytest.MonkeyPatch.context() as mp:
+        for k in ("KAFKALAB_BACKEND", "KAFKALAB_PORT_BASE", "KAFKALAB_STATE"):
+            mp.setenv(k, smoke.env[k])
+        metas = [n.data_dir / "meta.properties" for n in config.Topology(1).nodes]
+        owners = {m.stat().st_uid for m in metas}
+        expected = cluster.compose_writer_uid(cluster.ComposeCluster())
+    assert expected is None or owners == {expected}, (
+        f"the containers wrote meta.properties as host uid(s) {owners}; the owner check expects {expected}")
+    smoke.kafkalab("down")
+    smoke.kafkalab("up", "--backend", "compose", "--timeout", str(UP_TIMEOUT_S), timeout_s=UP_TIMEOUT_S + 300)
+    st = smoke.status()
+    assert all(n["alive"] for n in {**st["brokers"], **st["controllers"]}.values()), st
 
 
 def test_down_leaves_no_container_volume_or_network(smoke):

@@ -171,16 +171,18 @@ build_compose() {
 # install_compose: build Compose where it changes no `docker compose` the user has (see the top).
 install_compose() {
   local why=$WHY target
-  if plugin_is_ours || { [ ! -e "$PLUGIN_DIR/docker-compose" ] && ! docker compose version >/dev/null 2>&1; }; then
+  local plugin=$PLUGIN_DIR/docker-compose
+  if plugin_is_ours || { [ ! -e "$plugin" ] && [ ! -L "$plugin" ] && ! docker compose version >/dev/null 2>&1; }; then
     target=$PLUGIN_DIR/docker-compose
   else
     target=$OWN_COMPOSE
     say "leaving the docker compose you have as it is ($why); kafkalab builds its own at $target"
   fi
   WHY=$why build_compose "$target"
-  if [ "$target" = "$PLUGIN_DIR/docker-compose" ]; then
+  if [ "$target" = "$plugin" ]; then
     printf 'built by kafkalab (kafka/docker/engine.sh), Compose %s\nsha256=%s\n' "$COMPOSE_VERSION" \
-      "$(sha256sum "$target" | cut -d' ' -f1)" > "$MARKER"
+      "$(sha256sum "$target" | cut -d' ' -f1)" > "$MARKER.new"
+    mv "$MARKER.new" "$MARKER"
     rm -f "$OWN_COMPOSE"
   fi
 }
