@@ -86,9 +86,9 @@ test: setup
 	fi; \
 	trap 'if [ $$started = 1 ]; then $(BIN)/kafkalab down; fi' EXIT; \
 	mkdir -p $(dir $(JUNIT)); \
-	$(BIN)/pytest tests notebooks --junitxml=$(JUNIT) --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider --capture=sys \
+	$(BIN)/pytest tests notebooks --nbval-lax --nbval-cell-timeout=300 -p no:cacheprovider --capture=sys \
 	  $(addprefix --deselect ,$(KO_SKIPPED)) \
-	  -p lanes $(if $(filter-out 1,$(LANES)),-n $(LANES) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
+	  -p lanes $(if $(filter-out 1,$(LANES)),-n $(LANES) --dist loadfile --no-loadscope-reorder) --junitxml=$(JUNIT) $(PYTEST_ARGS)
 
 # The fast tier: no cluster, no JVM, no Spark (tests/conftest.py fails a test that starts a JVM
 # without its marker). Run it after every change; make test before a commit lands.
