@@ -307,3 +307,34 @@ def test_partitioner_of_reads_the_producer_programs_setting() -> None:
     assert A.partitioner_of(Program("p", 'conf = {"partitioner": "murmur2_random"}\n')) == "murmur2_random"
     assert A.partitioner_of(Program("p", "conf = {}\n")) == "consistent_random (default)"
 
+
+
+# ----------------------------------------------------------------------------- a KIP-848 member stuck between assignments
+# (issue 34: notebook 01's sweep, a consumer/range group whose first member kept both partitions
+# of T0 for 45 s: the heartbeat response that took one away was lost to librdkafka's request
+# timeout, and the coordinator never sent it again)
+
+T0, T1 = ("t", 0), ("t", 1)
+
+
+def test_unreconciled_names_a_member_that_never_heard_of_its_revocation() -> None:
+    views = {"consumer-0": [T0, T1], "consumer-1": [], "consumer-2": []}
+    current = {"consumer-0": [T0, T1], "consumer-1": [], "consumer-2": []}
+    target = {"consumer-0": [T0], "consumer-1": [T1], "consumer-2": []}
+    assert A.unreconciled(views, current, target) == {
+        "consumer-0": {"holds": [T0, T1], "coordinator": [T0, T1], "target": [T0]}}
+
+
+def test_unreconciled_names_a_member_that_never_heard_of_its_assignment() -> None:
+    views = {"consumer-0": [T0], "consumer-1": []}
+    current = {"consumer-0": [T0], "consumer-1": [T1]}
+    target = {"consumer-0": [T0], "consumer-1": [T1]}
+    assert A.unreconciled(views, current, target) == {
+        "consumer-1": {"holds": [], "coordinator": [T1], "target": [T1]}}
+
+
+def test_unreconciled_is_empty_while_a_group_converges_and_for_classic_groups() -> None:
+    waiting = {"consumer-0": [T0], "consumer-1": []}  # consumer-1 waits for T1, which consumer-0 still holds
+    assert A.unreconciled(waiting, {"consumer-0": [T0, T1], "consumer-1": []},
+                          {"consumer-0": [T0], "consumer-1": [T1]}) == {}
+    assert A.unreconciled({"consumer-0": [T0]}, {"consumer-0": [T0]}, {}) == {}, "classic groups have no target"

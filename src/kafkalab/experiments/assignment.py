@@ -463,7 +463,10 @@ def wait_programs_stable(group_id: str, members: Sequence[ProgramMember], topics
     group.instance.id, partitions), the assignor the coordinator reports).
 
     Raises:
-        WaitTimeout: with the last state seen; KafkalabError: a member's program failed.
+        WaitTimeout: with the last state seen and, for a KIP-848 group, the members whose own
+            view lags what the coordinator holds for them (``unreconciled``): the signature of
+            a heartbeat response lost to librdkafka's request timeout; KafkalabError: a
+            member's program failed.
     """
     expected = workloads.partitions_of(topics)
     last: dict = {}
@@ -478,8 +481,12 @@ def wait_programs_stable(group_id: str, members: Sequence[ProgramMember], topics
         coordinator = {m.client_id: (m.member_id, m.group_instance_id,
                                      {(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])})
                        for m in d.members}
+        target = {m.client_id: {(tp.topic, tp.partition) for tp in m.target_assignment.topic_partitions}
+                  for m in d.members if getattr(m, "target_assignment", None) is not None}
         last = {"state": d.state.name, "coordinator": {c: sorted(v[2]) for c, v in coordinator.items()},
                 "members": {c: sorted(v) for c, v in views.items()}}
+        if target:  # KIP-848: the assignment the coordinator is reconciling each member towards
+            last["target"] = {c: sorted(v) for c, v in target.items()}
         if d.state.name != "STABLE" or len(d.members) != len(members) or set(coordinator) != set(views):
             return None
         flat = [tp for v in coordinator.values() for tp in v[2]]
@@ -489,9 +496,45 @@ def wait_programs_stable(group_id: str, members: Sequence[ProgramMember], topics
             return None
         return coordinator, d.partition_assignor or ""
 
+    def seen() -> str:
+        lagging = unreconciled(last.get("members", {}), last.get("coordinator", {}), last.get("target", {}))
+        return f"last seen: {last}" + (f"\n{LOST_RESPONSE_NOTE}: {lagging}" if lagging else "")
+
     return wait_until(stable, timeout_s=timeout_s, interval_s=0.2,
                       what=f"group {group_id} stable with {len(members)} members covering {len(expected)} partitions",
-                      on_timeout=lambda: f"last seen: {last}")
+                      on_timeout=seen)
+
+
+#: What a member whose own view lags the coordinator's record of it means under KIP-848 with
+#: librdkafka 2.16: the ConsumerGroupHeartbeat that carried its new assignment was answered
+#: after librdkafka's request timeout (the heartbeat interval the broker gives, 1 s here:
+#: group.consumer.heartbeat.interval.ms) and dropped; librdkafka then retries with a partial
+#: heartbeat, and the coordinator sends an assignment only on a full request or a change
+#: (Kafka GroupMetadataManager.consumerGroupHeartbeat), so the member never learns it.
+LOST_RESPONSE_NOTE = ("members whose own view lags what the coordinator holds for them (a KIP-848 heartbeat "
+                      "response carrying their assignment was lost to librdkafka's 1-heartbeat-interval request "
+                      "timeout and never sent again)")
+
+
+def unreconciled(views: Mapping[str, Sequence], current: Mapping[str, Sequence],
+                 target: Mapping[str, Sequence]) -> dict[str, dict[str, list]]:
+    """The members of a KIP-848 group stuck between two assignments, as one ``describe`` and
+    their own ledgers show them: client id -> ``{"holds": ..., "coordinator": ..., "target":
+    ...}`` for each member whose own view (``views``: what its rebalance callbacks recorded)
+    still holds partitions its target took away while the coordinator's current assignment
+    for it equals its own view (a revocation it never heard of), or whose own view differs
+    from a target the coordinator records as delivered (an assignment it never heard of). A
+    member only waiting for partitions another member has yet to release is not listed. Empty
+    for a classic group (no ``target``).
+    """
+    out = {}
+    for client, want in target.items():
+        held, now, want = sorted(views.get(client, [])), sorted(current.get(client, [])), sorted(want)
+        lost_revocation = bool(set(held) - set(want)) and now == held
+        lost_assignment = now == want and held != want
+        if lost_revocation or lost_assignment:
+            out[client] = {"holds": held, "coordinator": now, "target": want}
+    return out
 
 
 # ----------------------------------------------------------------------------- live groups
