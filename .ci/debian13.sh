@@ -288,11 +288,14 @@ LEARNER_ENV=(HOME="$LEARNER_HOME" USER="$LEARNER" LOGNAME="$LEARNER" SHELL=/bin/
              PATH=/usr/local/bin:/usr/bin:/bin KAFKALAB_PORT_BASE="$PORT_BASE" "${PROXY_ENV[@]}")
 for v in $(compgen -e | grep -E '^(PIP_|MAVEN_OPTS$|MAVEN_ARGS$)' || true); do LEARNER_ENV+=("$v=${!v}"); done
 
-# as_learner SECONDS COMMAND: COMMAND in bash as the learner, in ~/kafkalab once it exists.
+# as_learner SECONDS COMMAND: COMMAND in bash as the learner, in ~/kafkalab once it exists. In the
+# background with `wait`, so that a TERM to this script runs the trap at once, not after the step.
 as_learner() {
-  local limit=$1; shift
+  local limit=$1 pid; shift
   timeout --kill-after=30 "$limit" chroot "$ROOT" /usr/sbin/runuser -u "$LEARNER" -- \
-    /usr/bin/env -i "${LEARNER_ENV[@]}" /bin/bash -c "cd ~ && { [ ! -d kafkalab ] || cd kafkalab; } && $*"
+    /usr/bin/env -i "${LEARNER_ENV[@]}" /bin/bash -c "cd ~ && { [ ! -d kafkalab ] || cd kafkalab; } && $*" </dev/null &
+  pid=$!
+  wait "$pid"
 }
 
 failed=0
