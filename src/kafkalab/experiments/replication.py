@@ -1067,7 +1067,8 @@ def run_failover_retry(program: Program, records: int = 3, leader: int = 1, prox
             return any(a.answer == "dropped" and a.error == "NONE" for a in _attempts(proxy, cid))
 
         wait_until(ack_lost, timeout_s=timeout_s, interval_s=0.02,
-                   what=f"broker {leader} answering NONE to the first record (answer dropped by the proxy)")
+                   what=f"broker {leader} answering NONE to the first record (answer dropped by the proxy)",
+                   on_timeout=lambda: f"the program's Produce requests as the proxy saw them: {_attempts(proxy, cid)}")
         proxy.remove_rule(rule)
         child.pause()
         cluster.kill(leader)
