@@ -639,13 +639,20 @@ def run_round(scenario: str, runs: Mapping[Setting, Program], messages: int = 10
     try:
         cluster.wait_healthy(timeout_s)
         _create_topics({fence_topic: Setting("1", 1)} | ({} if caller_topics else topics), replicas, repeats, timeout_s)
-        _wait_partitions(list(topics), repeats, all_brokers, lambda v: v[0] == leader and len(v[1]) == 3,
+        _wait_partitions([*topics, fence_topic], repeats, all_brokers, lambda v: v[0] == leader and len(v[1]) == 3,
                          f"every partition led by broker {leader} with a full ISR", timeout_s)
         mark(f"topics created, broker {leader} leads, ISR full")
 
-        # before: fully replicated records (acks=all, HW = warmup on every partition)
+        # before: fully replicated records (acks=all, HW = warmup on every partition), and one
+        # on the fence-post partition: acknowledged with acks=all, it shows that both followers
+        # fetch that partition, so their fetches parked at the leader include it (see the fault)
+        warm = Producer({"bootstrap.servers": config.bootstrap_servers(), "acks": "all", "log_level": 0})
+        fence_ready: list = []
+        warm.produce(fence_topic, value=b"fence-ready", partition=0,
+                     on_delivery=lambda err, msg: fence_ready.append(err))
+        if warm.flush(timeout_s) or fence_ready != [None]:
+            raise KafkalabError(f"the fence-ready record was not acknowledged by all 3 replicas: {fence_ready}")
         if warmup:
-            warm = Producer({"bootstrap.servers": config.bootstrap_servers(), "acks": "all", "log_level": 0})
             for t, p in parts:
                 for i in range(warmup):
                     v = f"{t}/{p}/before/{i}"
@@ -659,8 +666,8 @@ def run_round(scenario: str, runs: Mapping[Setting, Program], messages: int = 10
                 raise KafkalabError("warm-up records were not delivered")
         wait_until(lambda: all(v >= warmup for v in high_watermarks(parts, all_brokers).values()), timeout_s=timeout_s,
                    what=f"high watermark {warmup} on every partition (warm-up replicated)")
-        _wait_partitions(list(topics), repeats, all_brokers, lambda v: len(v[1]) == 3, "ISR full after warm-up",
-                         timeout_s)
+        _wait_partitions([*topics, fence_topic], repeats, all_brokers, lambda v: len(v[1]) == 3,
+                         "ISR full after warm-up", timeout_s)
         mark(f"{warmup} records per partition replicated to all 3 (high watermark {warmup})")
         # the programs start now and wait at lab.wait_for_fault(), their metadata fetched
         producers = _ProgramRuns(runs, topics, records, rid, folder)
@@ -675,11 +682,15 @@ def run_round(scenario: str, runs: Mapping[Setting, Program], messages: int = 10
         # parked at the leader (up to replica.fetch.wait.max.ms, 500 ms), would be answered by
         # the next append and processed when the follower wakes. One acknowledged record on a
         # fence-post partition of the same leader answers those fetches before the round's
-        # records are written, so the round's records reach the leader's log only.
+        # records are written, so the round's records reach the leader's log only. It answers
+        # only fetches that name its partition: the fence-ready record above made sure that
+        # both followers fetch it (a fetch that did not, woken by the round's first append,
+        # once gave the elected follower an acks=1 partition's 8 records in a compose run).
         fence = Producer({"bootstrap.servers": _client_port(leader), "acks": "1", "log_level": 0})
-        fence.produce(fence_topic, value=b"fence-post", partition=0)
-        if fence.flush(timeout_s):
-            raise KafkalabError("the fence-post record was not acknowledged")
+        fence_post: list = []
+        fence.produce(fence_topic, value=b"fence-post", partition=0, on_delivery=lambda err, msg: fence_post.append(err))
+        if fence.flush(timeout_s) or fence_post != [None]:
+            raise KafkalabError(f"the fence-post record was not acknowledged by broker {leader}: {fence_post}")
         mark("fence-post record acknowledged by the leader")
         if scenario == "isr-shrink":
             _wait_partitions(list(topics), repeats, [leader], lambda v: v[1] == [leader],
