@@ -16,8 +16,9 @@ boxes a browser draws for characters no font has; ``test_jupyterlab_korean_noteb
 same for a Korean notebook opened in JupyterLab.
 
 ``test_jupyterlab_assignment_explorer`` starts JupyterLab on ``notebooks/``, opens notebook 01,
-runs all cells from the Run menu, moves the explorer's ``consumers`` slider with the keyboard,
-presses "Run on the cluster" and checks that a new picture, one row taller, replaced the old.
+runs the cells the explorer needs (a click and Ctrl+Enter on each), moves the explorer's
+``consumers`` slider with the keyboard, presses "Run on the cluster" and checks that a new
+picture, one row taller, replaced the old.
 
 Screenshots go to ``build/screenshots/`` (git ignores ``/build/``).
 """
@@ -59,7 +60,7 @@ BIN = Path(sys.executable).parent
 BOOK_NOTEBOOKS = ("00_cluster_tour", "07_ordering")
 #: nbval's per-cell timeout in ``make test`` (s); the book build has the same per cell.
 CELL_TIMEOUT_S = 300
-#: Bound of one test here (s), above pytest.ini's 600 s: a book build or a Run All of notebook 01
+#: Bound of one test here (s), above pytest.ini's 600 s: a book build or notebook 01's explorer
 #: on a loaded 2-core machine (measured: 5-6 min at a load average of 20).
 TEST_TIMEOUT_S = 1800
 
@@ -435,14 +436,28 @@ _EXPLORER_IMG_JS = """() => { const i = document.querySelector('.widget-interact
     return i ? [i.src, i.naturalWidth, i.naturalHeight] : null; }"""
 
 
+def _explorer_cells(notebook: Path) -> list[int]:
+    """Positions, among the code cells of notebook 01, of the cells the explorer needs: the
+    set-up (the first code cell), the two member programs it runs (``%%program member`` and
+    ``%%program kip848_member``) and the explorer itself (``assignment_explorer(``)."""
+    code = [c.source for c in nbformat.read(notebook, 4).cells if c.cell_type == "code"]
+    wanted = [0] + [i for i, src in enumerate(code)
+                    if src.startswith(("%%program member\n", "%%program kip848_member\n")) or "assignment_explorer(" in src]
+    assert len(wanted) == 4, f"notebook 01 should have the set-up, two member programs and the explorer: {wanted}"
+    return wanted
+
+
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_jupyterlab_assignment_explorer(browser, jupyterlab: tuple[str, str]) -> None:
-    """Notebook 01 in JupyterLab: Run > Run All Cells completes; the explorer's ``consumers``
-    slider moved from 3 to 4 with the keyboard and "Run on the cluster" pressed give a new
-    picture with one member row more (a taller image); the notebook file is not modified."""
+    """Notebook 01 in JupyterLab: the cells the explorer needs (set-up, the two member programs,
+    the explorer), each selected with a click and run with Ctrl+Enter, complete; the explorer's
+    ``consumers`` slider moved from 3 to 4 with the keyboard and "Run on the cluster" pressed
+    give a new picture with one member row more (a taller image); the notebook file is not
+    modified. (Run All of notebook 01 is ``make test``'s nbval run of it.)"""
     base, token = jupyterlab
     notebook = ROOT / "notebooks" / "01_partition_assignment.ipynb"
     before_file = hashlib.sha256(notebook.read_bytes()).hexdigest()
+    needed = _explorer_cells(notebook)
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(120_000)  # ms
     page = context.new_page()
@@ -454,26 +469,26 @@ def test_jupyterlab_assignment_explorer(browser, jupyterlab: tuple[str, str]) ->
         prompts = page.evaluate(_PROMPTS_JS)
         assert prompts and all(x == "[ ]:" for x in prompts), f"notebook 01 should open with no cell run: {prompts}"
 
-        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
-        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
-        _wait(lambda: any(x != "[ ]:" for x in page.evaluate(_PROMPTS_JS)), 60, "Run All Cells to start")
-
-        def finished():
-            p = page.evaluate(_PROMPTS_JS)
-            if any("*" in x for x in p):
-                return None
-            return p if all(re.fullmatch(r"\[\d+\]:", x) for x in p) or "[ ]:" in p[-1] else None
-
-        prompts = _wait(finished, TEST_TIMEOUT_S - 600, "Run All Cells of notebook 01 to finish", 1.0)
+        cells = page.locator(".jp-Notebook .jp-CodeCell")
         errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
                               has_text="Traceback")
-        assert all(re.fullmatch(r"\[\d+\]:", x) for x in prompts), \
-            f"Run All stopped before the last cell (prompts {prompts}):\n" + "\n".join(errors.all_inner_texts())[-4000:]
+        for k in needed:
+            cell = cells.nth(k)
+            cell.scroll_into_view_if_needed()
+            cell.locator(".jp-InputArea-prompt").click()  # selects the cell (command mode)
+            page.keyboard.press("Control+Enter")          # Run Selected Cell and Do Not Advance
+
+            def done(k=k):
+                p = page.evaluate(_PROMPTS_JS)[k]
+                return p if re.fullmatch(r"\[\d+\]:", p) else None
+
+            _wait(done, CELL_TIMEOUT_S, f"code cell {k} of notebook 01 to run", 0.5)
+            assert errors.count() == 0, f"code cell {k} of notebook 01 failed:\n" + "\n".join(errors.all_inner_texts())[-4000:]
 
         explorer = page.locator(".widget-interact")
         explorer.scroll_into_view_if_needed()
         old = page.evaluate(_EXPLORER_IMG_JS)
-        assert old and old[1] > 0 and old[2] > 0, f"the explorer shows no picture after Run All: {old}"
+        assert old and old[1] > 0 and old[2] > 0, f"the explorer shows no picture after its cell ran: {old}"
         _shot(page, "jupyterlab/explorer-before", element=explorer)
 
         slider = explorer.locator(".widget-slider", has=page.locator(".widget-label", has_text=re.compile(r"^consumers$")))
