@@ -1,6 +1,8 @@
 """kafkalab.experiments.idempotence (notebook 04): the result objects on captured samples
-(the kafka-dump-log parser is tested in tests/test_dumplog.py), then `kafkalab run lost-ack` on the live cluster with other
-message counts and lost-ack counts than the notebook uses."""
+(the kafka-dump-log parser is tested in tests/test_dumplog.py), then, on the live cluster, one
+`kafkalab run lost-ack --json` and a program librdkafka refuses failing the run. The verdicts on
+lost acks, restarts, retries=0, requests in flight, the retry timeline and the clients' defaults
+are asserted by notebook 04 and its solution (issue 34)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kafkalab import dumplog, programs, workloads
+from kafkalab import dumplog, programs
 from kafkalab.errors import KafkalabError
 from kafkalab.experiments import idempotence as idem
 from kafkalab.instruments.producer import ProducerLab, ProducerOptions
@@ -158,7 +160,7 @@ def _run_cli(*args: str) -> dict:
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("messages, drop_acks, ack_loss", [(7, 2, "timeout"), (31, 5, "disconnect"), (4, 4, "disconnect")])
+@pytest.mark.parametrize("messages, drop_acks, ack_loss", [(4, 4, "disconnect")])  # the CLI's smoke: notebook 04 cells 12, 18, 22
 def test_cli_verdicts_hold_for_other_message_and_lost_ack_counts(messages: int, drop_acks: int, ack_loss: str) -> None:
     off = _run_cli("--idempotence", "off", "--messages", str(messages), "--drop-acks", str(drop_acks),
                    "--ack-loss", ack_loss)
@@ -172,31 +174,6 @@ def test_cli_verdicts_hold_for_other_message_and_lost_ack_counts(messages: int, 
     assert on["records_in_log"] == on["unique_in_log"] == on["acked"] == messages
     assert len(on["producer_ids"]) == 1 and on["producer_ids"][0] >= 0 and on["producer_epochs"] == [0]
     assert all(first == retry for first, retry in on["retry_offsets"])
-
-
-@pytest.mark.cluster
-@pytest.mark.parametrize("idempotence", ["on", "off"])
-def test_cli_restart_producer_duplicates_with_or_without_idempotence(idempotence: str) -> None:
-    r = _run_cli("--idempotence", idempotence, "--messages", "9", "--drop-acks", "4", "--restart-producer")
-    assert r["lost_ack_records"] == r["resent"] == r["duplicates"] == 4
-    assert r["records_in_log"] == 13 and r["acked"] == 9
-    if idempotence == "on":
-        assert len(r["producer_ids"]) == 2, "the new instance has a new producer id"
-    else:
-        assert r["producer_ids"] == [-1]
-    assert not workloads.worker_processes(), "the crashed producer process is gone"
-
-
-@pytest.mark.cluster
-def test_editing_the_shown_producer_changes_the_outcome_idempotence_on_leaves_no_duplicate() -> None:
-    plain = programs.from_notebook(idem.NOTEBOOK, "plain_producer")
-    edited = plain.replace('"enable.idempotence": False,', '"enable.idempotence": True,')
-    before = idem.run_lost_ack(plain, messages=6, drop_acks=2, ack_loss="disconnect", dump=False)
-    after = idem.run_lost_ack(edited, messages=6, drop_acks=2, ack_loss="disconnect")
-    assert before.lost_ack_records == after.lost_ack_records == 2, "the same two acks were lost"
-    assert before.duplicates == 2 and after.duplicates == 0, "the one edited line removes the duplicates"
-    assert len(after.producer_ids) == 1 and after.producer_ids[0] >= 0, "the edited program ran idempotent"
-    assert after.lab_conf["client.id"] == after.client_ids[0] and set(after.lab_conf) == {"bootstrap.servers", "client.id"}
 
 
 @pytest.mark.cluster
@@ -235,33 +212,6 @@ def test_parse_java_settings_reads_tab_separated_lines_and_the_switch_off_log() 
     assert r.table().index.tolist() == ["(none: the defaults)", "acks=1"]
 
 
-@pytest.mark.cluster
-def test_without_retries_a_lost_ack_is_a_failed_report_for_a_record_in_the_log() -> None:
-    r = _run_cli("--idempotence", "off", "--messages", "6", "--drop-acks", "3", "--retries", "0", "--ack-loss", "disconnect")
-    assert (r["failed"], r["acked"], r["records_in_log"], r["duplicates"]) == (3, 3, 6, 0)
-
-
-@pytest.mark.cluster
-def test_in_flight_idempotent_at_most_five_plain_pipelines() -> None:
-    shown = programs.from_notebook(idem.NOTEBOOK, "pipelining_producer")
-    plain = shown.replace('"enable.idempotence": True,', '"enable.idempotence": False,')
-    res = idem.run_in_flight({False: plain, True: shown}, records=100, hold_ms=300)
-    assert not res[False].idempotence and res[True].idempotence
-    assert res[True].max_in_flight <= 5 < res[False].max_in_flight
-    assert min(res[True].requests, res[False].requests) >= 10, "batch.num.messages=10 caps a request at 10 records"
-
-
-@pytest.mark.cluster
-def test_retry_timeline_against_a_blackhole() -> None:
-    shown = programs.from_notebook(idem.NOTEBOOK, "one_record_producer")
-    short = shown.replace('"message.timeout.ms": 5000,', '"message.timeout.ms": 3000,')
-    tl = idem.run_retry_timeline({"a": short, "r0": short.replace('"retries": 2147483647,', '"retries": 0,')})
-    a, r0 = tl.producers["a"], tl.producers["r0"]
-    assert a.error == r0.error == "_MSG_TIMED_OUT"
-    assert len(a.attempts) >= 2 and a.connections == len(a.attempts) and a.report_ms >= 3000
-    assert len(r0.attempts) == 1 and r0.report_ms < a.report_ms, "gave up after one attempt, before the retrying one"
-
-
 #: The start of kafka-producer-perf-test's INFO log (Kafka 4.3.1 Java client), shortened.
 JAVA_CONFIG_LOG = """\
 ProducerConfig values: 
@@ -295,14 +245,6 @@ def test_defaults_table_shows_both_clients_and_what_one_lacks() -> None:
     assert df.loc["delivery.timeout.ms", java] == "120000"
     live = idem.defaults_table({"enable.idempotence": "true"})
     assert any("start-up log" in c for c in live.columns) and live.loc["acks"].iloc[1] == "(no such setting)"
-
-
-@pytest.mark.cluster
-def test_client_defaults_librdkafka_plain_java_idempotent_with_the_documented_settings() -> None:
-    d = idem.run_client_defaults(programs.from_notebook(idem.NOTEBOOK, "default_producer"), records=3)
-    assert d.librdkafka_producer_ids == [-1]
-    assert d.java_producer_ids == [d.java_logged_producer_id] and d.java_producer_epochs == [0]
-    assert d.java_config == idem.JAVA_DEFAULTS
 
 
 def _event(kind: str, corr: int, records: int = 0, conn: int = 1):

@@ -1,4 +1,6 @@
-"""Notebook 07's verdicts, from the command line, for other shapes than the notebook uses."""
+"""Notebook 07's family: its programs' settings and the unkeyed result (pure), and one
+`kafkalab run ordering --json` for each of its two paths (a group's order, `--retry-reorder`) on
+the live cluster. The verdicts themselves are asserted by notebook 07 and its solution (issue 34)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ def test_the_ordering_command_is_registered() -> None:
 
 
 @pytest.mark.cluster
-@pytest.mark.parametrize("partitions,consumers,keys,messages", [(4, 2, 7, 300), (6, 6, 20, 500), (3, 5, 4, 200)])
+@pytest.mark.parametrize("partitions,consumers,keys,messages", [(4, 2, 7, 300)])  # the CLI's smoke: notebook 07 cell 7
 def test_a_group_breaks_global_order_but_keeps_key_and_partition_order(partitions, consumers, keys, messages) -> None:
     r = run_ordering("--partitions", str(partitions), "--consumers", str(consumers), "--keys", str(keys),
                      "--messages", str(messages))
@@ -35,15 +37,7 @@ def test_a_group_breaks_global_order_but_keeps_key_and_partition_order(partition
 
 
 @pytest.mark.cluster
-def test_one_partition_keeps_the_global_order_and_feeds_one_consumer() -> None:
-    r = run_ordering("--partitions", "1", "--consumers", "3", "--keys", "5", "--messages", "300")
-    assert r["consumed"] == 300 and r["global_inversions"] == r["per_key_inversions"] == r["per_partition_inversions"] == 0
-    assert r["active_consumers"] == 1
-
-
-@pytest.mark.cluster
-@pytest.mark.parametrize("idempotence,max_in_flight,expected", [
-    ("off", None, 1), ("off", "1", 0), ("on", None, 0), ("on", "3", 0), ("off", "3", 1)])
+@pytest.mark.parametrize("idempotence,max_in_flight,expected", [("off", None, 1)])  # the CLI's smoke: notebook 07 cell 34
 def test_a_retry_reorders_only_without_idempotence_and_with_several_in_flight(idempotence, max_in_flight, expected) -> None:
     args = ["--retry-reorder", "--idempotence", idempotence, "--messages", "6"]
     if max_in_flight:
@@ -93,19 +87,3 @@ def test_the_notebooks_programs_write_the_settings_the_lessons_are_about() -> No
     assert "lab.wait_for_fault()" in ordering.notebook_program("idempotent_producer").source
     assert '"max.in.flight.requests.per.connection": 2,' in ordering.retry_program(False, 2).source
     assert '"max.in.flight.requests.per.connection": 3, "enable.idempotence": True,' in ordering.retry_program(True, 3).source
-
-
-@pytest.mark.cluster
-def test_editing_plain_producer_to_one_in_flight_stops_the_retry_from_being_overtaken() -> None:
-    from kafkalab import programs
-    from kafkalab.experiments import ordering
-
-    shown = programs.from_notebook("07_ordering", "plain_producer")
-    edited = shown.replace('"max.in.flight.requests.per.connection": 1000000,',
-                           '"max.in.flight.requests.per.connection": 1,', name="plain_one_in_flight")
-    before, after = ordering.run_retry_matrix([shown, edited], messages=6)
-    assert before.dropped_requests == after.dropped_requests == 1
-    assert before.log_order == [1, 2, 3, 4, 5, 0] and before.per_partition_inversions == 1, \
-        "as shown (1000000 in flight), records 1..5 overtook the lost request's retry"
-    assert after.log_order == [0, 1, 2, 3, 4, 5] and after.max_in_flight_seen == 1, \
-        "edited to 1 in flight, nothing overtook the retry: the log is in the order sent"
