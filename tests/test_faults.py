@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -183,10 +185,34 @@ def test_a_dropped_response_means_the_broker_wrote_and_the_client_retried(topic:
         err, offset = _send(p, topic, b"once")
         p.close()
         assert err is None and offset == 1, "the retry was written after the first copy"
+        # the first answer may reach the proxy after the client gave up on it (socket.timeout.ms,
+        # 1 s, on a loaded machine): the proxy still reads it, and counts it when it comes
+        proxy.wait_for(lambda px: px.stats()["lost_ack_records"] >= 1, timeout_s=faults.DRAIN_TIMEOUT_S,
+                       what="the dropped answer to the first Produce request seen by the proxy")
         assert rule.applied == 1 and proxy.stats()["lost_ack_records"] == 1
         dropped = [e for e in proxy.events("Produce", kind="response") if e.action == "dropped"]
         assert [r["base_offset"] for r in dropped[0].results] == [0], "the broker had answered offset 0"
     assert _end_offset(topic) == 2, "the log holds the record twice"
+
+
+@pytest.mark.cluster
+def test_the_answer_to_a_request_its_client_left_behind_is_still_read() -> None:
+    """A client that closes its connection with a request in flight (librdkafka after
+    socket.timeout.ms) leaves the broker to answer it: the proxy reads that answer for its
+    counters and events, and sends it nowhere."""
+    node = Topology().brokers[0]
+    client_id = b"left-behind"
+    # ApiVersions v0 (request header v1: api key 18, version 0, correlation id, client id; empty body)
+    request = struct.pack(">hhih", 18, 0, 4242, len(client_id)) + client_id
+    with FaultProxy() as proxy:
+        with socket.create_connection(("127.0.0.1", node.fault_proxy_port), timeout=10) as s:
+            s.sendall(struct.pack(">i", len(request)) + request)
+        answered = proxy.wait_for(
+            lambda px: [e for e in px.events("ApiVersions", kind="response", client_id="left-behind")],
+            timeout_s=faults.DRAIN_TIMEOUT_S, what="the broker's answer to the request the client left behind")
+        assert [e.correlation_id for e in answered] == [4242]
+        proxy.wait_for(lambda px: px.events(kind="close"), timeout_s=faults.DRAIN_TIMEOUT_S,
+                       what="the proxy to close the connection once the answer was read")
 
 
 @pytest.mark.cluster

@@ -88,6 +88,11 @@ ACTIONS: dict[str, str] = {
     "hold_request": ("keep the request from the broker until the harness releases it (FaultProxy.release_held): "
                      "then it is written to the broker, even after the client closed, and the answer is recorded"),
 }
+#: Seconds the proxy keeps reading a broker's answers to the requests a client left in flight
+#: when it closed its connection (above the 30 s request.timeout.ms of the Java producer and
+#: the 30 s request.timeout.ms of librdkafka's producer, CONFIGURATION.md: Kafka answers a
+#: Produce request within the request's own timeout).
+DRAIN_TIMEOUT_S = 35.0
 #: Actions that act on the response, so they never apply to a request that gets none (acks=0).
 RESPONSE_ACTIONS = frozenset({"drop_response", "delay_response", "cut_at_response"})
 
@@ -357,6 +362,8 @@ class _Connection:
         self.upstream = upstream
         self.pending: dict[int, _Pending] = {}
         self.closed = False
+        #: the client closed its side with requests in flight: their answers are read, not sent
+        self.client_gone = False
 
     def produce_in_flight(self) -> int:
         return sum(1 for p in self.pending.values() if p.header.api_key == PRODUCE)
@@ -735,6 +742,16 @@ class FaultProxy:
                  asyncio.create_task(self._pump_responses(conn, ureader))]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            if tasks[0].done():
+                self._client_left(number)
+            if tasks[0].done() and not tasks[1].done() and conn.pending and not conn.closed:
+                # The client left with requests in flight (e.g. librdkafka gave up on one after
+                # socket.timeout.ms): the broker still handles them. Their answers are read, for
+                # the counters (a dropped answer the broker sent late is still a lost ack), not sent.
+                conn.client_gone = True
+                deadline = time.monotonic() + DRAIN_TIMEOUT_S
+                while conn.pending and not tasks[1].done() and time.monotonic() < deadline:
+                    await asyncio.wait([tasks[1]], timeout=0.05)
         except asyncio.CancelledError:
             pass  # proxy shutdown; asyncio's stream callback must not see a cancelled handler
         finally:
@@ -743,12 +760,16 @@ class FaultProxy:
             await asyncio.gather(*tasks, return_exceptions=True)
             conn.close()
             self._conns.pop(number, None)
-            now = self._now()
-            with self._lock:
-                for h in self._held:
-                    if h.conn == number and h.client_closed_ms is None:
-                        h.client_closed_ms = now
-            self._record(ProxyEvent(now, _wall_ms(), broker, number, "close", action="closed"))
+            self._client_left(number)
+            self._record(ProxyEvent(self._now(), _wall_ms(), broker, number, "close", action="closed"))
+
+    def _client_left(self, number: int) -> None:
+        """The client of connection ``number`` is gone: its held requests record when."""
+        now = self._now()
+        with self._lock:
+            for h in self._held:
+                if h.conn == number and h.client_closed_ms is None:
+                    h.client_closed_ms = now
 
     async def _pump_requests(self, conn: _Connection, reader: asyncio.StreamReader) -> None:
         frames = FrameReader()
@@ -824,13 +845,15 @@ class FaultProxy:
                 try:
                     corr = response_correlation_id(payload)
                 except ProtocolError:
-                    conn.client.write(encode_frame(payload))
-                    await conn.client.drain()
+                    if not conn.client_gone:
+                        conn.client.write(encode_frame(payload))
+                        await conn.client.drain()
                     continue
                 pending = conn.pending.pop(corr, None)
                 if pending is None:  # not a request we saw (cannot happen with Kafka): pass it on
-                    conn.client.write(encode_frame(payload))
-                    await conn.client.drain()
+                    if not conn.client_gone:
+                        conn.client.write(encode_frame(payload))
+                        await conn.client.drain()
                     continue
                 h = pending.header
                 results: list[PartitionResult] = []
@@ -870,6 +893,8 @@ class FaultProxy:
                     self._bump(conn.broker, h.api_key, "delayed_responses")
                     await asyncio.sleep(rule.delay_ms / 1000)
                 self._record(event)
+                if conn.client_gone:
+                    continue
                 conn.client.write(encode_frame(payload))
                 await conn.client.drain()
 
