@@ -174,6 +174,24 @@ def test_grid_and_sweep_rows() -> None:
     assert set(rows[0]) == {"assignor", "consumers", "topics", "partitions", "member", "assigned", "group_id", "elapsed_ms"}
 
 
+def test_sweep_sets_the_heartbeat_interval_group_config_only_on_kip848_groups(monkeypatch) -> None:
+    seen = {}
+
+    def fake_run(consumers, topics, assignor, *args, group_config=None, **kwargs):
+        seen[assignor] = group_config
+        return assignor
+
+    monkeypatch.setattr(A, "run_assignment", fake_run)
+    cases = A.grid(consumers=[3], topics=[1], partitions=[2])
+    assert A.sweep(cases, parallel=2, kip848_heartbeat_interval_ms=5000) == [c.assignor for c in cases]
+    kip848 = {label for label in A.LABELS if label.startswith("consumer/")}
+    assert kip848 and set(seen) == set(A.LABELS)
+    assert all(seen[label] == {"consumer.heartbeat.interval.ms": 5000} for label in kip848)
+    assert all(seen[label] is None for label in set(A.LABELS) - kip848), "classic groups have no such config"
+    A.sweep(cases, parallel=2)
+    assert all(v is None for v in seen.values()), "without the argument every group takes the broker's interval"
+
+
 def test_tables_show_partitions_per_member_and_the_leave_bookkeeping() -> None:
     topics = {"A": 2, "B": 2}
     before = result({"c0": ["A-0", "B-0"], "c1": ["A-1", "B-1"], "c2": []}, topics)

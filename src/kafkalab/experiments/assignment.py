@@ -552,12 +552,15 @@ class GroupRun:
     ``bootstrap.servers``, ``group.id``, ``client.id`` (and ``group.instance.id`` if static),
     and ``assignor`` may be any label (the program decides). None: in-process
     ``workloads.GroupMember`` threads configured by ``assignor`` (``consumer_config``).
+    ``group_config``: group configs set before the topics and the members exist
+    (``admin.alter_group_config``, e.g. ``{"consumer.heartbeat.interval.ms": 5000}``); they go
+    with the group when it is deleted.
     """
 
     def __init__(self, consumers: int, topics: dict[str, int], assignor: "Assignor | str",
                  run_prefix: str | None = None, static: bool = False, replication_factor: int = 1,
                  subscriptions: Sequence[Sequence[str]] | None = None, program: Program | None = None,
-                 host: MemberHost | None = None):
+                 host: MemberHost | None = None, group_config: Mapping[str, str | int] | None = None):
         if consumers < 1:
             raise KafkalabError("consumers must be at least 1")
         if not topics or any(n < 1 for n in topics.values()):
@@ -596,6 +599,7 @@ class GroupRun:
         self.replication_factor = replication_factor
         self.members: list[GroupMember | ProgramMember] = []
         self.lab_conf: dict[str, dict] = {}  # member name -> its lab.conf (program members)
+        self.group_config = dict(group_config or {})
         self.t0 = time.monotonic()
 
     def __enter__(self) -> "GroupRun":
@@ -607,9 +611,11 @@ class GroupRun:
             self._own_host = True
             self.scope.on_cleanup(self.host.close)  # closers run last-added first: members, then host
         self.scope.on_cleanup(self._close_members)
-        admin.create_topics({self.names[t]: n for t, n in self.topics.items()},
-                                replication_factor=self.replication_factor)
         try:
+            if self.group_config:  # before the topics: a broker that knows them has applied it too
+                admin.alter_group_config(self.group_id, self.group_config)
+            admin.create_topics({self.names[t]: n for t, n in self.topics.items()},
+                                replication_factor=self.replication_factor)
             for i in range(self.n):
                 self.add()
         except BaseException:
@@ -698,7 +704,8 @@ class GroupRun:
 def run_assignment(consumers: int, topics: dict[str, int], assignor: Assignor | str = "range",
                    run_prefix: str | None = None, timeout_s: float = 30.0,
                    subscriptions: Sequence[Sequence[str]] | None = None, program: Program | None = None,
-                   host: MemberHost | None = None) -> AssignmentResult:
+                   host: MemberHost | None = None,
+                   group_config: Mapping[str, str | int] | None = None) -> AssignmentResult:
     """Start ``consumers`` members subscribed to fresh ``topics`` (given name -> partitions)
     and return the stable assignment.
 
@@ -706,12 +713,13 @@ def run_assignment(consumers: int, topics: dict[str, int], assignor: Assignor | 
         subscriptions: for member i, the topics (given names) it subscribes to; default all.
         program: the program every member runs (``GroupRun``); ``assignor`` is then its label.
         host: the ``MemberHost`` to run it in (default: one of its own).
+        group_config: group configs set before the group forms (``GroupRun``).
 
     Raises:
         KafkalabError: bad arguments; WaitTimeout: the group did not stabilise in ``timeout_s``.
     """
     with GroupRun(consumers, topics, assignor, run_prefix, subscriptions=subscriptions, program=program,
-                  host=host) as run:
+                  host=host, group_config=group_config) as run:
         return run.wait_stable(timeout_s)
 
 
@@ -1014,16 +1022,35 @@ def grid(consumers: Sequence[int], topics: Sequence[int], partitions: Sequence[i
 
 def sweep(cases: list[SweepCase], parallel: int = 4, ledger: Path | None = None,
           timeout_s: float = 45.0, programs: Mapping[str, Program] | None = None,
-          host: MemberHost | None = None) -> list[AssignmentResult]:
+          host: MemberHost | None = None,
+          kip848_heartbeat_interval_ms: int | None = None) -> list[AssignmentResult]:
     """Run many assignment cases, ``parallel`` groups at a time (each its own topics and
     group). Topics are named T0, T1, ... each with ``partitions`` partitions. If ``ledger``
     is given, writes one JSON line per (case, member) for Spark (see ``sweep_rows``).
     ``programs``: assignor label -> the program its members run, all cases in one
-    ``MemberHost`` (``host``, or one for this call; None: in-process members)."""
+    ``MemberHost`` (``host``, or one for this call; None: in-process members).
+
+    ``kip848_heartbeat_interval_ms`` (ms): the heartbeat interval of the KIP-848 groups (labels
+    ``consumer/...``), set as their group config ``consumer.heartbeat.interval.ms``; None: the
+    broker's ``group.consumer.heartbeat.interval.ms``. librdkafka 2.16 gives a
+    ConsumerGroupHeartbeat request that interval as its timeout and, when it times out, sends
+    the same partial request again (rdkafka_request.c, rdkafka_cgrp.c), while the coordinator
+    sends an assignment only to a full request or when the member's assignment changed
+    (GroupMetadataManager.consumerGroupHeartbeat). An answer slower than one interval, which
+    many members in one process on a loaded machine can take, so loses a revocation or an
+    assignment for good (``unreconciled``, ``LOST_RESPONSE_NOTE``). Kafka's default, 5000 ms,
+    leaves five times the margin of the lab's 1000 ms; it is also the lowest value a group config
+    may take here: the controller checks it against its own
+    ``group.consumer.min.heartbeat.interval.ms`` (default 5000; 3000 was refused, measured on
+    Kafka 4.3.1), not the brokers' 1000.
+    """
     def one(case: SweepCase, host: MemberHost | None = None) -> AssignmentResult:
+        kip848 = case.assignor.startswith("consumer/")
         return run_assignment(case.consumers, {f"T{i}": case.partitions for i in range(case.topics)},
                               case.assignor, timeout_s=timeout_s,
-                              program=programs[case.assignor] if programs is not None else None, host=host)
+                              program=programs[case.assignor] if programs is not None else None, host=host,
+                              group_config={"consumer.heartbeat.interval.ms": kip848_heartbeat_interval_ms}
+                              if kip848 and kip848_heartbeat_interval_ms is not None else None)
 
     if programs is None:
         with ThreadPoolExecutor(max_workers=parallel) as pool:
