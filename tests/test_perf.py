@@ -10,7 +10,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kafkalab import perf
+from kafkalab import admin, perf
 from kafkalab.cli import main
 from kafkalab.errors import KafkalabError
 from kafkalab.perf import ProducerSettings
@@ -157,8 +157,14 @@ def test_latency_reports_percentiles_and_a_waiting_consumer_is_later() -> None:
     assert r["java"]["p50_ms"] <= r["java"]["p99_ms"]
 
 
+def _perf_groups() -> set[str]:
+    """The groups on the cluster named as ``perf.consume_throughput_java`` names its groups."""
+    return {g.group_id for g in admin.admin().list_consumer_groups().result(timeout=15).valid if "-perf-" in g.group_id}
+
+
 @pytest.mark.cluster
 def test_consume_throughput_reads_one_batch_per_fetch_below_the_batch_size() -> None:
+    perf_groups_before = _perf_groups()
     r = run_json("consume-throughput", "--messages", "1200", "--record-size", "300", "--producer-batch-size", "1500",
                  "--max-partition-fetch-bytes", "50", "--max-partition-fetch-bytes", "2000000")
     tiny, big = r["rows"]
@@ -173,6 +179,8 @@ def test_consume_throughput_reads_one_batch_per_fetch_below_the_batch_size() -> 
         assert big[client]["records_per_fetch"] > 5 * tiny[client]["records_per_fetch"]
     assert big["python"]["records_per_s"] > 1.5 * tiny["python"]["records_per_s"]
     assert tiny["python"]["value_bytes"] == 1200 * 300
+    assert _perf_groups() <= perf_groups_before, \
+        "kafka-consumer-perf-test's groups are deleted after each read: the cluster as it was found"
 
 
 def test_a_lingering_producer_allows_one_batch_per_linger_in_the_span() -> None:

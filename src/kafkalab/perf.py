@@ -38,7 +38,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import cluster, config, consumers, coordinators, segments
+from . import admin, cluster, config, consumers, coordinators, segments
 from .waiting import wait_until
 from .errors import KafkalabError
 
@@ -421,6 +421,7 @@ def java_consume(topic: str, records: int, max_partition_fetch_bytes: int | None
     """The same read with Kafka's Java consumer: ``kafka-consumer-perf-test`` (a new group, from
     the earliest offset, ``--fetch-size`` is ``max.partition.fetch.bytes``) in a JVM set up for
     measuring (``cluster.TOOL_JVM_MEASURE``), with ``--print-metrics`` for its Fetch count.
+    The group is deleted afterwards, also when the tool fails.
 
     Args:
         max_partition_fetch_bytes, fetch_max_bytes: bytes; None: Java's defaults (1048576 and
@@ -429,7 +430,8 @@ def java_consume(topic: str, records: int, max_partition_fetch_bytes: int | None
     Raises:
         KafkalabError: the tool failed or received fewer than ``records`` (its output is quoted).
     """
-    args = ["--topic", topic, "--num-records", str(records), "--group", f"{topic}-perf-{time.time_ns()}",
+    group = f"{topic}-perf-{time.time_ns()}"
+    args = ["--topic", topic, "--num-records", str(records), "--group", group,
             "--timeout", "30000", "--print-metrics"]
     conf: dict = {}
     if max_partition_fetch_bytes is not None:
@@ -438,7 +440,10 @@ def java_consume(topic: str, records: int, max_partition_fetch_bytes: int | None
     if fetch_max_bytes is not None:
         args += ["--command-property", f"fetch.max.bytes={fetch_max_bytes}"]
         conf["fetch.max.bytes"] = fetch_max_bytes
-    cp = cluster.tool("kafka-consumer-perf-test", *args, timeout_s=timeout_s, measure=True)
+    try:
+        cp = cluster.tool("kafka-consumer-perf-test", *args, timeout_s=timeout_s, measure=True)
+    finally:  # the tool's group (its members left when it ended) goes: the cluster as it was found
+        admin.delete_groups([group])
     s = parse_consumer_perf_summary(cp.stdout)
     got = int(s["data.consumed.in.nMsg"])
     if got < records:
