@@ -183,3 +183,26 @@ def test_a_whole_cluster_passes_quietly(local_whole) -> None:
     st = runscope.require_whole_cluster(echo=said.append)
     assert st.all_alive and said == [], "nothing to restore, nothing said"
     assert time.monotonic() - t0 < PRECONDITION_BUDGET_S
+
+
+@pytest.mark.cluster
+def test_group_configs_outlive_their_group_until_deleted() -> None:
+    """Kafka keeps a group's configs after DeleteGroups (measured on 4.3.1);
+    ``admin.delete_group_configs`` removes them, so a later group of the same id starts from
+    the broker's values."""
+    from kafkalab import admin
+
+    scope = RunScope("group-config")
+    group = scope.group("g")
+    scope.on_cleanup(lambda: admin.delete_group_configs([group]))
+    key = "consumer.heartbeat.interval.ms"
+    try:
+        admin.alter_group_config(group, {key: 6000})
+        assert admin.delete_groups([group]) == []
+        kept = admin.describe_config("group", group, [key])[key]
+        assert (kept.value, kept.source) == ("6000", "GROUP_CONFIG"), "DeleteGroups leaves the group's configs"
+        admin.delete_group_configs([group])
+        after = admin.describe_config("group", group, [key])[key]
+        assert after.source != "GROUP_CONFIG" and after.value != "6000", f"the group config is still there: {after}"
+    finally:
+        scope.cleanup()

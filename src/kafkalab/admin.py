@@ -129,7 +129,8 @@ def delete_groups(group_ids: Iterable[str], timeout_s: float = 15.0) -> list[str
     """Delete consumer groups, retrying while the coordinator answers NON_EMPTY_GROUP (a
     member's LeaveGroup still in flight, or a static member that stays until its
     ``session.timeout.ms`` runs out), up to ``timeout_s``. A group that does not exist
-    (GROUP_ID_NOT_FOUND) counts as deleted. Best effort, for cleanup: never raises.
+    (GROUP_ID_NOT_FOUND) counts as deleted. Kafka keeps the group's group configs
+    (``delete_group_configs`` removes them). Best effort, for cleanup: never raises.
 
     A group whose members all left is EMPTY but stays listed (classic and KIP-848 alike):
     deleting it leaves the cluster as it was found.
@@ -157,6 +158,33 @@ def delete_groups(group_ids: Iterable[str], timeout_s: float = 15.0) -> list[str
         except (WaitTimeout, KafkaException):
             pass
     return sorted(pending)
+
+
+def delete_group_configs(group_ids: list[str], timeout_s: float = 15.0) -> None:
+    """Remove every group config set on ``group_ids`` (IncrementalAlterConfigs DELETE of each
+    entry whose source is GROUP_CONFIG). A group's configs outlive the group: DeleteGroups
+    leaves them (measured on Kafka 4.3.1: ``consumer.heartbeat.interval.ms`` still 6000,
+    GROUP_CONFIG, after the group was deleted), and a group of the same id would inherit them.
+    Best effort, for cleanup: never raises."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    if not group_ids:
+        return
+    try:
+        described = admin().describe_configs([ConfigResource(ResourceType.GROUP, g) for g in group_ids],
+                                             request_timeout=timeout_s)
+        alters = []
+        for res, fut in described.items():
+            own = [name for name, e in fut.result(timeout=timeout_s + 5).items()
+                   if e.source == ConfigSource.GROUP_CONFIG.value]
+            if own:
+                alters.append(ConfigResource(ResourceType.GROUP, res.name, incremental_configs=[
+                    ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in own]))
+        if alters:
+            for fut in admin().incremental_alter_configs(alters, request_timeout=timeout_s).values():
+                fut.result(timeout=timeout_s + 5)
+    except (KafkaException, TimeoutError):
+        pass
 
 
 @dataclass
@@ -206,8 +234,8 @@ def describe_config(kind: str, name: str, keys: Iterable[str] | None, timeout_s:
 def alter_group_config(group_id: str, configs: dict[str, str | int], timeout_s: float = 10.0) -> None:
     """Set group configs on ``group_id`` (IncrementalAlterConfigs on a GROUP resource, SET per
     key), e.g. ``{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": 5000}``.
-    The group need not exist yet: the configs apply when it forms. Deleting the group
-    (``delete_groups``) deletes them too.
+    The group need not exist yet: the configs apply when it forms. Kafka keeps them after the
+    group is deleted: ``delete_group_configs`` removes them.
 
     The controller answers once it has written the configs to the metadata log; each broker
     applies them when it replays that log, a moment later (seconds on a loaded machine). So

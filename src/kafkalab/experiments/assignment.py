@@ -553,8 +553,8 @@ class GroupRun:
     and ``assignor`` may be any label (the program decides). None: in-process
     ``workloads.GroupMember`` threads configured by ``assignor`` (``consumer_config``).
     ``group_config``: group configs set before the topics and the members exist
-    (``admin.alter_group_config``, e.g. ``{"consumer.heartbeat.interval.ms": 5000}``); they go
-    with the group when it is deleted.
+    (``admin.alter_group_config``, e.g. ``{"consumer.heartbeat.interval.ms": 5000}``), removed
+    at cleanup (``admin.delete_group_configs``: Kafka keeps a deleted group's configs).
     """
 
     def __init__(self, consumers: int, topics: dict[str, int], assignor: "Assignor | str",
@@ -613,6 +613,7 @@ class GroupRun:
         self.scope.on_cleanup(self._close_members)
         try:
             if self.group_config:  # before the topics: a broker that knows them has applied it too
+                self.scope.on_cleanup(lambda: admin.delete_group_configs([self.group_id]))  # Kafka keeps them
                 admin.alter_group_config(self.group_id, self.group_config)
             admin.create_topics({self.names[t]: n for t, n in self.topics.items()},
                                 replication_factor=self.replication_factor)
