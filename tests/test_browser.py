@@ -105,18 +105,33 @@ def _build_small_book(out: Path) -> Path:
     """``sphinx-build`` with the book's configuration, only ``BOOK_NOTEBOOKS`` executed (against
     the cluster of this process's ``KAFKALAB_PORT_BASE``). Returns the HTML folder.
 
+    The two editions share one jupyter-cache (``KAFKALAB_BOOK_CACHE``, notebooks/_book/conf.py):
+    the English build executes each notebook once, and the Korean build, whose code cells are
+    byte-identical, takes those outputs instead of executing the same code again (nbval runs
+    the Korean notebooks it tests). The cache ends with one record per notebook, or the Korean
+    code cells differ from the English ones.
+
     Raises:
-        AssertionError: the build failed (a failing cell fails it), with its last output lines.
+        AssertionError: the build failed (a failing cell fails it), with its last output lines;
+            or the Korean build executed a notebook again.
     """
+    from jupyter_cache import get_cache
+
     shutil.rmtree(out, ignore_errors=True)
     html = out / "html"
+    cache = out / "jupyter_cache"
     timeout = (TEST_TIMEOUT_S - 300) / 2  # each edition's build; each cell has its own CELL_TIMEOUT_S
     for lang, source, target in (("en", ROOT / "notebooks", html), ("ko", ROOT / "notebooks" / "ko", html / "ko")):
-        env = {**os.environ, "KAFKALAB_BOOK_NOTEBOOKS": ",".join(BOOK_NOTEBOOKS), "KAFKALAB_BOOK_LANG": lang}
+        env = {**os.environ, "KAFKALAB_BOOK_NOTEBOOKS": ",".join(BOOK_NOTEBOOKS), "KAFKALAB_BOOK_LANG": lang,
+               "KAFKALAB_BOOK_CACHE": str(cache)}
         cmd = [str(BIN / "sphinx-build"), "-b", "html", "-E", "-q", "-d", str(out / "doctrees" / lang),
                "-c", str(ROOT / "notebooks" / "_book"), str(source), str(target)]
         cp = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
         assert cp.returncode == 0, f"the small book ({lang}) did not build:\n{(cp.stdout + cp.stderr)[-6000:]}"
+    records = get_cache(str(cache)).list_cache_records()
+    assert len(records) == len(BOOK_NOTEBOOKS), (
+        f"{len(records)} executions cached for {len(BOOK_NOTEBOOKS)} notebooks: the Korean build executed "
+        f"again, so its code cells differ from the English ones ({[r.uri for r in records]})")
     return html
 
 

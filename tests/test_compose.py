@@ -155,6 +155,15 @@ def test_heap_matches_config(controllers):
 
 
 @TOPOLOGIES
+def test_jvm_flags_match_the_local_backend(controllers):
+    for node, service in nodes_with_services(controllers):
+        opts = service["environment"].get("KAFKA_JVM_PERFORMANCE_OPTS", "")
+        assert opts.split() == cluster.JVM_PERFORMANCE_OPTS, (
+            f"{node.name} should run with cluster.JVM_PERFORMANCE_OPTS {cluster.JVM_PERFORMANCE_OPTS}, not {opts!r}"
+        )
+
+
+@TOPOLOGIES
 def test_nodes_never_restart_by_themselves(controllers):
     # A fault demo kills a broker; it must stay down until the demo starts it again.
     for node, service in nodes_with_services(controllers):

@@ -18,6 +18,12 @@ Environment:
         (the browser test builds such a small book). Markdown pages are always included.
     KAFKALAB_PORT_BASE: the cluster the notebooks reach (the kernels inherit this process's
         environment).
+    KAFKALAB_BOOK_CACHE: a folder for a jupyter-cache (MyST-NB ``nb_execution_mode = "cache"``):
+        a notebook whose code cells (and their metadata, and the kernel) hash as one already in
+        the cache is not executed again, its cached outputs are used. The Korean notebooks' code
+        cells are byte-identical to the English ones (``kafkalab.i18n``), so a Korean build that
+        shares the English build's cache executes nothing. Unset (``make book``): every notebook
+        is executed on every build.
 
 Sources: MyST-NB configuration, https://myst-nb.readthedocs.io/en/latest/configuration.html
 """
@@ -55,7 +61,12 @@ if only:
     exclude_patterns += [f"{name}.ipynb" for name in sorted(found - wanted)]
 
 # Execution: every notebook, every build, against the live cluster; a failing cell fails the build.
+# With KAFKALAB_BOOK_CACHE, a notebook already executed into that cache is not executed again.
 nb_execution_mode = "force"
+_cache = os.environ.get("KAFKALAB_BOOK_CACHE", "").strip()
+if _cache:
+    nb_execution_mode = "cache"
+    nb_execution_cache_path = _cache
 nb_execution_timeout = 300  # seconds per cell, as nbval's --nbval-cell-timeout in make test
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
