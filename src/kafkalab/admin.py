@@ -165,7 +165,9 @@ def delete_group_configs(group_ids: list[str], timeout_s: float = 15.0) -> None:
     entry whose source is GROUP_CONFIG). A group's configs outlive the group: DeleteGroups
     leaves them (measured on Kafka 4.3.1: ``consumer.heartbeat.interval.ms`` still 6000,
     GROUP_CONFIG, after the group was deleted), and a group of the same id would inherit them.
-    Best effort, for cleanup: never raises."""
+    As ``alter_group_config``, it returns once DescribeConfigs no longer shows them (the brokers
+    apply the controller's change when they replay the metadata log, a moment later), or after
+    ``timeout_s`` (s). Best effort, for cleanup: never raises."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
 
     if not group_ids:
@@ -183,7 +185,11 @@ def delete_group_configs(group_ids: list[str], timeout_s: float = 15.0) -> None:
         if alters:
             for fut in admin().incremental_alter_configs(alters, request_timeout=timeout_s).values():
                 fut.result(timeout=timeout_s + 5)
-    except (KafkaException, TimeoutError):
+            gone = {res.name: [e.name for e in res.incremental_configs] for res in alters}
+            wait_until(lambda: all(describe_config("group", g, names)[n].source != ConfigSource.GROUP_CONFIG.value
+                                   for g, names in gone.items() for n in names),
+                       timeout_s=timeout_s, interval_s=0.1, what=f"the brokers to drop the group configs {gone}")
+    except (KafkaException, KafkalabError, TimeoutError):  # WaitTimeout is a KafkalabError
         pass
 
 
