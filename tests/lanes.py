@@ -15,6 +15,14 @@ and starts that cluster (``kafkalab up``) before it collects, and stops it (``ka
 when it ends, if it started it. A lane that cannot start its cluster fails at once with the
 cluster's own error.
 
+Every lane (and a run without xdist) also starts one Spark driver in its own process, with a
+Spark Connect server in it (``kafkalab.spark.serve``, on 127.0.0.1, port
+``SPARK_CONNECT_PORT_OFFSET`` above the lane's port base), and sets ``SPARK_REMOTE`` to it: every
+notebook kernel and every command the lane starts is a Spark Connect client of that one warm
+JVM instead of starting a JVM of its own (the notebooks' code is unchanged: ``kafkalab.spark.
+session`` returns a client session). The lane's own Spark tests use the server's session
+directly. A user's ``SPARK_REMOTE`` or ``SPARK_MASTER`` is left as it is and nothing is started.
+
 Scheduling is ``--dist loadfile --no-loadscope-reorder`` (``make test``): a notebook's cells,
 or a test file's tests, run in order on one lane, and files are handed out in collection order,
 which ``pytest_collection_modifyitems`` makes longest first, so that the lanes end together. A
@@ -35,6 +43,8 @@ import pytest
 
 #: Port distance between two lanes' clusters: a cluster uses base .. base + 205.
 LANE_PORT_STEP = 1000
+#: The lane's Spark Connect server listens on its port base + this (above the cluster's ports).
+SPARK_CONNECT_PORT_OFFSET = 900
 #: Seconds a lane's ``kafkalab up`` may take (four JVMs on a machine where the other lane runs).
 LANE_UP_TIMEOUT_S = 240
 #: The JUnit report ``make test`` writes (``JUNIT`` in the Makefile), relative to the project root:
@@ -101,13 +111,45 @@ def _kafkalab(*args: str, env: dict[str, str], timeout_s: float) -> subprocess.C
                           timeout=timeout_s)
 
 
+def _runs_tests(config: pytest.Config) -> bool:
+    """False in xdist's controller (``-n N``), which only hands out tests."""
+    return hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+
+
+def _serve_spark(port: int) -> None:
+    from kafkalab import spark
+
+    spark.serve(port, app_name=f"kafkalab-tests-{os.environ.get('PYTEST_XDIST_WORKER', 'gw0')}")
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    n = lane_number()
-    if n == 0:
+    if not _runs_tests(config):
         return
     from kafkalab import config as kconfig
 
+    n = lane_number()
     base = kconfig.port_base() + LANE_PORT_STEP * n
+    serving = None
+    if not (os.environ.get("SPARK_REMOTE") or os.environ.get("SPARK_MASTER")):
+        import concurrent.futures
+
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lane-spark")
+        serving = pool.submit(_serve_spark, base + SPARK_CONNECT_PORT_OFFSET)
+        pool.shutdown(wait=False)
+    if n != 0:
+        _lane_cluster(n, base)
+    if serving is not None:
+        try:
+            serving.result(timeout=LANE_UP_TIMEOUT_S)
+        except Exception as exc:
+            raise pytest.UsageError(f"lane gw{n}: the Spark driver with a Spark Connect server on "
+                                    f"127.0.0.1:{base + SPARK_CONNECT_PORT_OFFSET} did not start: {exc!r}") from exc
+        os.environ["SPARK_REMOTE"] = f"sc://127.0.0.1:{base + SPARK_CONNECT_PORT_OFFSET}"
+
+
+def _lane_cluster(n: int, base: int) -> None:
+    from kafkalab import config as kconfig
+
     state = kconfig.state_dir() / "lanes" / f"gw{n}"
     os.environ["KAFKALAB_PORT_BASE"] = str(base)
     os.environ["KAFKALAB_STATE"] = str(state)
@@ -123,6 +165,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    from kafkalab import spark
+
+    spark.stop_served()
     while _started:
         _kafkalab("down", env=_started.pop(), timeout_s=120)
 

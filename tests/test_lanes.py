@@ -58,3 +58,16 @@ def test_the_budget_report_marks_the_notebooks_over_budget(tmp_path: Path) -> No
     assert rows[1].startswith("| notebooks/solutions/03_offset_commit_solutions.ipynb | 1 | 20.0 | ok"), out
     assert len(rows) == 2, "only the 2 slowest files are listed"
     assert "1 notebook(s) over it" in out
+
+
+def test_the_spark_connect_port_lies_between_two_lanes_clusters(monkeypatch) -> None:
+    from kafkalab import config
+
+    monkeypatch.delenv("KAFKALAB_PORT_BASE", raising=False)
+    nodes = [config.Node(i, "broker") for i in (1, 2, 3)] + [config.Node(i, "controller") for i in (101, 102, 103)]
+    highest = max(max(n.ports.values()) for n in nodes) + 1  # + the fault proxy's port above FAULT
+    highest = max(highest, max(n.fault_proxy_port for n in nodes if n.role == "broker"))
+    offset = highest - config.port_base()
+    assert offset < lanes.SPARK_CONNECT_PORT_OFFSET < lanes.LANE_PORT_STEP, (
+        f"a cluster uses its base .. base + {offset}: the Spark Connect server at base + "
+        f"{lanes.SPARK_CONNECT_PORT_OFFSET} must lie above that and below the next lane's base")

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -131,3 +136,59 @@ def test_read_topic_reads_what_confluent_kafka_produced(spark) -> None:
         assert {(r.key, r.value) for r in rows} == {(f"key-{i}", f"flight-{i}") for i in range(10)}
     finally:
         admin.delete_topics([topic])[topic].result(timeout=30)
+
+
+@pytest.fixture()
+def spark_remote() -> Iterator[str]:
+    """A Spark Connect server's URL: the lane's (``make test`` sets ``SPARK_REMOTE``, tests/lanes.py),
+    else one ``kafkalab.spark.serve`` started in a child process for this test."""
+    if os.environ.get("SPARK_REMOTE"):
+        yield os.environ["SPARK_REMOTE"]
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = "import sys; from kafkalab import spark; spark.serve(int(sys.argv[1])); sys.stdin.read()"
+    server = subprocess.Popen([sys.executable, "-c", code, str(port)], stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            assert server.poll() is None, f"the server process ended (exit {server.returncode})"
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.monotonic() < deadline, "the Spark Connect server did not listen within 240 s"
+            time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        server.stdin.close()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.mark.spark
+def test_with_spark_remote_a_process_is_a_client_and_starts_no_jvm(spark_remote: str) -> None:
+    code = """
+import json, psutil
+from kafkalab import spark as kspark
+from pyspark.sql import functions as F
+s = kspark.session("remote-test")
+rows = s.range(10).groupBy((F.col("id") % 2).alias("k")).count().orderBy("k").collect()
+jvms = [p.name() for p in psutil.Process().children(recursive=True) if "java" in p.name()]
+print(json.dumps({"type": type(s).__module__, "rows": [[r.k, r["count"]] for r in rows], "jvms": jvms,
+                  "partitions": s.conf.get("spark.sql.shuffle.partitions")}))
+s.stop()
+"""
+    env = {**os.environ, "SPARK_REMOTE": spark_remote}
+    cp = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=240)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    import json
+
+    out = json.loads(cp.stdout.strip().splitlines()[-1])
+    assert out["type"] == "pyspark.sql.connect.session", f"not a Spark Connect client session: {out}"
+    assert out["rows"] == [[0, 5], [1, 5]], out
+    assert out["jvms"] == [], f"a Spark Connect client starts no JVM of its own: {out['jvms']}"
+    assert out["partitions"] == str(kspark.SHUFFLE_PARTITIONS), "the client session sets the lab's SQL settings"

@@ -13,6 +13,7 @@ Source: Spark "Structured Streaming + Kafka Integration Guide", batch queries.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -125,6 +126,14 @@ def launcher_environment() -> dict[str, str]:
     return {"SPARK_LOCAL_IP": LOOPBACK} if master.startswith("local") else {}
 
 
+#: Settings a Spark Connect client session sets on itself (``session()`` with ``$SPARK_REMOTE``):
+#: the SQL settings of ``session_conf`` that a session may change; the rest shape the server's JVM.
+REMOTE_SESSION_KEYS = ("spark.sql.shuffle.partitions", "spark.sql.session.timeZone")
+
+#: The session ``serve`` started in this process (it serves Spark Connect clients too).
+_served: "SparkSession | None" = None
+
+
 def session(app_name: str = "kafkalab") -> SparkSession:
     """The process's Spark session, created on first call and reused after (``getOrCreate``).
 
@@ -136,17 +145,36 @@ def session(app_name: str = "kafkalab") -> SparkSession:
     Settings that shape the JVM (master, jars, memory, java options) only apply when this
     call starts it; an already running session is returned as is.
 
+    With ``$SPARK_REMOTE`` set (``sc://host:port``, PySpark's own variable) the session is a
+    Spark Connect client of that server (Spark "Spark Connect Overview"): no JVM starts in this
+    process, the same DataFrame code runs on the server's driver, and only the settings of
+    ``REMOTE_SESSION_KEYS`` are set here (the server was started with the rest, e.g. by
+    ``serve``). ``make test`` runs each lane's notebooks so (``tests/lanes.py``). In the process
+    that ``serve`` started a server in, that session is returned.
+
     Args:
         app_name: Spark application name (shown by a cluster manager).
 
     Returns:
-        A ``pyspark.sql.SparkSession``.
+        A ``pyspark.sql.SparkSession`` (a ``pyspark.sql.connect.session.SparkSession`` with
+        ``$SPARK_REMOTE``).
 
     Raises:
         FileNotFoundError: the connector jars are missing (run ``make jars``).
+        pyspark.errors.PySparkException: ``$SPARK_REMOTE`` names a server that does not answer
+            (after PySpark's own retries).
     """
     from pyspark.sql import SparkSession
 
+    if _served is not None:
+        return _served
+    remote = os.environ.get("SPARK_REMOTE")
+    if remote:
+        spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
+        conf = session_conf(app_name)
+        for key in REMOTE_SESSION_KEYS:
+            spark.conf.set(key, conf[key])
+        return spark
     for key, value in launcher_environment().items():
         os.environ.setdefault(key, value)  # the launcher JVM inherits this process's environment
     builder = SparkSession.builder
@@ -155,6 +183,61 @@ def session(app_name: str = "kafkalab") -> SparkSession:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def serve(port: int, app_name: str = "kafkalab-connect") -> SparkSession:
+    """Start this process's Spark session (``session``) with a Spark Connect server in its driver,
+    listening on 127.0.0.1:``port`` only, and return it; a client elsewhere reaches it with
+    ``SPARK_REMOTE=sc://127.0.0.1:<port>``. One JVM then serves every notebook kernel of a test
+    lane: each kernel's ``session()`` is a client, not a JVM of its own (``tests/lanes.py``).
+    Python code the clients send to run on the server (``foreachBatch``) runs in workers of
+    this process's interpreter (``PYSPARK_PYTHON`` is set to it unless already set).
+
+    The server is Spark's ``SparkConnectPlugin`` (``spark.plugins``), with
+    ``spark.connect.grpc.binding.address`` and ``spark.connect.grpc.binding.port`` (Spark
+    "Spark Connect Overview", "Configuration": Spark Connect). Stop it with ``stop_served``.
+
+    Args:
+        port: TCP port of the gRPC server (1024-65535).
+        app_name: Spark application name.
+
+    Returns:
+        The ``pyspark.sql.SparkSession`` of this process.
+
+    Raises:
+        FileNotFoundError: the connector jars are missing (run ``make jars``).
+        RuntimeError: a session already runs in this process (its JVM cannot take the plugin).
+    """
+    global _served
+    from pyspark.sql import SparkSession
+
+    if SparkSession.getActiveSession() is not None or _served is not None:
+        raise RuntimeError("serve() must start this process's Spark session: one runs already")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    for key, value in launcher_environment().items():
+        os.environ.setdefault(key, value)
+    remote = os.environ.pop("SPARK_REMOTE", None)  # this process's own session is the classic one
+    try:
+        builder = SparkSession.builder
+        conf = {**session_conf(app_name), "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+                "spark.connect.grpc.binding.address": LOOPBACK, "spark.connect.grpc.binding.port": str(port)}
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+    finally:
+        if remote is not None:
+            os.environ["SPARK_REMOTE"] = remote
+    spark.sparkContext.setLogLevel("ERROR")
+    _served = spark
+    return spark
+
+
+def stop_served() -> None:
+    """Stop the session ``serve`` started, and its Spark Connect server; nothing if none runs."""
+    global _served
+    if _served is not None:
+        spark, _served = _served, None
+        spark.stop()
 
 
 def reader_options(bootstrap_servers: str, **options: Any) -> dict[str, str]:

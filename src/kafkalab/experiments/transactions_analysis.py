@@ -415,6 +415,11 @@ def run_streaming_stage(spark: "SparkSession", input_topic: str, output_topic: s
     checkpoint's commit log: the state a driver crash at that moment leaves. The next run
     with the same checkpoint replays the batch.
 
+    The batch function keeps its own log in the sink database (table ``batch_calls``: one row
+    per call, batch id and records, in the sink's transaction), and ``batches`` is read from
+    it: under Spark Connect the function runs in a Python worker of the server, not in this
+    process, so it cannot hand anything back through a variable.
+
     Returns:
         A ``StreamingRun``.
 
@@ -429,18 +434,21 @@ def run_streaming_stage(spark: "SparkSession", input_topic: str, output_topic: s
     from pyspark.sql import functions as F
 
     t0 = time.monotonic()
+    servers = config.bootstrap_servers()  # read here: the batch function may run in another process
     db = sqlite3.connect(sink_path)
     db.execute("CREATE TABLE IF NOT EXISTS sink (record_id TEXT PRIMARY KEY, route TEXT, delayed INTEGER, "
                 "batch_id INTEGER, writes INTEGER)")
+    db.execute("CREATE TABLE IF NOT EXISTS batch_calls (call INTEGER PRIMARY KEY AUTOINCREMENT, "
+               "batch_id INTEGER, records INTEGER)")
     db.commit()
+    first_call = db.execute("SELECT COALESCE(MAX(call), 0) + 1 FROM batch_calls").fetchone()[0]
     db.close()
-    batches: dict[int, int] = {}
 
     def write(df, batch_id: int) -> None:
         df.persist()
         try:
             (df.select(F.col("key"), F.to_json(F.struct("record_id", "route", "delayed")).alias("value"))
-             .write.format("kafka").option("kafka.bootstrap.servers", config.bootstrap_servers())
+             .write.format("kafka").option("kafka.bootstrap.servers", servers)
              .option("topic", output_topic).save())
             rows = [(r.record_id, r.route, int(r.delayed), batch_id) for r in
                     df.select("record_id", "route", "delayed").collect()]
@@ -451,8 +459,8 @@ def run_streaming_stage(spark: "SparkSession", input_topic: str, output_topic: s
             con.executemany("INSERT INTO sink VALUES (?, ?, ?, ?, 1) ON CONFLICT(record_id) DO UPDATE SET "
                             "route=excluded.route, delayed=excluded.delayed, batch_id=excluded.batch_id, "
                             "writes=writes+1", rows)
+            con.execute("INSERT INTO batch_calls (batch_id, records) VALUES (?, ?)", (batch_id, len(rows)))
         con.close()
-        batches[batch_id] = len(rows)
         if fail_after_sinks:
             raise PlannedFailure(f"planned failure after the sinks wrote batch {batch_id}")
 
@@ -476,6 +484,10 @@ def run_streaming_stage(spark: "SparkSession", input_topic: str, output_topic: s
         if "PlannedFailure" not in str(e) and "planned failure" not in str(e):
             raise
         failed = True
+    db = sqlite3.connect(sink_path)
+    batches = dict(db.execute("SELECT batch_id, records FROM batch_calls WHERE call >= ? ORDER BY call",
+                              (first_call,)).fetchall())
+    db.close()
     commits = Path(checkpoint) / "commits"
     committed = sorted(int(f.name) for f in commits.iterdir() if f.name.isdigit()) if commits.is_dir() else []
     return StreamingRun(batches, failed, committed, int((time.monotonic() - t0) * 1000))
