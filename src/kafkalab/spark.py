@@ -167,6 +167,7 @@ def session(app_name: str = "kafkalab") -> SparkSession:
     from pyspark.sql import SparkSession
 
     if _served is not None:
+        _make_active(_served)
         return _served
     remote = os.environ.get("SPARK_REMOTE")
     if remote:
@@ -230,6 +231,17 @@ def serve(port: int, app_name: str = "kafkalab-connect") -> SparkSession:
     spark.sparkContext.setLogLevel("ERROR")
     _served = spark
     return spark
+
+
+def _make_active(spark: SparkSession) -> None:
+    """Make ``spark`` the active session of the calling thread, as PySpark's own
+    ``createDataFrame`` does: the JVM keeps the active session per thread, and a thread without
+    one whose code asks for it (``DataFrameReader.schema`` with a ``StructType``) would otherwise
+    try to build a session of its own, a Spark Connect one where ``$SPARK_REMOTE`` is set."""
+    from pyspark.sql import SparkSession
+
+    SparkSession._activeSession = spark
+    SparkSession._get_j_spark_session_class(spark._jvm).setActiveSession(spark._jsparkSession)
 
 
 def stop_served() -> None:
