@@ -70,8 +70,11 @@ ko: venv
 # on one lane (--dist loadfile), longest files first. LANES=1 runs everything in one process, in
 # order. PYTEST_ARGS goes to pytest as it is. The run's JUnit report goes to JUNIT: the next
 # run's lanes are scheduled from its seconds per file (tests/lanes.py), and
-# `benchmarks/test_times.py build/junit.xml` reads where the time went.
-LANES ?= 2
+# `benchmarks/test_times.py build/junit.xml` reads where the time went. The default is three
+# lanes where the machine has 12 GiB of memory or more (a lane holds about 3 GB: its cluster, its
+# Spark, its kernels), two from 7 GiB, else one: measured on 2 cores and 24 GiB, three lanes
+# 11:45 and two 13:49 (benchmarks/README.md).
+LANES ?= $(shell $(PYTHON) -c "import os; g = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30; print(3 if g >= 12 else 2 if g >= 7 else 1)" 2>/dev/null || echo 2)
 PYTEST_ARGS ?=
 JUNIT ?= build/junit.xml
 # Of the Korean edition, one lesson runs under nbval (its code is the English one's, which runs
