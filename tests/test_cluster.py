@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalab import admin, cluster, config, protocol, runscope
+import psutil
+
+from kafkalab import admin, cds, cluster, config, protocol, runscope
 from kafkalab.cluster import registered_brokers
 from kafkalab.waiting import wait_until
 
@@ -86,6 +88,9 @@ def test_start_right_after_a_kill_waits_for_the_new_process(local: cluster.Local
             f.seek(mark)
             assert b"Kafka Server started" in f.read(), "start returned only once the new process had started"
         assert 3 in registered_brokers()
+        archive = cds.use_flags("node", cluster.java_executable(), cluster.broker_classpath())
+        assert archive, "the cluster's first start left a class archive (kafkalab.cds, jcmd VM.cds dynamic_dump)"
+        assert archive[0] in psutil.Process(st.pid).cmdline(), "a restarted broker maps it"
     finally:
         cluster.restore()
 
@@ -124,6 +129,9 @@ def test_kafka_topics_tool_sees_a_topic_created_with_confluent_kafka(local: clus
     out = cluster.tool("kafka-topics", "--describe", "--topic", topic).stdout
     assert f"Topic: {topic}" in out and "ReplicationFactor: 3" in out
     assert out.count("Isr:") == 3
+    archive = cds.use_flags("tool", cluster.java_executable(), cluster.broker_classpath())
+    assert archive, "a tool run leaves a class archive for the next ones (kafkalab.cds)"
+    assert archive[0] in cluster.tool_command("kafka-topics", ["--list"])
 
 
 def test_watermarks_of_a_topic_created_a_moment_ago_and_of_a_partition_that_does_not_exist(

@@ -44,7 +44,7 @@ from typing import Sequence
 
 import psutil
 
-from . import config, protocol
+from . import cds, config, protocol
 from .config import KAFKA_VERSION, Node, Topology
 from .errors import (
     JAVA_INSTALL,
@@ -618,6 +618,7 @@ class LocalCluster:
             f"-Xms{heap_mb}m",
             f"-Xmx{heap_mb}m",
             *JVM_PERFORMANCE_OPTS,
+            *(cds.use_flags("node", java, classpath) or [cds.RECORD_FLAG]),
             f"-Dkafka.logs.dir={node.log_dir}",
             f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'log4j2.properties'}",
             f"{_MARK}{node.node_id}",
@@ -837,10 +838,15 @@ class LocalCluster:
                 self._prepare(node)
                 check_ports_free(node)
             self._format_all(down, java, classpath)
-            for node in down:
-                self._spawn(node, java, classpath)
+            spawned = {node.node_id: self._spawn(node, java, classpath) for node in down}
         if nodes:
             self._wait_serving(nodes, timeout_s)
+        if down and not cds.use_flags("node", java, classpath):
+            # the first start in this state folder: the class archive of the next starts
+            # (kafkalab.cds), from a broker that serves
+            broker = next((n for n in down if n.role == "broker"), None)
+            if broker is not None:
+                cds.dump_running(spawned[broker.node_id].pid, "node", java, classpath)
 
     def pause(self, node_id: int) -> None:
         """SIGSTOP node ``node_id``: its sockets stay open, it answers nothing, sends no heartbeat."""
@@ -1754,10 +1760,11 @@ def tool_command(name: str, args: Sequence[str], measure: bool = False) -> list[
     if name in BOOTSTRAP_TOOLS and not any(a.startswith(("--bootstrap-server", "--bootstrap-controller", "--broker-list")) for a in args):
         if "-h" not in args and "--help" not in args and "--version" not in args:
             args = ["--bootstrap-server", config.bootstrap_servers(), *args]
+    java, classpath = java_executable(), broker_classpath()
     return [
-        java_executable(), *(TOOL_JVM_MEASURE if measure else TOOL_JVM_FAST),
+        java, *(TOOL_JVM_MEASURE if measure else [*TOOL_JVM_FAST, *cds.use_flags("tool", java, classpath)]),
         f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'tools-log4j2.properties'}",
-        "-cp", broker_classpath(), TOOLS[name], *args,
+        "-cp", classpath, TOOLS[name], *args,
     ]
 
 
@@ -1773,7 +1780,12 @@ def tool(name: str, *args: str, timeout_s: float = 120.0, check: bool = True,
         KafkalabError: unknown tool, or (``check``) a non-zero exit, with its stderr.
     """
     cmd = tool_command(name, args, measure)
-    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    dump, tmp = ([], None) if measure else cds.exit_dump_flags("tool", cmd[0], broker_classpath())
+    cp = subprocess.run([cmd[0], *dump, *cmd[1:]], capture_output=True, text=True, timeout=timeout_s)
+    if tmp is not None:
+        if cp.returncode == 0:
+            cds.adopt(tmp, "tool", cmd[0], broker_classpath())
+        tmp.unlink(missing_ok=True)
     if check and cp.returncode != 0:
         raise KafkalabError(f"{name} {' '.join(args)} exited {cp.returncode}:\n{cp.stderr.strip() or cp.stdout.strip()}")
     return cp
