@@ -12,7 +12,7 @@ from kafkalab import cds, cluster
 
 @pytest.fixture
 def state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    monkeypatch.setenv("KAFKALAB_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("KAFKALAB_JARS", str(tmp_path / "jars-home"))
     return tmp_path
 
 
@@ -22,7 +22,7 @@ def test_an_archive_is_named_by_kind_java_and_the_jars_a_wildcard_names(state: P
     (jars / "a.jar").write_bytes(b"a")
     cp = f"{jars}/*"
     first = cds.archive_path("node", "/bin/sh", cp)
-    assert first.parent == state / "state" / "cds" and first.name.startswith("node-") and first.suffix == ".jsa"
+    assert first.parent == state / "jars-home" / "cds" and first.name.startswith("node-") and first.suffix == ".jsa"
     assert cds.archive_path("tool", "/bin/sh", cp) != first, "a tool's archive is not a node's"
     assert cds.archive_path("node", "/bin/ls", cp) != first, "another java, another archive"
     (jars / "b.jar").write_bytes(b"b")
@@ -51,6 +51,8 @@ def test_a_truncated_archive_is_refused_and_a_whole_one_adopted(state: Path) -> 
     tmp.write_bytes(whole[: len(whole) // 3])   # a JVM that maps this one dies of SIGBUS
     assert not cds.adopt(tmp, "tool", java, cp), "a truncated archive is refused"
     assert not tmp.exists() and cds.use_flags("tool", java, cp) == []
+    assert not list(Path.cwd().glob("hs_err_pid*.log")) and sorted(tmp.parent.iterdir()) == [], \
+        "the crash of the check leaves no report behind"
     tmp.write_bytes(whole)
     assert cds.adopt(tmp, "tool", java, cp), "the whole archive maps with -Xshare:on"
     assert not tmp.exists() and cds.use_flags("tool", java, cp) == [f"-XX:SharedArchiveFile={cds.archive_path('tool', java, cp)}"]

@@ -65,8 +65,7 @@ def test_the_spark_connect_port_lies_between_two_lanes_clusters(monkeypatch) -> 
 
     monkeypatch.delenv("KAFKALAB_PORT_BASE", raising=False)
     nodes = [config.Node(i, "broker") for i in (1, 2, 3)] + [config.Node(i, "controller") for i in (101, 102, 103)]
-    highest = max(max(n.ports.values()) for n in nodes) + 1  # + the fault proxy's port above FAULT
-    highest = max(highest, max(n.fault_proxy_port for n in nodes if n.role == "broker"))
+    highest = max([p for n in nodes for p in n.ports.values()] + [n.fault_proxy_port for n in nodes if n.role == "broker"])
     offset = highest - config.port_base()
     assert offset < lanes.SPARK_CONNECT_PORT_OFFSET < lanes.LANE_PORT_STEP, (
         f"a cluster uses its base .. base + {offset}: the Spark Connect server at base + "

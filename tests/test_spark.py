@@ -6,15 +6,15 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from kafkalab import config
+from kafkalab import cluster, config
 from kafkalab import spark as kspark
+from kafkalab.waiting import wait_until
 
 
 def test_kafka_prefixed_options_become_consumer_properties() -> None:
@@ -151,14 +151,10 @@ def spark_remote() -> Iterator[str]:
     code = "import sys; from kafkalab import spark; spark.serve(int(sys.argv[1])); sys.stdin.read()"
     server = subprocess.Popen([sys.executable, "-c", code, str(port)], stdin=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 240
-        while True:
+        def listening() -> bool:
             assert server.poll() is None, f"the server process ended (exit {server.returncode})"
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert time.monotonic() < deadline, "the Spark Connect server did not listen within 240 s"
-            time.sleep(0.5)
+            return cluster.port_accepts(port)
+        wait_until(listening, timeout_s=240, interval_s=0.5, what=f"the Spark Connect server to listen on port {port}")
         yield f"sc://127.0.0.1:{port}"
     finally:
         server.stdin.close()

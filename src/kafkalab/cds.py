@@ -7,9 +7,10 @@ OpenJDK 17, a whole cluster's start took 13.7 CPU-s without one and 8.8 with one
 ``kafka-topics --list`` 1.1 CPU-s against 0.6 (``benchmarks/README.md``).
 
 The lab keeps one archive per kind of JVM (``"node"``: brokers and controllers; ``"tool"``:
-Kafka's admin tools with ``cluster.TOOL_JVM_FAST``) under ``<state>/cds/``, named by a digest of
-the java executable and the classpath, so that another JDK or other jars never meet an archive
-made for different ones. HotSpot checks an archive's classpath and JVM build itself and ignores a
+Kafka's admin tools with ``cluster.TOOL_JVM_FAST``) beside the jars it is made of
+(``config.jars_dir() / "cds"``, shared like them by every state folder, so a second cluster or a
+``make test`` lane starts warm), named by a digest of the java executable and the classpath, so
+that another JDK or other jars never meet an archive made for different ones. HotSpot checks an archive's classpath and JVM build itself and ignores a
 mismatched one without a word (``-Xshare:auto``, the default), but a truncated archive crashes
 the JVM (SIGBUS, measured), so an archive is written to a temporary name, tried once with
 ``-Xshare:on``, and only then renamed into place (``os.replace``, atomic).
@@ -18,7 +19,7 @@ Where an archive comes from:
 
 - ``"node"``: a node started while there is none runs with ``-XX:+RecordDynamicDumpInfo``; once the
   cluster serves, ``cluster`` asks one broker for its loaded classes with ``jcmd <pid> VM.cds
-  dynamic_dump`` (Java 17 and later; about 2 s, once per state folder).
+  dynamic_dump`` (Java 17 and later; about 2 s, once).
 - ``"tool"``: a tool run while there is none runs with ``-XX:ArchiveClassesAtExit`` and writes it
   when it exits (about 2 CPU-s more than a plain run, once).
 
@@ -62,7 +63,7 @@ def archive_path(kind: str, java: str, classpath: str) -> Path:
             folder = Path(entry[:-1])
             parts += sorted(f"{p.name}:{_stamp(str(p))}" for p in folder.glob("*.jar")) if folder.is_dir() else []
     digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-    return config.state_dir() / "cds" / f"{kind}-{digest}.jsa"
+    return config.jars_dir() / "cds" / f"{kind}-{digest}.jsa"
 
 
 def _stamp(path: str) -> str:
@@ -102,8 +103,11 @@ def adopt(tmp: Path, kind: str, java: str, classpath: str) -> bool:
     try:
         if not tmp.is_file():
             return False
-        check = subprocess.run([java, f"-XX:SharedArchiveFile={tmp}", "-Xshare:on", "-cp", classpath, "-version"],
-                               capture_output=True, text=True, timeout=DUMP_TIMEOUT_S)
+        # a bad archive crashes this JVM: its crash report goes beside the archive, then away
+        report = tmp.with_suffix(".crash.log")
+        check = subprocess.run([java, f"-XX:SharedArchiveFile={tmp}", "-Xshare:on", f"-XX:ErrorFile={report}",
+                                "-cp", classpath, "-version"], capture_output=True, text=True, timeout=DUMP_TIMEOUT_S)
+        report.unlink(missing_ok=True)
         if check.returncode != 0:
             log.info("CDS archive %s refused (%s): not used", tmp, check.stdout.strip() or check.stderr.strip())
             return False
