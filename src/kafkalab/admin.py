@@ -12,6 +12,7 @@ Sources: Kafka protocol CreateTopics, DeleteTopics and DeleteGroups (Kafka docum
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -160,14 +161,31 @@ def delete_groups(group_ids: Iterable[str], timeout_s: float = 15.0) -> list[str
     return sorted(pending)
 
 
+def metadata_barrier(timeout_s: float = 30.0) -> None:
+    """Return once every live broker has applied every metadata change the controller committed
+    before this call (a config change, a topic deletion...). Brokers replay the metadata log in
+    order, so a topic created now and seen by each broker (``create_topics`` asks each one) is
+    behind every earlier change; the topic (1 partition, 1 replica) is deleted again.
+
+    Raises:
+        WaitTimeout: a broker did not show the barrier topic within ``timeout_s`` (s).
+        KafkalabError: the topic could not be created.
+    """
+    name = f"kafkalab-barrier-{uuid.uuid4().hex[:12]}"
+    try:
+        create_topics({name: 1}, replication_factor=1, timeout_s=timeout_s)
+    finally:
+        delete_topics([name], timeout_s=timeout_s, wait_gone=False)
+
+
 def delete_group_configs(group_ids: list[str], timeout_s: float = 15.0) -> None:
     """Remove every group config set on ``group_ids`` (IncrementalAlterConfigs DELETE of each
     entry whose source is GROUP_CONFIG). A group's configs outlive the group: DeleteGroups
     leaves them (measured on Kafka 4.3.1: ``consumer.heartbeat.interval.ms`` still 6000,
     GROUP_CONFIG, after the group was deleted), and a group of the same id would inherit them.
-    As ``alter_group_config``, it returns once DescribeConfigs no longer shows them (the brokers
-    apply the controller's change when they replay the metadata log, a moment later), or after
-    ``timeout_s`` (s). Best effort, for cleanup: never raises."""
+    It returns once every broker has applied the change (``metadata_barrier``: DescribeConfigs
+    goes to any one broker, so one broker that no longer shows them says nothing of the others;
+    seen in CI), or after ``timeout_s`` (s). Best effort, for cleanup: never raises."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
 
     if not group_ids:
@@ -185,10 +203,7 @@ def delete_group_configs(group_ids: list[str], timeout_s: float = 15.0) -> None:
         if alters:
             for fut in admin().incremental_alter_configs(alters, request_timeout=timeout_s).values():
                 fut.result(timeout=timeout_s + 5)
-            gone = {res.name: [e.name for e in res.incremental_configs] for res in alters}
-            wait_until(lambda: all(describe_config("group", g, names)[n].source != ConfigSource.GROUP_CONFIG.value
-                                   for g, names in gone.items() for n in names),
-                       timeout_s=timeout_s, interval_s=0.1, what=f"the brokers to drop the group configs {gone}")
+            metadata_barrier(timeout_s)
     except (KafkaException, KafkalabError, TimeoutError):  # WaitTimeout is a KafkalabError
         pass
 
