@@ -20,10 +20,11 @@ What a processor program calls that is not Kafka code, each named for what it do
 - ``lab.processed(msgs)``: records ``processed`` per record once its sink row is committed.
 - ``lab.committed(offsets)``: records ``committed`` per partition (offset: the next to read)
   once the commit returned; the input is done when they reach the end offsets.
-- ``lab.crash_point(point, producer=None)``: where the lab may kill this process: in the run's
-  ``crash_at``-th batch, at its ``crash_point`` (``CRASH_POINTS``), the producer is flushed (what
-  was produced is in the log) and the process SIGKILLs itself (``ledger.crash``). At
-  ``mid-produce`` (called after each ``produce``), once half the batch is produced.
+- ``lab.crash_point(point)``: where the lab may kill this process: in the run's ``crash_at``-th
+  batch, at its ``crash_point`` (``CRASH_POINTS``), the process SIGKILLs itself
+  (``ledger.crash``). At ``mid-produce``, only once half the batch is produced; the program
+  flushes those records before it calls this, so they are in the log (the lab never calls a
+  client method).
 - ``lab.running()``: False once the input is done (exit code 0) or the harness asked the program
   to stop (SIGTERM); past ``max_runtime_s`` it ends the program with exit code
   ``EXIT_TIMED_OUT``.
@@ -192,9 +193,10 @@ class TransactionsLab(_Base):
                 self._note("committed", topic=tp.topic, partition=tp.partition, offset=tp.offset)
                 self._position[tp.partition] = max(self._position.get(tp.partition, 0), tp.offset)
 
-    def crash_point(self, point: str, producer=None) -> None:
+    def crash_point(self, point: str) -> None:
         """SIGKILL this process here if this is the run's crash point in its ``crash_at``-th
-        batch (``mid-produce``: once half the batch is produced); ``producer`` flushed first.
+        batch (``mid-produce``: once half the batch is produced; the program flushes those
+        records first, so they are in the log: the instrument never calls the client).
 
         Raises:
             ValueError: unknown ``point``.
@@ -206,8 +208,6 @@ class TransactionsLab(_Base):
             return
         if point == "mid-produce" and self._produced_in_batch != max(1, self._batch_size // 2):
             return
-        if producer is not None and producer.flush(30):
-            raise RuntimeError(f"{self.name}: output not delivered within 30 s")
         crash(self.ledger)
 
     def done(self) -> bool:

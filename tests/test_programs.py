@@ -1,0 +1,108 @@
+"""Every client program on a notebook's page is what a service would ship, and the lab's
+instruments only observe (STYLE.md, "Code"; tests/program_rules.py has the rules, read with ast)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import program_rules as rules
+from kafkalab import programs
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "notebooks" / "solutions").glob("*.ipynb"))
+#: Notebook 10's programs are being rewritten with its latency instruments (issue 35, item 8).
+PENDING = {"10_performance.ipynb"}
+SHOWN = [(nb.name, name, p.source) for nb in NOTEBOOKS for name, p in programs.notebook_programs(nb).items()
+         if nb.name not in PENDING]
+INSTRUMENTS = sorted((ROOT / "src" / "kafkalab" / "instruments").glob("*.py"))
+
+
+def test_the_notebooks_show_programs() -> None:
+    assert len(SHOWN) >= 40, f"only {len(SHOWN)} %%program cells found: is the notebook glob right?"
+
+
+@pytest.mark.parametrize("rule", sorted(rules.RULES))
+def test_every_shown_program_follows_the_rule(rule: str) -> None:
+    found = [f"{nb} {name}: {f}" for nb, name, src in SHOWN for f in rules.RULES[rule](src)]
+    assert not found, f"{len(found)} program(s) break {rule}:\n" + "\n".join(found)
+
+
+def test_no_instrument_calls_a_client_method_that_changes_what_kafka_does() -> None:
+    found = [f"{path.name} {f}" for path in INSTRUMENTS for f in rules.instrument_acts(path.read_text())]
+    assert not found, "an instrument acts on Kafka (the program must):\n" + "\n".join(found)
+
+
+# Each rule, planted: a rule that cannot fail is no rule.
+GOOD_CONSUMER = """
+import sys
+from confluent_kafka import Consumer, KafkaException
+consumer = Consumer({})
+try:
+    while True:
+        msg = consumer.poll(1)
+        if msg is None:
+            continue
+        if msg.error():
+            if msg.error().fatal():
+                raise KafkaException(msg.error())
+            print(msg.error(), file=sys.stderr)
+            continue
+finally:
+    consumer.close()
+"""
+GOOD_PRODUCER = """
+from confluent_kafka import Producer
+producer = Producer({})
+try:
+    for i in range(10):
+        while True:
+            try:
+                producer.produce("t", value=b"x")
+                break
+            except BufferError:
+                producer.poll(1)
+    left = producer.flush(30)
+    if left:
+        raise RuntimeError(left)
+finally:
+    producer.close()
+"""
+
+
+def test_the_rules_pass_a_service_grade_consumer_and_producer() -> None:
+    for rule in rules.RULES.values():
+        assert rule(GOOD_CONSUMER) == [] and rule(GOOD_PRODUCER) == [], rule.__name__
+
+
+@pytest.mark.parametrize("rule, source", [
+    ("consumer_errors", GOOD_CONSUMER.replace("        msg = consumer.poll(1)", "        consumer.poll(1)\n        msg = None")),
+    ("consumer_errors", GOOD_CONSUMER.replace(
+        "            if msg.error().fatal():\n                raise KafkaException(msg.error())\n"
+        "            print(msg.error(), file=sys.stderr)\n", "")),
+    ("consumer_errors", GOOD_CONSUMER.replace(
+        "        if msg.error():\n            if msg.error().fatal():\n                raise KafkaException(msg.error())\n"
+        "            print(msg.error(), file=sys.stderr)\n            continue\n", "")),
+    ("flush_checked", GOOD_PRODUCER.replace("left = producer.flush(30)", "producer.flush(30)\n    left = 0")),
+    ("buffer_error", GOOD_PRODUCER.replace("except BufferError:", "except ValueError:")),
+    ("closed_in_finally", GOOD_PRODUCER.replace("    producer.close()", "    pass")),
+    ("closed_in_finally", GOOD_CONSUMER.replace("finally:\n    consumer.close()", "except KeyError:\n    consumer.close()")),
+])
+def test_each_rule_finds_its_mistake_planted(rule: str, source: str) -> None:
+    assert rules.RULES[rule](source), f"{rule} passed a program that breaks it:\n{source}"
+
+
+def test_a_produce_loop_that_flushes_each_record_is_not_tight() -> None:
+    one_by_one = GOOD_PRODUCER.replace(
+        "        while True:\n            try:\n                producer.produce(\"t\", value=b\"x\")\n"
+        "                break\n            except BufferError:\n                producer.poll(1)\n",
+        "        producer.produce(\"t\", value=b\"x\")\n        if producer.flush(30):\n            raise RuntimeError()\n")
+    assert "BufferError" not in one_by_one
+    assert rules.buffer_error(one_by_one) == []
+
+
+def test_the_instrument_rule_finds_a_flush_of_the_programs_producer_but_not_of_its_own_ledger() -> None:
+    assert rules.instrument_acts("def crash(self, producer):\n    producer.flush(30)\n")
+    assert rules.instrument_acts("def f(self, consumer):\n    consumer.commit(asynchronous=False)\n")
+    assert rules.instrument_acts("def f(self):\n    self.ledger.flush()\n    open('x', 'w').close()\n") == []
