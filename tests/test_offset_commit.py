@@ -82,11 +82,12 @@ def test_run_config_names_and_the_program_each_librdkafka_mode_runs() -> None:
     assert "INSERT OR IGNORE" in oc.RunConfig("store-after-process", dedupe=True).resolved_program().source
     edited = progs["sync-per-message"].replace("asynchronous=False", "asynchronous=True", name="my_commit")
     assert oc.RunConfig("sync-per-message", program=edited).name == "my_commit"
-    harness = oc.harness_conf("g", "c", "i")
-    assert set(harness) == {"bootstrap.servers", "group.id", "client.id", "group.instance.id", "session.timeout.ms",
-                            "log_level"}, "the harness adds addresses and names, nothing about commits"
-    assert set(oc.harness_conf("g", "c", None)) == {"bootstrap.servers", "group.id", "client.id", "log_level"}, (
-        "a dynamic member: no static membership")
+    assert set(oc.harness_conf("g", "c")) == {"bootstrap.servers", "group.id", "client.id"}, (
+        "the harness adds addresses and names, nothing about commits or membership")
+    for mode in ("auto", "store-after-process", "sync-per-message", "async"):
+        source = progs[mode].source
+        assert '"group.instance.id": lab.instance_id' in source and '"session.timeout.ms": 6000' in source, (
+            f"{mode}: static membership is written in the program, where a learner sees it")
     java = oc.java_conf(oc.RunConfig("auto", client="java", batch=7), "g", "c", "i")
     assert (java["enable.auto.commit"], java["max.poll.records"]) == ("true", "7")
     assert oc.java_conf(oc.RunConfig("commit-sync-no-args", client="java"), "g", "c", "i")["enable.auto.commit"] == "false"

@@ -121,7 +121,7 @@ def test_the_notebooks_programs_are_found_and_set_what_the_lessons_say() -> None
 
 def test_the_harness_adds_only_addresses_and_names() -> None:
     assert set(tour.producer_conf()) == {"bootstrap.servers", "client.id"}
-    assert set(tour.reader_conf("g")) == {"bootstrap.servers", "group.id", "client.id", "log_level"}
+    assert set(tour.reader_conf("g")) == {"bootstrap.servers", "group.id", "client.id"}
     assert tour.reader_conf("g")["group.id"] == "g"
 
 

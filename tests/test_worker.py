@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from kafkalab import admin, config, runscope, workloads
+from kafkalab import admin, config, runscope, worker, workloads
 from kafkalab.ledger import read_events
 from kafkalab.waiting import wait_until
 from kafkalab.worker import ExecSpec, ProgramSpec, spec_from_json, spec_json
@@ -162,3 +162,21 @@ def test_terminated_worker_exits_cleanly_and_none_is_left() -> None:
         assert c not in workloads.live_workers() and c.pid not in workloads.worker_processes()
     finally:
         admin.delete_topics([topic])
+
+
+def test_lab_conf_is_one_builder_of_addresses_and_names() -> None:
+    assert worker.lab_conf("c", bootstrap_servers="h:1") == {"bootstrap.servers": "h:1", "client.id": "c"}
+    assert worker.lab_conf("c", "g", "h:1", tls_ca="/ca.pem") == {
+        "bootstrap.servers": "h:1", "client.id": "c", "group.id": "g", "ssl.ca.location": "/ca.pem"}
+    assert set(worker.lab_conf("c", "g")) <= set(worker.LAB_CONF_KEYS)
+
+
+@pytest.mark.parametrize("hidden", [{"session.timeout.ms": 6000}, {"group.instance.id": "i"}, {"log_level": 3},
+                                    {"linger.ms": 0}, {"enable.idempotence": True}])
+def test_a_program_spec_refuses_a_setting_the_program_would_not_show(hidden: dict) -> None:
+    conf = worker.lab_conf("c", "g", "h:1") | hidden
+    with pytest.raises(ValueError, match="write such settings in the program"):
+        worker.ProgramSpec("c", "r", "/tmp/l.jsonl", "consumer", "p", "pass\n", conf=conf)
+    spec = worker.ProgramSpec("c", "r", "/tmp/l.jsonl", "consumer", "p", "pass\n", conf=worker.lab_conf("c", "g", "h:1"),
+                              instance_id="g-instance-0")
+    assert worker.spec_from_json(worker.spec_json(spec)).instance_id == "g-instance-0"

@@ -59,6 +59,30 @@ class ExecSpec:
     kind: str = "exec"
 
 
+#: The only settings the harness may put in a program's ``lab.conf``: where the cluster is and the
+#: run's names (STYLE.md: every setting that decides what Kafka does is in the program on screen).
+#: ``ssl.ca.location``: the lab's CA, for a program that writes ``"security.protocol": "SSL"``.
+LAB_CONF_KEYS = ("bootstrap.servers", "client.id", "group.id", "ssl.ca.location")
+
+
+def lab_conf(client_id: str, group_id: str | None = None, bootstrap_servers: str | None = None,
+             tls_ca: str | None = None) -> dict[str, str]:
+    """The settings the harness adds to a client program's own (``lab.conf``), the one builder:
+    ``bootstrap.servers`` (default: the cluster's CLIENT listeners; a fault proxy's ports where a
+    run needs it), ``client.id``, ``group.id`` if given, and the lab CA's path (``tls_ca``) for a
+    program that writes ``"security.protocol": "SSL"``. Nothing that changes what Kafka does."""
+    if bootstrap_servers is None:
+        from . import config
+
+        bootstrap_servers = config.bootstrap_servers()
+    conf = {"bootstrap.servers": bootstrap_servers, "client.id": client_id}
+    if group_id is not None:
+        conf["group.id"] = group_id
+    if tls_ca is not None:
+        conf["ssl.ca.location"] = tls_ca
+    return conf
+
+
 @dataclass
 class ProgramSpec:
     """A worker that runs a client program (``kafkalab.programs.Program``): ``source``, the
@@ -66,8 +90,14 @@ class ProgramSpec:
     bound ``lab`` to the instruments of ``role`` (``instruments.ROLES``), made from this spec.
     ``conf``: the settings the harness adds (addresses and names, ``lab.conf``); ``topics``:
     the run's topics; ``options``: the instruments' settings (e.g.
-    ``instruments.consumer.ConsumerOptions``). A program that raises exits 1 with its
-    traceback in the worker's log; its lines are named ``<program NAME>``."""
+    ``instruments.consumer.ConsumerOptions``); ``instance_id``: a name for a program that writes
+    ``"group.instance.id": lab.instance_id`` (static membership, KIP-345). A program that raises
+    exits 1 with its traceback in the worker's log; its lines are named ``<program NAME>``.
+
+    Raises:
+        ValueError: ``conf`` holds a key outside ``LAB_CONF_KEYS`` (a setting the program would not
+            show).
+    """
 
     name: str
     run_id: str
@@ -79,6 +109,13 @@ class ProgramSpec:
     topics: list[str] = field(default_factory=list)
     options: dict = field(default_factory=dict)
     kind: str = "program"
+    instance_id: str | None = None
+
+    def __post_init__(self) -> None:
+        hidden = sorted(set(self.conf) - set(LAB_CONF_KEYS))
+        if hidden:
+            raise ValueError(f"program {self.program_name}: lab.conf may hold only {', '.join(LAB_CONF_KEYS)}, "
+                             f"not {', '.join(hidden)}: write such settings in the program, where they show")
 
 
 @dataclass

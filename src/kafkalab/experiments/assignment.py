@@ -51,13 +51,13 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, TypeVar
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, ResourceType
 
-from .. import admin, config, workloads
+from .. import admin, workloads
 from .. import ledger as ledgers
 from ..errors import KafkalabError
 from ..programs import Program
 from ..runscope import RunScope
 from ..waiting import wait_until
-from ..worker import HostSpec, ProgramSpec
+from ..worker import HostSpec, ProgramSpec, lab_conf
 from ..workloads import GroupMember, MemberState, Partition
 
 if TYPE_CHECKING:
@@ -421,7 +421,7 @@ class ProgramMember:
         self.key = key
         self.ledger_path = Path(spec.ledger)
         self.state = MemberState(index=index, client_id=spec.conf["client.id"],
-                                 group_instance_id=spec.conf.get("group.instance.id"))
+                                 group_instance_id=spec.instance_id)
         host.start(key, spec)
 
     def snapshot(self) -> MemberState:
@@ -545,12 +545,12 @@ class GroupRun:
     the members, deletes the topics and deletes the (then empty) group on exit.
 
     ``subscriptions``: for member i, the given topic names it subscribes to (default: all).
-    ``static``: give each member a ``group.instance.id`` (KIP-345).
+    ``static``: give each member a ``group.instance.id`` (KIP-345): ``<prefix>-instance-<i>``, which
+    a ``program`` writes itself (``"group.instance.id": lab.instance_id``).
     ``program``: the client program every member runs (role ``consumer``: it subscribes to
     ``lab.topics`` and reports its rebalances with ``lab.on_assign``/``lab.on_revoke``), in
     ``host`` (default: a ``MemberHost`` of its own); ``lab.conf`` then holds only
-    ``bootstrap.servers``, ``group.id``, ``client.id`` (and ``group.instance.id`` if static),
-    and ``assignor`` may be any label (the program decides). None: in-process
+    ``bootstrap.servers``, ``group.id``, ``client.id`` (``worker.lab_conf``), and ``assignor`` may be any label (the program decides). None: in-process
     ``workloads.GroupMember`` threads configured by ``assignor`` (``consumer_config``).
     ``group_config``: group configs set before the topics and the members exist
     (``admin.alter_group_config``, e.g. ``{"consumer.heartbeat.interval.ms": 5000}``), removed
@@ -596,6 +596,9 @@ class GroupRun:
         self.group_id = self.scope.name("group")
         self.n = consumers
         self.static = static
+        if static and program is not None and "lab.instance_id" not in program.source:
+            raise ValueError(f"static=True: program {program.name} must write its static membership itself "
+                             '("group.instance.id": lab.instance_id in its settings)')
         self.replication_factor = replication_factor
         self.members: list[GroupMember | ProgramMember] = []
         self.lab_conf: dict[str, dict] = {}  # member name -> its lab.conf (program members)
@@ -630,15 +633,13 @@ class GroupRun:
         given = self.subscriptions[i] if self.subscriptions and i < len(self.subscriptions) else list(self.topics)
         if self.program is not None:
             client_id = f"consumer-{i}"
-            conf = {"bootstrap.servers": config.bootstrap_servers(), "group.id": self.group_id, "client.id": client_id}
-            if self.static:
-                conf["group.instance.id"] = f"{self.prefix}-instance-{i}"
             key = f"{self.group_id}.{client_id}"
             spec = ProgramSpec(name=client_id, run_id=self.group_id, ledger=str(self.host.dir / f"{key}.jsonl"),
                                role="consumer", program_name=self.program.name, source=self.program.source,
-                               conf=conf, topics=[self.names[t] for t in given])
+                               conf=lab_conf(client_id, self.group_id), topics=[self.names[t] for t in given],
+                               instance_id=f"{self.prefix}-instance-{i}" if self.static else None)
             m = ProgramMember(self.host, key, i, spec)
-            self.lab_conf[client_id] = dict(conf)
+            self.lab_conf[client_id] = dict(spec.conf)
             self.members.append(m)
             return m
         conf = workloads.consumer_config(
@@ -985,8 +986,7 @@ def _produce_with_programs(run: GroupRun, producers: Mapping[str, tuple[Program,
         path = run.host.dir / f"{key}.jsonl"
         run.host.start(key, ProgramSpec(name=f"producer-{topic}", run_id=run.group_id, ledger=str(path), role="producer",
                                         program_name=program.name, source=program.source,
-                                        conf={"bootstrap.servers": config.bootstrap_servers(),
-                                              "client.id": f"producer-{topic}"},
+                                        conf=lab_conf(f"producer-{topic}"),
                                         topics=[run.names[topic]],
                                         options={"records": [[k, f"{value}-{k}", -1] for k in keys]}))
         started[topic] = (key, path)

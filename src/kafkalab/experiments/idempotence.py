@@ -63,7 +63,7 @@ from ..programs import Program, from_notebook
 from ..producers import Delivery, records_for, timed_burst
 from ..runscope import RunScope
 from ..waiting import wait_until
-from ..worker import ProgramSpec
+from ..worker import ProgramSpec, lab_conf
 from ..workloads import Copy, read_topic
 
 if TYPE_CHECKING:
@@ -232,7 +232,7 @@ ACK_LOSS = {"timeout": "drop_response", "disconnect": "cut_at_response"}
 def lost_ack_conf(proxy: FaultProxy, client_id: str) -> dict[str, str]:
     """``lab.conf`` of a producer program in these runs: the fault proxy's ports as
     ``bootstrap.servers`` (the proxy's rules pick the producer by ``client_id``), nothing else."""
-    return {"bootstrap.servers": proxy.bootstrap_servers, "client.id": client_id}
+    return lab_conf(client_id, bootstrap_servers=proxy.bootstrap_servers)
 
 
 def spawn_program(program: Program, proxy: FaultProxy | None, topic: str, records: list[tuple[str, str, int]],

@@ -71,7 +71,7 @@ from ..ledger import read_events
 from ..programs import Program, from_notebook
 from ..runscope import RunScope
 from ..waiting import wait_until
-from ..worker import ExecSpec, ProgramSpec
+from ..worker import ExecSpec, ProgramSpec, lab_conf
 
 #: The notebook whose ``%%program`` cells are the Python programs of this experiment.
 NOTEBOOK = "11_late_transaction"
@@ -331,7 +331,7 @@ def run_librdkafka(program: Program | None = None, hold_api: str = "EndTxn") -> 
     program = program or notebook_program()
 
     def start(bootstrap: str, topic: str, client_id: str, run_id: str, ledger: Path) -> workloads.Worker:
-        conf = {"bootstrap.servers": bootstrap, "client.id": client_id}
+        conf = lab_conf(client_id, bootstrap_servers=bootstrap)
         return workloads.spawn(ProgramSpec(client_id, run_id, str(ledger), "gated", program.name, program.source,
                                            conf=conf, topics=[topic], options={"records": []}))
 

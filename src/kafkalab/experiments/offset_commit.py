@@ -79,6 +79,7 @@ from typing import Any, Sequence
 import click
 
 from .. import admin, config, coordinators, programs, runscope, worker, workloads
+from ..worker import lab_conf
 from ..instruments import consumer as consumer_instruments
 from ..errors import KafkalabError, WaitTimeout
 from ..runscope import RunScope
@@ -239,19 +240,12 @@ def describe_mode(cfg: RunConfig) -> str:
     return text + ("; sqlite keyed by record id (INSERT OR IGNORE)" if cfg.dedupe else "")
 
 
-def harness_conf(group_id: str, client_id: str, instance_id: str | None) -> dict[str, Any]:
+def harness_conf(group_id: str, client_id: str) -> dict[str, Any]:
     """What the harness adds to a consumer program's settings (``lab.conf``): the run's
-    addresses and names, and librdkafka logging at errors only (``log_level`` 3). With an
-    ``instance_id``, static membership too, which lets a restart take the crashed member's
-    partitions at once (KIP-345 ``group.instance.id``, ``session.timeout.ms`` at the broker's
-    minimum so the group can be deleted 6 s after its member stopped); None: a dynamic member
-    at the client's default session timeout. Every setting about commits is in the program.
-    """
-    conf: dict[str, Any] = {"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id,
-                            "client.id": client_id, "log_level": 3}
-    if instance_id is not None:
-        conf |= {"group.instance.id": instance_id, "session.timeout.ms": SESSION_TIMEOUT_MS}
-    return conf
+    addresses and names (``worker.lab_conf``). Static membership (``group.instance.id``:
+    ``lab.instance_id``) and ``session.timeout.ms`` are in the programs, like every setting
+    about commits."""
+    return lab_conf(client_id, group_id)
 
 
 def java_conf(cfg: RunConfig, group_id: str, client_id: str, instance_id: str) -> dict[str, str]:
@@ -794,7 +788,7 @@ class CrashAndRestart:
             prog = r.program
             p = workloads.spawn(worker.ProgramSpec(
                 name, r.run_id, str(ledger), "consumer", prog.name, prog.source,
-                conf=harness_conf(r.group_id, name, r.instance_id), topics=[r.topic],
+                conf=harness_conf(r.group_id, name), instance_id=r.instance_id, topics=[r.topic],
                 options=dict(process_ms=process_ms, crash_after=crash_after, crash_point=r.cfg.crash_point,
                              sink=str(r.sink))))
         r.procs.append(p)
@@ -826,7 +820,7 @@ class CrashAndRestart:
         """The settings the harness adds to run ``label``'s program (``lab.conf``), as process
         ``name`` gets them (``harness_conf``)."""
         r = self.runs[label]
-        return harness_conf(r.group_id, name, r.instance_id)
+        return harness_conf(r.group_id, name)
 
     def describe(self, label: str) -> GroupDescribe:
         """``kafka-consumer-groups --describe`` of run ``label``'s group, as it stands now."""
@@ -985,7 +979,7 @@ class DefaultsProbe:
         self.group_id = self.scope.add_group(f"{topic}-defaults-{self.run_id}")
         self.dir = workloads.run_dir(self.run_id)
         self.program = program or programs.from_notebook(NOTEBOOK, DEFAULTS_PROGRAM)
-        conf = harness_conf(self.group_id, "defaults-probe", None)  # a dynamic member, default session
+        conf = harness_conf(self.group_id, "defaults-probe")  # a dynamic member, default session
         spec = worker.ProgramSpec("defaults-probe", self.run_id, str(self.dir / "defaults-probe.jsonl"), "consumer",
                                   self.program.name, self.program.source, conf=conf, topics=[topic])
         from ..ledger import now_ms
@@ -1149,7 +1143,7 @@ class RebalanceRedelivery:
 
     def _spawn(self, name: str, member: str) -> workloads.Worker:
         r = self.runs[name]
-        conf = harness_conf(r["group"], member, None)  # dynamic members
+        conf = harness_conf(r["group"], member)  # dynamic members
         p = workloads.spawn(worker.ProgramSpec(member, self.scope.run_id, str(r["dir"] / f"{member}.jsonl"), "consumer",
                                                r["program"].name, r["program"].source, conf=conf, topics=[r["topic"]]))
         r["procs"][member] = p

@@ -68,7 +68,7 @@ from ..ledger import read_events
 from ..programs import Program, from_notebook
 from ..runscope import RunScope
 from ..waiting import wait_until
-from ..worker import ProgramSpec
+from ..worker import ProgramSpec, lab_conf
 from .ordering_analysis import Consumed, InversionCounts, count_inversions, interleaving_witness
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def spawn_producer(program: Program, topic: str, records: Iterable[tuple[str | N
     it). ``lab.conf`` is ``bootstrap.servers`` (``bootstrap``, default the CLIENT listeners) and
     ``client.id``: nothing that changes what happens."""
     ledger = workloads.run_dir(run_id) / f"{client_id}.jsonl"
-    conf = {"bootstrap.servers": bootstrap or config.bootstrap_servers(), "client.id": client_id}
+    conf = lab_conf(client_id, bootstrap_servers=bootstrap)
     opts = {"records": [[k, v, p] for k, v, p in records], **(options or {})}
     return workloads.spawn(ProgramSpec(client_id, run_id, str(ledger), role, program.name, program.source,
                                        conf=conf, topics=[topic], options=opts))

@@ -72,7 +72,7 @@ from ..ledger import read_events
 from ..programs import Program
 from ..runscope import RunScope
 from ..waiting import wait_until
-from ..worker import ProgramSpec
+from ..worker import ProgramSpec, lab_conf
 from .rebalance_analysis import SCENARIOS
 
 if TYPE_CHECKING:
@@ -199,10 +199,9 @@ def member_program(protocol_name: str, slow: bool = False) -> Program:
 
 def harness_conf(group_id: str, client_id: str) -> dict[str, Any]:
     """What the harness adds to a member program's settings (``lab.conf``): the run's
-    addresses and names, and librdkafka logging at errors only (``log_level`` 3). Every
-    setting about the group protocol, its timeouts and static membership is in the program."""
-    return {"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id, "client.id": client_id,
-            "log_level": 3}
+    addresses and names (``worker.lab_conf``). Every setting about the group protocol, its
+    timeouts and static membership is in the program."""
+    return lab_conf(client_id, group_id)
 
 
 def protocol(name: str) -> Protocol:

@@ -75,7 +75,7 @@ from ..faults import FaultProxy, Rule
 from ..instruments import fault_gate
 from ..ledger import Ledger, read_events
 from ..programs import Program
-from ..worker import ProgramSpec
+from ..worker import ProgramSpec, lab_conf
 from ..waiting import wait_until
 from .replication_analysis import Classification, classify_records, unavailable_seconds
 
@@ -407,8 +407,7 @@ class _ProgramRuns:
             recs = [[key, value, p] for (p, key, value) in parts[by_setting[s]]]
             self.workers[s.label] = workloads.spawn(ProgramSpec(
                 cid, run_id, str(folder / f"{cid}.jsonl"), "gated", prog.name, prog.source,
-                conf={"bootstrap.servers": config.bootstrap_servers(), "client.id": cid},
-                topics=[by_setting[s]], options={"records": recs}))
+                conf=lab_conf(cid), topics=[by_setting[s]], options={"records": recs}))
 
     def wait_ready(self, timeout_s: float) -> None:
         def ready() -> bool:
@@ -1066,7 +1065,7 @@ def run_failover_retry(program: Program, records: int = 3, leader: int = 1, prox
         _wait_partitions([topic], 1, list(config.BROKER_IDS), lambda v: v[0] == leader and len(v[1]) == 3,
                          f"{topic}-0 led by broker {leader} with a full ISR", timeout_s)
         values = [f"r{i}" for i in range(records)]
-        conf = {"bootstrap.servers": proxy.bootstrap_servers, "client.id": cid}
+        conf = lab_conf(cid, bootstrap_servers=proxy.bootstrap_servers)
         rule = proxy.add_rule(Rule("drop_response", "Produce", client_id=cid, times=1))
         child = workloads.spawn(ProgramSpec(cid, run.run_id, str(workloads.run_dir(run.run_id) / f"{cid}.jsonl"),
                                             "producer", program.name, program.source, conf=conf, topics=[topic],
@@ -1192,8 +1191,7 @@ def run_follower_fetch(readers: Mapping[str, Program], records: int = 200, timeo
             cid = f"{run.run_id}-reader-{i}"
             child = workloads.spawn(ProgramSpec(
                 cid, run.run_id, str(workloads.run_dir(run.run_id) / f"{cid}.jsonl"), "consumer", program.name,
-                program.source, conf={"bootstrap.servers": config.bootstrap_servers(), "client.id": cid,
-                                      "group.id": run.name(f"reader-{i}")}, topics=[topic]))
+                program.source, conf=lab_conf(cid, run.name(f"reader-{i}")), topics=[topic]))
             state = {"read": 0, "lines_when_read": None, "brokers": []}
 
             def done() -> bool:

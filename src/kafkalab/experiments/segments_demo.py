@@ -39,7 +39,7 @@ from ..errors import KafkalabError
 from ..instruments.batches import KeyedRound, RecordRecipe, filler_value
 from ..programs import Program
 from ..segments import Segment
-from ..worker import ProgramSpec
+from ..worker import ProgramSpec, lab_conf
 from ..waiting import wait_until
 from ..runscope import RunScope
 
@@ -238,7 +238,7 @@ def write_with(program: Program, topic: str, *recipes: RecordRecipe, timeout_s: 
         raise KafkalabError("write_with needs at least one Records(count, value_bytes) recipe")
     run_id = runscope.run_id()
     client_id = f"{run_id}-{program.name}"
-    conf = {"bootstrap.servers": config.bootstrap_servers(), "client.id": client_id}
+    conf = lab_conf(client_id)
     t0 = time.perf_counter()
     child = workloads.spawn(ProgramSpec(client_id, run_id, str(workloads.run_dir(run_id) / f"{client_id}.jsonl"),
                                         "batches", program.name, program.source, conf=conf, topics=[topic],
@@ -615,7 +615,7 @@ class CompactionScenario:
         recs = [rec for r in rounds for rec in r.records()]
         run_id = runscope.run_id()
         client_id = f"{run_id}-{self.program.name}"
-        conf = {"bootstrap.servers": config.bootstrap_servers(), "client.id": client_id}
+        conf = lab_conf(client_id)
         t0 = time.perf_counter()
         child = workloads.spawn(ProgramSpec(client_id, run_id, str(workloads.run_dir(run_id) / f"{client_id}.jsonl"),
                                             "batches", self.program.name, self.program.source, conf=conf, topics=topics,

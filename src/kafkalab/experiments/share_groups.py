@@ -41,12 +41,12 @@ from pathlib import Path
 
 import click
 
-from .. import admin, config, ledger, programs, runscope, workloads
+from .. import admin, ledger, programs, runscope, workloads
 from ..errors import KafkalabError
 from ..programs import Program
 from ..runscope import RunScope
 from ..waiting import wait_until
-from ..worker import ProgramSpec
+from ..worker import ProgramSpec, lab_conf
 
 #: The lab's broker settings for share groups (kafka/config/broker.properties, teaching values):
 #: the acquisition lock and the delivery count limit a group gets when it sets none, and the
@@ -266,12 +266,6 @@ def _records(cfg: ShareRun) -> list[tuple]:
     return out
 
 
-def lab_conf(group: str, client_id: str) -> dict[str, str]:
-    """What the harness puts in a member's ``lab.conf``: the bootstrap servers, the group and
-    the client id. Nothing else: every setting that decides what happens is in the program."""
-    return {"bootstrap.servers": config.bootstrap_servers(), "group.id": group, "client.id": client_id}
-
-
 def final_values(events: list[ledger.Event], limit: int, gone: set[str]) -> set[str]:
     """The records (values) in a final state, read from ledger events (in the run process,
     while it waits): acknowledged ACCEPT or REJECT; or delivered ``limit`` times and, at that
@@ -341,7 +335,7 @@ def _member_spec(cfg: ShareRun, program: Program, run_id: str, folder: Path, gro
                "crash_signal": "SIGSTOP" if role == "freeze" else "SIGKILL", "members": cfg.consumers,
                "wait_max_ms": cfg.wait_max_ms}
     return ProgramSpec(name, run_id, str(folder / f"{name}.jsonl"), "share", program.name, program.source,
-                       conf=lab_conf(group, name), topics=[topic], options=options)
+                       conf=lab_conf(name, group), topics=[topic], options=options)
 
 
 def compare_consumer_group(program: Program, run: RunScope, topic: str, partitions: int, members: int,
@@ -359,7 +353,7 @@ def compare_consumer_group(program: Program, run: RunScope, topic: str, partitio
     folder = workloads.run_dir(run.run_id) / "consumer-group"
     folder.mkdir(exist_ok=True)
     procs = [workloads.spawn(ProgramSpec(f"classic-{i}", run.run_id, str(folder / f"classic-{i}.jsonl"), "consumer",
-                                         program.name, program.source, conf=lab_conf(group, f"classic-{i}"),
+                                         program.name, program.source, conf=lab_conf(f"classic-{i}", group),
                                          topics=[topic]))
              for i in range(members)]
     try:
@@ -506,7 +500,7 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
             consumer_group_members_with_partitions=compared,
             share_offsets={str(p): v for (_, p), v in sorted(share_offsets.items())},
             group_configs={k: v.value for k, v in described.items()}, held_window=held_window,
-            lab_conf=lab_conf(group, "share-0"), elapsed_ms=int((time.monotonic() - t0) * 1000),
+            lab_conf=lab_conf("share-0", group), elapsed_ms=int((time.monotonic() - t0) * 1000),
             ledger_dir=str(folder))
     finally:
         run.cleanup()

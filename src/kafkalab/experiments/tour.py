@@ -32,7 +32,7 @@ from ..errors import KafkalabError
 from ..ledger import read_events
 from ..programs import Program, from_notebook
 from ..waiting import wait_until
-from ..worker import ProgramSpec
+from ..worker import ProgramSpec, lab_conf
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -214,15 +214,14 @@ READER_CLIENT_ID = "flight-reader"
 
 def producer_conf(client_id: str = PRODUCER_CLIENT_ID) -> dict[str, Any]:
     """What the harness adds to a producer program's settings (``lab.conf``): the CLIENT
-    listeners and a ``client.id``; nothing that changes what happens."""
-    return {"bootstrap.servers": config.bootstrap_servers(), "client.id": client_id}
+    listeners and a ``client.id``; nothing that changes what happens (``worker.lab_conf``)."""
+    return lab_conf(client_id)
 
 
 def reader_conf(group_id: str, client_id: str = READER_CLIENT_ID) -> dict[str, Any]:
     """What the harness adds to a consumer program's settings (``lab.conf``): the CLIENT
-    listeners, the run's ``group.id``, a ``client.id`` and librdkafka logging at errors only."""
-    return {"bootstrap.servers": config.bootstrap_servers(), "group.id": group_id, "client.id": client_id,
-            "log_level": 3}
+    listeners, the run's ``group.id`` and a ``client.id`` (``worker.lab_conf``)."""
+    return lab_conf(client_id, group_id)
 
 
 def _record_id(value: str | None) -> str:

@@ -56,10 +56,10 @@ import click
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from .. import admin, cluster, config, coordinators, dumplog, programs, runscope, workloads
+from .. import admin, cluster, coordinators, dumplog, programs, runscope, workloads
 from ..instruments.transactions import CRASH_POINTS, ProcessorOptions
 from ..programs import Program
-from ..worker import ProgramSpec
+from ..worker import ProgramSpec, lab_conf
 from ..dumplog import DumpedRecord
 from ..data import record_id_of
 from ..errors import KafkalabError
@@ -120,7 +120,7 @@ class TxnRun(RunScope):
         (``lab.conf``). The process is killed at cleanup. Returns its handle and ledger path."""
         ledger = str(self.dir / f"{name}.jsonl")
         spec = ProgramSpec(name=name, run_id=self.run_id, ledger=ledger, role=role, program_name=program.name,
-                           source=program.source, conf=harness_conf(name, **(conf or {})), topics=list(topics),
+                           source=program.source, conf=harness_conf(name, (conf or {}).get("group.id")), topics=list(topics),
                            options=options or {})
         p = workloads.spawn(spec)
         self.processes.append(p)
@@ -146,10 +146,10 @@ class TxnRun(RunScope):
 # ----------------------------------------------------------------------------- programs
 
 
-def harness_conf(client_id: str, **names: Any) -> dict[str, Any]:
+def harness_conf(client_id: str, group_id: str | None = None) -> dict[str, Any]:
     """What the harness adds to a program's settings (``lab.conf``): ``bootstrap.servers``,
-    ``client.id``, and the names given (e.g. ``group.id``). Nothing that changes semantics."""
-    return {"bootstrap.servers": config.bootstrap_servers(), "client.id": client_id, **names}
+    ``client.id`` and ``group.id`` if given (``worker.lab_conf``). Nothing that changes semantics."""
+    return lab_conf(client_id, group_id)
 
 
 def program_setting(program: Program, key: str) -> str | None:

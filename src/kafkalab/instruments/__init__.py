@@ -82,7 +82,8 @@ ROLES: dict[str, str] = {
 
 class ProgramLab:
     """What the instruments of every role share, in one place: the process's name (its
-    ``client.id``), the settings the harness adds (``conf``), the run's topics (``topics``;
+    ``client.id``), the settings the harness adds (``conf``), a name for static membership
+    (``instance_id``: the program writes ``"group.instance.id": lab.instance_id``), the run's topics (``topics``;
     ``topic``: the first), a write-through ledger (a SIGKILL loses no line), and the harness's
     request to stop: SIGTERM sets a flag that ``running()`` reads, so the program finishes what
     it holds and ends. A role whose programs end by themselves sets ``stops_on_sigterm = False``
@@ -93,6 +94,7 @@ class ProgramLab:
     def __init__(self, spec: Any):
         self.name: str = spec.name
         self.conf: dict[str, Any] = dict(spec.conf)
+        self.instance_id: str | None = getattr(spec, "instance_id", None)
         self.topics: list[str] = list(spec.topics)
         self.topic: str | None = self.topics[0] if self.topics else None
         self.ledger = Ledger(spec.ledger, spec.run_id, write_through=True)

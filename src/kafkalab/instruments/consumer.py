@@ -91,7 +91,7 @@ class ConsumerLab(ProgramLab):
     # -- the ledger
     def _note(self, kind: str, **kw: Any) -> None:
         self.ledger.record(kind, client_id=self.name, member_id=self.member_id,
-                           group_instance_id=self.conf.get("group.instance.id"), **kw)
+                           group_instance_id=self.instance_id, **kw)
 
     def on_assign(self, consumer, partitions) -> None:
         """``subscribe(on_assign=...)``: records ``assigned`` per partition (and the member id)."""
