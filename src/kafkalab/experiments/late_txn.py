@@ -240,17 +240,17 @@ def _err(code: int | None) -> str:
     return ERROR_NAMES.get(code, str(code)) if code is not None else "?"
 
 
-def _steps_from_ledger(ledger: Path, ready: Path, returncode: int, log: str) -> list[dict]:
-    """A ``gated`` program's run as step lines: its delivery reports (``lab.delivered``), N
-    committed (it reached ``lab.wait_for_fault()``, after ``commit_transaction``), and how it
-    ended (the last line of its traceback if it raised)."""
+def _steps_from_ledger(ledger: Path, returncode: int, log: str) -> list[dict]:
+    """A ``gated`` program's run as step lines, in its ledger's order: its delivery reports
+    (``lab.delivered``), the transactions it saw committed (``lab.committed("N")``, written once
+    ``commit_transaction()`` returned), and how it ended (the last line of its traceback if it
+    raised)."""
     steps: list[dict] = []
     for e in read_events(ledger):
         if e.kind == "acked":
             steps.append({"step": "delivery", "value": e.value, "offset": e.offset, "error": e.error})
-    if ready.exists():
-        steps.insert(next((i for i, st in enumerate(steps) if st["value"].startswith("N+1")), len(steps)),
-                     {"step": "committed", "txn": "N"})
+        elif e.kind == "committed":
+            steps.append({"step": "committed", "txn": e.value})
     if returncode == 0:
         steps.append({"step": "aborted", "txn": "N+1"})
     else:
@@ -308,7 +308,7 @@ def _schedule(client: str, start, hold_api: str = "EndTxn") -> LateTxnRun:
         if rule.applied != 1:
             raise KafkalabError(f"the proxy held {rule.applied} {hold_api} requests, not 1")
         log = child.log_tail(200)
-        steps = (_steps_from_ledger(ledger, ready, returncode, log) if client == "librdkafka"
+        steps = (_steps_from_ledger(ledger, returncode, log) if client == "librdkafka"
                  else [json.loads(line) for line in ledger.read_text().splitlines()])
         seen, leo, lso = _read_committed(topic, STEP_TIMEOUT_S)
         run = _analyse(client, topic, held, answers, versions, steps, seen, leo, lso)

@@ -5,6 +5,7 @@ Everything of the ``producer`` role (``kafkalab.instruments.producer.ProducerLab
 ``lab.topic``, ``lab.records()``, ``lab.produced``, ``lab.delivered``), plus one scheduling
 arrangement, on screen in the program:
 
+- ``lab.committed(label)``: a ledger line once ``commit_transaction()`` returned (notebook 11).
 - ``lab.wait_for_fault()``: says the program is ready (a marker file beside its ledger,
   ``<ledger>.ready``), then blocks until the harness has applied its fault (08: paused the
   followers; 07: armed the fault proxy's rule that drops the next Produce request) and created the go file ``fault.go`` in the run's folder (the folder of the
@@ -61,3 +62,9 @@ class GatedProducerLab(ProducerLab):
         go = go_path(self._ledger_path)
         wait_until(go.exists, timeout_s=WAIT_MAX_S, interval_s=0.005,
                    what=f"{go}: the harness applying its fault")
+
+    def committed(self, transaction: str) -> None:
+        """Records ``committed`` for ``transaction`` (the program's label, e.g. ``"N"``): call it
+        once ``commit_transaction()`` returned, so the ledger holds what the program saw
+        committed, not what the harness guesses (notebook 11)."""
+        self.ledger.record("committed", client_id=self.name, topic=self.topic, value=transaction)
