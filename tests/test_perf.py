@@ -321,7 +321,8 @@ def test_run_throughput_runs_the_saved_burst_producer_with_each_option_edited_in
 def test_run_throughput_reports_the_settings_of_the_program_on_disk(tmp_path, monkeypatch) -> None:
     from kafkalab.experiments import performance as pf
 
-    monkeypatch.setattr(pf, "NOTEBOOK", _edited_notebook(tmp_path, '"batch.size": 1000000,', '"batch.size": 2000,'))
+    monkeypatch.setattr(pf, "NOTEBOOK", _edited_notebook(tmp_path, '"batch.size": 1000000,              # full at',
+                                                              '"batch.size": 2000,                 # full at'))
     r = run_json("throughput", "--messages", "3000", "--record-size", "100")
     assert r["program"] == "burst_producer" and r["python_settings"]["batch.size"] == 2000
     assert r["settings"]["batch_size"] == 2000, "kafka-producer-perf-test got the program's batch.size"
