@@ -1157,8 +1157,8 @@ def latency_command(rate: float, seconds: float, messages: int | None, record_si
     beside kafka-e2e-latency: notebook 10's measuring_consumer program (as saved, and with the fetch
     knobs edited) reading what its paced_producer (linger.ms 0) sends.
 
-    The programs measure Kafka's latency, not their own, up to about KAFKA_BOUND_RATE records/s
-    (5000 on the 2-core machine notebook 10 was checked on: p50 within 5x of kafka-e2e-latency's
+    The programs measure Kafka's latency, not their own, up to about 5000 records/s on the 2-core
+    machine notebook 10 was checked on (``KAFKA_BOUND_RATE``: p50 within 5x of kafka-e2e-latency's
     in the same run, the second half no later than the first). Above that, a second half much
     later than the first is the pipeline's own backlog."""
     reader = notebook_program("measuring_consumer")
