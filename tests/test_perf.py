@@ -233,7 +233,7 @@ def test_a_measuring_program_is_paced_and_names_its_settings() -> None:
     from kafkalab.instruments.measuring import MeasureOptions, times_path
     from kafkalab.programs import Program
 
-    p = Program("p", 'conf = {"linger.ms": 200, "batch.size": 1000000}\n')
+    p = Program("p", 'producer = Producer(lab.conf | {"linger.ms": 200, "batch.size": 1000000})\n')
     assert (program_setting(p, "linger.ms"), program_setting(p, "batch.size"), program_setting(p, "acks")) == (200, 1000000, None)
     assert MeasureOptions(10, 100, rate=200).rate == 200 and times_path("a/b.jsonl") == "a/b.jsonl.times.json"
     for bad in ((0, 100), (10, 0), (10, 100, 0)):
@@ -245,8 +245,8 @@ def test_the_settings_a_program_writes_are_read_and_edited_line_by_line() -> Non
     from kafkalab.experiments.performance import program_acks, program_flag, with_fetch
     from kafkalab.programs import Program
 
-    p = Program("p", 'conf = {"acks": "all", "enable.idempotence": False,\n'
-                     '        "fetch.min.bytes": 1, "fetch.wait.max.ms": 500}\n')
+    p = Program("p", 'c = Consumer(lab.conf | {"acks": "all", "enable.idempotence": False,\n'
+                     '        "fetch.min.bytes": 1, "fetch.wait.max.ms": 500})\n')
     assert (program_acks(p), program_flag(p, "enable.idempotence"), program_flag(p, "linger.ms")) == ("all", False, None)
     held = with_fetch(p, "held", fetch_min_bytes=100000, fetch_wait_max_ms=300)
     assert held.name == "held" and '"fetch.min.bytes": 100000' in held.source and '"fetch.wait.max.ms": 300' in held.source
@@ -287,3 +287,44 @@ def test_a_measuring_consumer_keeps_latencies_bytes_and_the_fetch_count(tmp_path
     out = json.loads(open(times_path(ledger)).read())
     assert out["value_bytes"] == 6 and out["fetch_requests"] == 3 and len(out["latencies_ms"]) == 2
     assert out["seconds"] >= 0
+
+
+def _edited_notebook(tmp_path, old: str, new: str):
+    """A copy of notebook 10 with ``old`` replaced by ``new`` in its cells, as a learner's edit saved on disk."""
+    from kafkalab.programs import notebooks_dir
+
+    text = (notebooks_dir() / "10_performance.ipynb").read_text()
+    assert text.count(json.dumps(old)[1:-1]) == 1
+    path = tmp_path / "10_performance.ipynb"
+    path.write_text(text.replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1]))
+    return path
+
+
+def test_run_throughput_runs_the_saved_burst_producer_with_each_option_edited_into_its_line(tmp_path, monkeypatch) -> None:
+    from kafkalab.experiments import performance as pf
+
+    program, settings = pf.throughput_program(acks="all", compression="zstd", idempotence="on")
+    assert program.name == "burst_producer_edited" and '"compression.type": "zstd"' in program.source
+    assert '"enable.idempotence": True' in program.source and '"acks": "all"' in program.source
+    assert settings == ProducerSettings("all", 1000, 1000000, "zstd", True), "Kafka's tool gets what the program writes"
+    assert pf.throughput_program()[0].source == pf.notebook_program("burst_producer").source, "no option: as saved"
+    txn, txn_settings = pf.throughput_program(transactional_batch=50)
+    assert "RECORDS_PER_TRANSACTION = 50" in txn.source and txn_settings.transactional_batch == 50
+    with pytest.raises(KafkalabError, match="does not write compression.type"):
+        pf.throughput_program(compression="lz4", transactional_batch=50)
+    monkeypatch.setattr(pf, "NOTEBOOK", _edited_notebook(tmp_path, '"linger.ms": 1000,', '"linger.ms": 7,'))
+    edited, edited_settings = pf.throughput_program()
+    assert '"linger.ms": 7' in edited.source and edited_settings.linger_ms == 7, "an edit saved on disk is what runs"
+
+
+@pytest.mark.cluster
+def test_run_throughput_reports_the_settings_of_the_program_on_disk(tmp_path, monkeypatch) -> None:
+    from kafkalab.experiments import performance as pf
+
+    monkeypatch.setattr(pf, "NOTEBOOK", _edited_notebook(tmp_path, '"batch.size": 1000000,              # full at',
+                                                              '"batch.size": 2000,                 # full at'))
+    r = run_json("throughput", "--messages", "3000", "--record-size", "100")
+    assert r["program"] == "burst_producer" and r["python_settings"]["batch.size"] == 2000
+    assert r["settings"]["batch_size"] == 2000, "kafka-producer-perf-test got the program's batch.size"
+    assert r["records_per_batch"] <= 2000 // 100, "the edited program ran: batches of at most 2000 bytes"
+    assert r["python"]["records"] == r["java"]["records"] == 3000

@@ -488,6 +488,9 @@ class Latency:
         p50_ms, p99_ms, max_ms: percentiles of the latencies (ms, 1 ms resolution).
         rate: the producer's target rate, records/s.
         consumer_conf: consumer settings beyond the defaults.
+        first_half_p50_ms, second_half_p50_ms: p50 of the first and of the second half of the
+            records (send order): a second half much later than the first is a backlog, a
+            pipeline that does not keep up with ``rate`` (None: not measured).
     """
 
     label: str
@@ -497,6 +500,22 @@ class Latency:
     max_ms: float
     rate: float
     consumer_conf: dict = field(default_factory=dict)
+    first_half_p50_ms: float | None = None
+    second_half_p50_ms: float | None = None
+
+    @classmethod
+    def of(cls, label: str, latencies_ms: list[float], rate: float, consumer_conf: dict | None = None) -> "Latency":
+        """The summary of ``latencies_ms`` (ms, in send order), rounded to 0.1 ms (the halves
+        None with one latency).
+
+        Raises:
+            KafkalabError: no latencies.
+        """
+        half = len(latencies_ms) // 2
+        p50, p99, mx = percentiles(latencies_ms)
+        halves = [round(percentiles(x)[0], 1) for x in (latencies_ms[:half], latencies_ms[half:])] if half else [None, None]
+        return cls(label, len(latencies_ms), round(p50, 1), round(p99, 1), round(mx, 1), rate, dict(consumer_conf or {}),
+                   *halves)
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -204,3 +204,58 @@ def load_ipython_extension(ipython) -> None:
         ipython.user_ns[p.name] = p
 
     ipython.register_magic_function(program, magic_kind="cell", magic_name="program")
+
+
+#: The confluent-kafka client constructors whose settings ``program_settings`` reads.
+CLIENTS = ("Producer", "Consumer", "ShareConsumer", "AdminClient", "SerializingProducer", "DeserializingConsumer")
+
+
+def program_settings(source: str) -> dict:
+    """The settings a program's text gives its clients, read with ``ast`` (nothing runs): every
+    string key of the dict literals inside the first argument of each client constructor
+    (``CLIENTS``: ``Producer(lab.conf | {...})``, ``Consumer(...)``...), merged in the order the
+    calls appear (a later client's key wins). A name in that argument stands for the dict
+    literals assigned to it at the top level (``conf = {...}``; ``Producer(conf)``). Values are
+    Python values where they are literals (``True``, ``1000``, ``"all"``), else the expression's
+    source text (``"lab.statistics"``). ``lab.conf`` (the harness's addresses and names) is not
+    in the text, so not in the result. How an experiment names the settings a row ran with, so
+    a learner's edit of the program flows into the result.
+
+    Raises:
+        ProgramError: ``source`` does not parse.
+
+    >>> program_settings('p = Producer(lab.conf | {"acks": "all", "linger.ms": 5})')
+    {'acks': 'all', 'linger.ms': 5}
+    """
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        raise ProgramError(f"a program that does not parse: line {e.lineno}: {e.msg}") from e
+    assigned: dict[str, list[ast.AST]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            assigned.setdefault(node.targets[0].id, []).append(node.value)
+
+    def dicts(expr: ast.AST, seen: frozenset[str] = frozenset()):
+        for n in ast.walk(expr):
+            if isinstance(n, ast.Dict):
+                yield n
+            elif isinstance(n, ast.Name) and n.id in assigned and n.id not in seen:
+                for value in assigned[n.id]:
+                    yield from dicts(value, seen | {n.id})
+
+    out: dict = {}
+    calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args
+                    and getattr(n.func, "id", getattr(n.func, "attr", None)) in CLIENTS),
+                   key=lambda n: (n.lineno, n.col_offset))
+    for call in calls:
+        for d in dicts(call.args[0]):
+            for k, v in zip(d.keys, d.values):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                    try:
+                        out[k.value] = ast.literal_eval(v)
+                    except ValueError:
+                        out[k.value] = ast.unparse(v)
+    return out

@@ -53,7 +53,6 @@ Configs; KIP-345, KIP-429, KIP-848.
 
 from __future__ import annotations
 
-import ast
 import json
 import threading
 import time
@@ -160,25 +159,12 @@ PROTOCOLS: dict[str, Protocol] = {
 
 
 def program_settings(program: Program) -> dict[str, Any]:
-    """The settings a program gives ``Consumer(...)``, read from its text (nothing runs): every
-    string key of the dict literals inside the call's first argument (``lab.conf | {...}``),
-    with its value when it is a literal, else the expression's source text (e.g.
-    ``lab.name.split('.')[0]``). ``lab.conf`` itself (the harness's addresses and names) is not
-    in the text, so not in the result."""
-    out: dict[str, Any] = {}
-    for call in ast.walk(ast.parse(program.source)):
-        if not (isinstance(call, ast.Call) and call.args and getattr(call.func, "id", getattr(call.func, "attr", None))
-                == "Consumer"):
-            continue
-        for d in ast.walk(call.args[0]):
-            if isinstance(d, ast.Dict):
-                for k, v in zip(d.keys, d.values):
-                    if isinstance(k, ast.Constant) and isinstance(k.value, str):
-                        try:
-                            out[k.value] = ast.literal_eval(v)
-                        except ValueError:
-                            out[k.value] = ast.unparse(v)
-    return out
+    """The settings a program gives ``Consumer(...)``, read from its text (nothing runs):
+    ``programs.program_settings`` (every string key of the dict literals inside the call's first
+    argument, ``lab.conf | {...}``, with its value when it is a literal, else the expression's
+    source text, e.g. ``lab.name.split('.')[0]``). ``lab.conf`` itself (the harness's addresses
+    and names) is not in the text, so not in the result."""
+    return programs.program_settings(program.source)
 
 
 def member_program(protocol_name: str, slow: bool = False) -> Program:
