@@ -1,8 +1,9 @@
 """``notebooks/interview_bank.md`` gathers the interview questions of every notebook on one page,
 grouped by topic. These checks keep it in step with the notebooks: every question is there, each
 with a level, its evidence links point to real notebooks and sections, and every ``kafkalab run``
-command it prints is a registered command with options that exist. Pure Python: no cluster, no
-network, no notebook is run."""
+command it prints is a registered command with options that exist, and so is every one of the
+workshop guide (notebooks/workshop_guide.md). Pure Python: no cluster, no network, no notebook is
+run."""
 
 from __future__ import annotations
 
@@ -191,6 +192,17 @@ def test_every_evidence_section_is_a_heading_of_the_notebook_it_follows() -> Non
     assert not problems, "\n".join(problems)
 
 
+def test_the_header_counts_the_questions_and_each_topic() -> None:
+    text = bank_text()
+    total = re.search(r"holds all (\d+) interview questions", text)
+    assert total and int(total.group(1)) == len(QUESTIONS), \
+        f"the header says {total and total.group(1)} questions; the notebooks have {len(QUESTIONS)}"
+    listed = {name: int(n) for name, n in re.findall(r"^- \[([^\]]+)\]\(#[^)]+\) \((\d+)\)$", text, re.M)}
+    topics = re.split(r"^## ", text, flags=re.M)[1:]
+    found = {t.splitlines()[0].strip(): len(re.findall(r"^### ", t, re.M)) for t in topics}
+    assert listed == found, f"the topic list counts {listed}; the topics hold {found}"
+
+
 def test_the_topic_list_links_to_the_topic_headings() -> None:
     text = bank_text()
     anchors = {github_anchor(h) for h in re.findall(r"^## (.+)$", text, re.M)}
@@ -232,6 +244,22 @@ def test_every_option_of_a_bank_command_exists_on_that_command() -> None:
         used = [a.split("=")[0] for a in args if a.startswith("--")] + variants
         problems += [f"{name} has no option {o}: {line}" for o in used if o not in opts]
     assert not problems, "\n".join(problems)
+
+
+def test_every_command_of_the_workshop_guide_parses_with_its_values() -> None:
+    """The workshop guide's ``kafkalab run`` commands too (placeholders ``NAME`` and ``...`` aside):
+    a command missing a required option would fail in front of a room."""
+    guide = (NOTEBOOK_DIR / "workshop_guide.md").read_text(encoding="utf-8")
+    commands = [shlex.split(s) for s in CODE_SPAN.findall(guide) if s.startswith("kafkalab run ")]
+    commands = [w for w in commands if w[2] not in ("NAME", "...")]
+    assert len(commands) >= 4, commands
+    for words in commands:
+        cmd = kafkalab.cli.run.commands.get(words[2])
+        assert cmd is not None, f"not a command of `kafkalab run`: {' '.join(words)}"
+        try:
+            cmd.make_context(words[2], words[3:])
+        except click.ClickException as e:
+            pytest.fail(f"{' '.join(words)}\n  {e.format_message()}")
 
 
 def test_every_bank_command_parses_with_its_values() -> None:
