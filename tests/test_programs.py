@@ -12,10 +12,7 @@ from kafkalab import programs
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "notebooks" / "solutions").glob("*.ipynb"))
-#: Notebook 10's programs are being rewritten with its latency instruments (issue 35, item 8).
-PENDING = {"10_performance.ipynb"}
-SHOWN = [(nb.name, name, p.source) for nb in NOTEBOOKS for name, p in programs.notebook_programs(nb).items()
-         if nb.name not in PENDING]
+SHOWN = [(nb.name, name, p.source) for nb in NOTEBOOKS for name, p in programs.notebook_programs(nb).items()]
 INSTRUMENTS = sorted((ROOT / "src" / "kafkalab" / "instruments").glob("*.py"))
 
 
