@@ -180,3 +180,18 @@ def test_a_program_spec_refuses_a_setting_the_program_would_not_show(hidden: dic
     spec = worker.ProgramSpec("c", "r", "/tmp/l.jsonl", "consumer", "p", "pass\n", conf=worker.lab_conf("c", "g", "h:1"),
                               instance_id="g-instance-0")
     assert worker.spec_from_json(worker.spec_json(spec)).instance_id == "g-instance-0"
+
+
+def test_no_experiment_writes_a_lab_conf_by_hand() -> None:
+    """Every ProgramSpec's conf comes from a builder (worker.lab_conf and the helpers that call it),
+    never from a dict literal, so the allow-list has one home."""
+    import ast
+    from pathlib import Path
+
+    root = Path(worker.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "ProgramSpec":
+                found += [f"{path.name}:{node.lineno}" for k in node.keywords if k.arg == "conf" and isinstance(k.value, ast.Dict)]
+    assert not found, f"lab.conf written by hand (use worker.lab_conf): {found}"

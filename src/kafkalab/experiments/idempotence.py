@@ -240,8 +240,7 @@ def spawn_program(program: Program, proxy: FaultProxy | None, topic: str, record
     """Start ``program`` (role ``producer``) in a worker process, bootstrapped on the proxy
     (``proxy`` None: on the CLIENT listeners), with ``records`` to send and the last
     ``together`` of them to send in one batch."""
-    conf = lost_ack_conf(proxy, client_id) if proxy is not None else {
-        "bootstrap.servers": config.bootstrap_servers(), "client.id": client_id}
+    conf = lost_ack_conf(proxy, client_id) if proxy is not None else lab_conf(client_id)
     return workloads.spawn(ProgramSpec(client_id, run_id, str(ledger), "producer", program.name, program.source,
                                        conf=conf, topics=[topic],
                                        options={"records": [list(r) for r in records], "together": together}))

@@ -35,7 +35,7 @@ from .. import admin, config, coordinators, perf, runscope, segments, workloads
 from ..errors import KafkalabError
 from ..instruments.measuring import MeasureOptions, commits_path, ready_path, times_path
 from ..programs import Program, program_settings
-from ..worker import ProgramSpec
+from ..worker import ProgramSpec, lab_conf
 from ..perf import Burst, ConsumeBurst, Latency, ProducerSettings
 from ..runscope import RunScope
 
@@ -215,7 +215,7 @@ def send_with(program: Program, topic: str, count: int, value_bytes: int, rate: 
     """
     run_id = runscope.run_id()
     client_id = f"{run_id}-{program.name}"
-    conf = {"bootstrap.servers": config.bootstrap_servers(), "client.id": client_id}
+    conf = lab_conf(client_id)
     ledger = workloads.run_dir(run_id) / f"{client_id}.jsonl"
     child = workloads.spawn(ProgramSpec(client_id, run_id, str(ledger), "measuring", program.name, program.source,
                                         conf=conf, topics=[topic],
@@ -259,8 +259,7 @@ class ReaderRun:
         run_id = runscope.run_id()
         self.program = program
         client_id = f"{run_id}-{program.name}"
-        self.conf = {"bootstrap.servers": config.bootstrap_servers(), "client.id": client_id, "group.id": client_id,
-                     **(addresses or {})}
+        self.conf = lab_conf(client_id, client_id) | (addresses or {})
         self.ledger = workloads.run_dir(run_id) / f"{client_id}.jsonl"
         self.child = workloads.spawn(ProgramSpec(client_id, run_id, str(self.ledger), "timed_reader", program.name,
                                                  program.source, conf=self.conf, topics=[topic],
@@ -590,7 +589,7 @@ def run_follower_wait(cases: Mapping[str, tuple[Program, int]], leader: int = 1,
             cid = f"{run_id}-ackwait-{i}"
             workers[label] = workloads.spawn(ProgramSpec(
                 cid, run_id, str(folder / f"{cid}.jsonl"), "gated", prog.name, prog.source,
-                conf={"bootstrap.servers": config.bootstrap_servers(), "client.id": cid}, topics=[topics[m]],
+                conf=lab_conf(cid), topics=[topics[m]],
                 options={"records": [[f"case-{i}", "during the pause", 0]]}))
 
         def reports(label: str) -> list:
