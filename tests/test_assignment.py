@@ -322,8 +322,10 @@ def test_member_program_refuses_what_it_cannot_edit() -> None:
 
 
 def test_partitioner_of_reads_the_producer_programs_setting() -> None:
-    assert A.partitioner_of(Program("p", 'conf = {"partitioner": "murmur2_random"}\n')) == "murmur2_random"
-    assert A.partitioner_of(Program("p", "conf = {}\n")) == "consistent_random (default)"
+    assert A.partitioner_of(Program("p", 'p = Producer(lab.conf | {"partitioner": "murmur2_random"})\n')) == "murmur2_random"
+    assert A.partitioner_of(Program("p", "p = Producer(lab.conf | {'partitioner': 'murmur2'})\n")) == "murmur2", (
+        "one parser (ast): single quotes read as well")
+    assert A.partitioner_of(Program("p", "p = Producer(lab.conf)\n")) == "consistent_random (default)"
 
 
 

@@ -54,7 +54,7 @@ from confluent_kafka.admin import ConfigResource, ResourceType
 from .. import admin, workloads
 from .. import ledger as ledgers
 from ..errors import KafkalabError
-from ..programs import Program
+from ..programs import Program, program_settings
 from ..runscope import RunScope
 from ..waiting import wait_until
 from ..worker import HostSpec, ProgramSpec, lab_conf
@@ -349,14 +349,10 @@ def assignor_lines(programs: Mapping[str, Program]) -> dict[str, str]:
     return out
 
 
-PARTITIONER_LINE = re.compile(r'"partitioner":\s*"([^"]*)"')
-
-
 def partitioner_of(program: Program) -> str:
     """The ``partitioner`` a producer program sets, or librdkafka's default
     (``consistent_random``, CONFIGURATION.md) when it sets none."""
-    found = PARTITIONER_LINE.findall(program.source)
-    return found[0] if found else "consistent_random (default)"
+    return str(program_settings(program.source).get("partitioner", "consistent_random (default)"))
 
 
 class MemberHost:

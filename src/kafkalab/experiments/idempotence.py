@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import click
 
-from .. import admin, cluster, config, coordinators, dumplog, workloads
+from .. import admin, cluster, config, coordinators, dumplog, programs, workloads
 from ..dumplog import DumpedBatch, DumpedRecord
 from ..errors import KafkalabError
 from ..faults import FaultProxy, ProxyEvent, Rule
@@ -495,23 +495,11 @@ class RetryTimeline:
         return asdict(self)
 
 
-_SETTING = re.compile(r'^\s*"([a-z][a-z0-9_.]*)":\s*([^,#]+?)\s*,?\s*(#.*)?$')
-
-
 def written_settings(source: str) -> dict[str, Any]:
-    """The Kafka settings a program writes one per line (``"key": value,``), as Python values
-    where they are literals (``True``, ``1000``, ``"all"``), else as text."""
-    import ast
-
-    out: dict[str, Any] = {}
-    for line in source.splitlines():
-        m = _SETTING.match(line)
-        if m:
-            try:
-                out[m.group(1)] = ast.literal_eval(m.group(2))
-            except (ValueError, SyntaxError):
-                out[m.group(1)] = m.group(2)
-    return out
+    """The Kafka settings a program gives its producer (``programs.program_settings``, read with
+    ast): Python values where they are literals (``True``, ``1000``, ``"all"``), else the
+    expression's text."""
+    return programs.program_settings(source)
 
 
 def _librdkafka_log_ms(line: str) -> float | None:

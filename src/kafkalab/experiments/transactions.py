@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -153,14 +152,14 @@ def harness_conf(client_id: str, group_id: str | None = None) -> dict[str, Any]:
 
 
 def program_setting(program: Program, key: str) -> str | None:
-    """The value a program writes for setting ``key`` as a literal (``"key": value``, a string
-    or a number), as text; None if the program does not set it to a literal.
+    """The value a program gives its clients for setting ``key``, as text
+    (``programs.program_settings``, read with ast); None if the program does not set it.
 
-    >>> program_setting(Program("p", 'c = {"isolation.level": "read_committed", "x.ms": 5}'), "x.ms")
+    >>> program_setting(Program("p", 'c = Consumer({"isolation.level": "read_committed", "x.ms": 5})'), "x.ms")
     '5'
     """
-    m = re.search(r'"%s"\s*:\s*(?:"([^"]*)"|(-?\d+))' % re.escape(key), program.source)
-    return None if m is None else (m.group(1) if m.group(1) is not None else m.group(2))
+    value = programs.program_settings(program.source).get(key)
+    return None if value is None else str(value)
 
 
 def uncommitted_reader(reader: Program) -> Program:
