@@ -72,6 +72,7 @@ def test_unknown_node_id_names_the_known_ones() -> None:
         cluster.LocalCluster(Topology())._node(7)
 
 
+@pytest.mark.socket
 def test_port_in_use_names_the_port_the_listener_and_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

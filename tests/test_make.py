@@ -6,7 +6,11 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+# Every test here runs make (and make its recipes' shells): Python and make are all they need.
+pytestmark = pytest.mark.subprocess
 
 
 def dry_run(target: str, *args: str) -> list[str]:
