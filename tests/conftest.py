@@ -2,8 +2,8 @@
 
 ``spark``: one local Spark session (``kafkalab.spark.session``) for the whole test run;
 tests that use it are marked ``@pytest.mark.spark``. A test that needs the live cluster is
-marked ``cluster``; one that starts any other JVM (Kafka's tools, javac, a second cluster)
-``jvm``. ``make check`` runs the rest, with Python only (no Java, no Maven, no jars), and the
+marked ``cluster``; one that starts any other JVM (Kafka's tools, javac, a second cluster) or
+reads the jars ``make jars`` fetches with Maven ``jvm``. ``make check`` runs the rest, with Python only (no Java, no Maven, no jars), and the
 guard (``guard`` below) keeps it that way: a test without
 those markers that starts a process or opens a socket fails, naming the marker to add
 (``subprocess`` or ``socket`` where Python and the system's own tools are all it needs: such a

@@ -21,6 +21,7 @@ def _classes_in_broker_jars() -> set[str]:
     return names
 
 
+@pytest.mark.jvm  # reads the broker jars, which Maven fetches (make jars): not in make check
 def test_every_tool_script_name_maps_to_a_class_in_the_broker_jars() -> None:
     classes = _classes_in_broker_jars()
     missing = {name: cls for name, cls in cluster.TOOLS.items() if cls not in classes}
