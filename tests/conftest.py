@@ -71,6 +71,7 @@ SOCKET_CALLS = ((socket.socket, ("connect", "connect_ex", "bind", "sendto")),)
 
 
 def _argv0(args: object) -> str:
+    """The file name of the program in ``args`` (an argv list, or a command line's first word)."""
     if isinstance(args, (str, bytes, os.PathLike)):
         first = os.fsdecode(args).split()[0] if os.fsdecode(args).split() else ""
     else:
@@ -97,6 +98,18 @@ class Unmarked(AssertionError):
 _heavy_ran = False
 
 
+def _program(owner: object, name: str, args: tuple, kw: dict) -> str:
+    """The name of the program a ``PROCESS_CALLS`` call runs (``""``: none named, a fork or a
+    ``multiprocessing`` child)."""
+    if owner is subprocess.Popen:  # (self, args, ...)
+        return _argv0(args[1] if len(args) > 1 else kw.get("args", ""))
+    if owner is os and name.startswith("spawn"):  # (mode, file, ...)
+        return _argv0([args[1]]) if len(args) > 1 else ""
+    if owner is os and name not in ("fork", "forkpty"):  # system(command), exec*(path, ...), posix_spawn*(path, ...)
+        return _argv0(args[0]) if args else ""
+    return ""
+
+
 def _loopback(address: object) -> bool:
     """Whether ``address`` (a socket address) is a Unix socket's path or a loopback host."""
     if isinstance(address, (str, bytes)):
@@ -121,7 +134,8 @@ def guard(item: pytest.Item) -> Iterator[Guard]:
     still for a ``JVM_PROGRAMS`` program or a ``kafka-*.sh`` script), and a ``SOCKET_CALLS`` call
     unless the test is marked ``socket`` and the address is loopback or a Unix socket's path.
     Each refusal is also kept in ``Guard.refused`` (from any thread, and also where the code under
-    test caught the error): ``pytest_runtest_call`` fails the test on it."""
+    test caught the error): ``pytest_runtest_call`` fails the test on it. Out of its sight: what C
+    code does by itself (librdkafka's own sockets) and what an allowed child process does."""
     global _heavy_ran
     if any(item.get_closest_marker(m) for m in HEAVY_MARKERS):
         _heavy_ran = True
@@ -139,13 +153,11 @@ def guard(item: pytest.Item) -> Iterator[Guard]:
         @functools.wraps(real)
         def guarded(*args: object, **kw: object) -> object:
             if state.on:
-                call = f"{getattr(owner, '__name__', owner)}.{name}"
-                if owner is subprocess.Popen:  # (self, args, ...)
-                    exe = _argv0(args[1] if len(args) > 1 else kw.get("args", ""))
-                    if exe in JVM_PROGRAMS or (exe.startswith("kafka-") and exe.endswith(".sh")):
-                        raise refuse(f"starts a JVM ({exe})",
-                                     "add @pytest.mark.jvm (or cluster, spark): make check starts no JVM")
-                    call = f"subprocess.Popen({exe})"
+                exe = _program(owner, name, args, kw)
+                if exe in JVM_PROGRAMS or (exe.startswith("kafka-") and exe.endswith(".sh")):
+                    raise refuse(f"starts a JVM ({exe})",
+                                 "add @pytest.mark.jvm (or cluster, spark): make check starts no JVM")
+                call = f"{getattr(owner, '__name__', owner)}.{name}" + (f"({exe})" if exe else "")
                 if not may_spawn:
                     raise refuse(f"starts a process ({call}) but is not marked",
                                  f"add @pytest.mark.{SUBPROCESS_MARKER} (@pytest.mark.jvm if it runs Java)")

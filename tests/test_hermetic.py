@@ -48,7 +48,9 @@ def test_an_unmarked_test_may_start_no_process_in_any_way() -> None:
         message = refused(item, call)
         assert message.startswith(f"{item.nodeid} starts a process (") and message.endswith(
             "but is not marked: add @pytest.mark.subprocess (@pytest.mark.jvm if it runs Java)"), message
-    assert "(subprocess.Popen(true))" in refused(item, lambda: subprocess.run(["true"]))
+    assert "(Popen.__init__(true))" in refused(item, lambda: subprocess.run(["true"]))
+    assert "(os.system(make))" in refused(item, lambda: os.system("make -n check"))
+    assert "(os.fork)" in refused(item, lambda: os.fork())
 
 
 def test_an_unmarked_test_may_open_no_socket_not_even_on_loopback(tmp_path: Path) -> None:
@@ -78,6 +80,10 @@ def test_a_subprocess_test_may_start_processes_but_never_a_jvm() -> None:
         message = refused(item, lambda: subprocess.Popen(argv))
         assert " starts a JVM (" in message and message.endswith(
             "add @pytest.mark.jvm (or cluster, spark): make check starts no JVM"), message
+    for call in (lambda: os.system("java -version"), lambda: os.execv("/usr/bin/java", ["java"]),
+                 lambda: os.posix_spawn("/usr/bin/javac", ["javac"], {}),
+                 lambda: os.spawnv(os.P_WAIT, "/usr/bin/java", ["java"])):
+        assert " starts a JVM (java" in refused(item, call)
     assert "starts a JVM (java)" in refused(Item(), lambda: subprocess.run(["java", "-version"])), \
         "an unmarked test is told the marker Java needs"
 
@@ -108,7 +114,7 @@ def test_a_refusal_the_code_caught_still_fails_the_test() -> None:
             subprocess.run(["true"])
         except Exception:  # noqa: BLE001  (code under test that hides every error)
             pass
-    assert state.refused and "starts a process (subprocess.Popen(true))" in state.refused[0]
+    assert state.refused and "starts a process (Popen.__init__(true))" in state.refused[0]
 
 
 def test_the_guard_puts_everything_back_and_stays_off_for_heavy_tests_and_in_teardown() -> None:
