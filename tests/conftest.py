@@ -19,6 +19,7 @@ import multiprocessing.process
 import os
 import socket
 import subprocess
+import sys
 from collections.abc import Callable, Generator, Iterator
 
 import pytest
@@ -91,11 +92,18 @@ class Unmarked(AssertionError):
     """A test started a process or opened a socket without the marker that allows it."""
 
 
-#: Whether a test with one of ``HEAVY_MARKERS`` has run in this process: its Spark session or
-#: cluster clients may then connect at any moment (py4j's garbage collection of a Spark object
-#: opens a connection to the JVM from whichever test runs then), so the socket guard stands down
-#: for the rest of the process. ``make check`` runs none of them: there it never stands down.
+#: Whether a test with one of ``HEAVY_MARKERS`` has run in this process (see ``_socket_guard_on``).
 _heavy_ran = False
+
+
+def _socket_guard_on() -> bool:
+    """Whether the socket guard is on: not once a test with one of ``HEAVY_MARKERS`` has run in
+    this process, nor while a Spark driver lives in it (``make test``'s lanes start one before
+    the first test, tests/lanes.py): py4j then connects to its JVM at any moment, from whichever
+    test runs then (its garbage collection of a Spark object opens a connection from the thread
+    that collects it). ``make check`` has neither: there it is always on."""
+    pyspark = sys.modules.get("pyspark")
+    return not _heavy_ran and getattr(getattr(pyspark, "SparkContext", None), "_gateway", None) is None
 
 
 def _program(owner: object, name: str, args: tuple, kw: dict) -> str:
@@ -181,7 +189,7 @@ def guard(item: pytest.Item) -> Iterator[Guard]:
 
     with pytest.MonkeyPatch.context() as mp:
         for calls, wrap in ((PROCESS_CALLS, process_guard), (SOCKET_CALLS, socket_guard)):
-            if wrap is socket_guard and _heavy_ran:
+            if wrap is socket_guard and not _socket_guard_on():
                 continue
             for owner, names in calls:
                 for name in names:

@@ -10,6 +10,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,14 @@ import conftest
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+SOCKET_GUARD_ON = conftest._socket_guard_on
+
+
+@pytest.fixture(autouse=True)
+def as_in_make_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The socket guard on, as in ``make check``, also where this runs beside a Spark driver or
+    after a heavy test (make test)."""
+    monkeypatch.setattr(conftest, "_socket_guard_on", lambda: True)
 
 
 class Item:
@@ -135,7 +144,26 @@ def test_the_guard_puts_everything_back_and_stays_off_for_heavy_tests_and_in_tea
         for marker in conftest.HEAVY_MARKERS:
             with conftest.guard(Item(marker)) as state:
                 assert not state.on and all(getattr(owner, name) is real for owner, name, real in calls)
-        assert conftest._heavy_ran, "the socket guard stands down after a heavy test (py4j, clients)"
+        assert conftest._heavy_ran, "a heavy test ran"
+
+
+def test_the_socket_guard_stands_down_beside_a_spark_driver_or_after_a_heavy_test(monkeypatch) -> None:
+    class SparkContext:
+        _gateway: object = None  # a Spark driver's py4j gateway: a JVM child of this process
+
+    monkeypatch.setitem(sys.modules, "pyspark", type(sys)("pyspark"))
+    sys.modules["pyspark"].SparkContext = SparkContext  # type: ignore[attr-defined]
+    monkeypatch.setattr(conftest, "_heavy_ran", False)
+    assert SOCKET_GUARD_ON(), "make check: no Spark driver, no heavy test"
+    SparkContext._gateway = object()
+    assert not SOCKET_GUARD_ON(), "py4j connects to the JVM at any moment (make test's lanes serve Spark)"
+    SparkContext._gateway = None
+    monkeypatch.setattr(conftest, "_heavy_ran", True)
+    assert not SOCKET_GUARD_ON(), "after a heavy test (its Spark session, its clients)"
+    monkeypatch.setattr(conftest, "_socket_guard_on", SOCKET_GUARD_ON)
+    connect = socket.socket.connect
+    with conftest.guard(Item()):
+        assert socket.socket.connect is connect, "the socket calls are left as they are"
 
 
 def test_the_markers_are_registered_and_make_check_runs_exactly_the_tests_without_heavy_ones() -> None:
