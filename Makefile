@@ -1,7 +1,8 @@
 # kafkalab: two commands for a fresh machine (Linux or macOS: Python 3.11-3.13, a JDK 17+, Maven).
 #   make lab    set everything up, start the cluster, open JupyterLab on notebooks/
 #   make test   set everything up, run every test and every notebook against the live cluster
-#   make check  the fast tier: every test that needs no cluster, no JVM and no Spark (seconds)
+#   make check  the fast tier: every test that needs no cluster, no JVM and no Spark (seconds);
+#               it needs Python alone (no Java, no Maven, no jars)
 #   make lab EDITION=ko   JupyterLab on the Korean edition (notebooks/ko/, 한국어판)
 #   make ko     after an English text change: merge it into the Korean catalogs and regenerate
 #               notebooks/ko/ (see src/kafkalab/i18n.py for the steps)
@@ -23,7 +24,7 @@
 
 SHELL := /bin/bash
 # The newest of python3.13, python3.12, python3.11 on PATH that runs (a pyenv shim of a version not
-# selected does not); PYTHON=/path/to/python overrides. check-tools prints which one it is.
+# selected does not); PYTHON=/path/to/python overrides. check-python prints which one it is.
 PYTHONS := python3.13 python3.12 python3.11
 ifeq ($(origin PYTHON),undefined)
 PYTHON := $(shell for p in $(PYTHONS); do $$p -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 14))' >/dev/null 2>&1 && { echo $$p; break; }; done)
@@ -36,7 +37,7 @@ BIN := $(VENV)/bin
 STATE := .kafkalab
 MVN := mvn -q -B -s kafka/maven-settings.xml
 
-.PHONY: lab edition test check book ko setup venv jars up down status benchmark clean check-tools lock \
+.PHONY: lab edition test check book ko setup venv jars up down status benchmark clean check-python check-tools lock \
 	compose-setup compose-image compose-smoke compose-stop
 
 # JupyterLab refuses to run as root (containers, CI images) unless told --allow-root. `kafkalab
@@ -93,9 +94,11 @@ test: setup
 	  $(addprefix --deselect ,$(KO_SKIPPED)) \
 	  -p lanes $(if $(filter-out 1,$(LANES)),-n $(LANES) --dist loadfile --no-loadscope-reorder) --junitxml=$(JUNIT) $(PYTEST_ARGS)
 
-# The fast tier: no cluster, no JVM, no Spark (tests/conftest.py fails a test that starts a JVM
-# without its marker). Run it after every change; make test before a commit lands.
-check: setup
+# The fast tier: no cluster, no JVM, no Spark, and Python alone to set up (the venv: no Java,
+# Maven or jars). tests/conftest.py fails a test that starts a process or opens a socket without
+# its marker (cluster, spark, jvm: not run here; subprocess, socket: Python's and the system's
+# tools, loopback only). Run it after every change; make test before a commit lands.
+check: venv
 	$(BIN)/pytest tests -m "not cluster and not spark and not jvm" -p no:cacheprovider -q
 
 # The rendered book: every notebook (and every solution) executed against the live cluster by
@@ -113,21 +116,27 @@ book: setup
 	KAFKALAB_BOOK_LANG=ko $(BIN)/sphinx-build -b html -E -d build/book-doctrees/ko -c notebooks/_book notebooks/ko build/book/ko && \
 	echo "the book: build/book/index.html (한국어판: build/book/ko/index.html)"
 
-setup: venv jars
+# The tools are checked first: a missing JDK is said before the venv is built.
+setup: check-tools venv jars
 
-# Python 3.11-3.13 and a JDK 17+ (JAVA_HOME/bin/java first, as kafkalab and Spark take it), Maven.
-check-tools:
+# Python 3.11-3.13: all that make venv, make check and make lock need.
+check-python:
 	@[ -n "$(PYTHON)" ] || { echo "error: none of python3.13, python3.12, python3.11 found on PATH: kafkalab needs Python 3.11, 3.12 or 3.13 ($(PYTHON_INSTALL); or: make PYTHON=/path/to/python3)"; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 14))' 2>/dev/null || { echo "error: PYTHON=$(PYTHON) is not Python 3.11, 3.12 or 3.13 ($$($(PYTHON) -V 2>&1 | head -1)): kafkalab needs one of them ($(PYTHON_INSTALL))"; exit 1; }
+	@echo "using $(PYTHON) ($$($(PYTHON) -V 2>&1))"
+
+# And a JDK 17+ (JAVA_HOME/bin/java first, as kafkalab and Spark take it) and Maven: make setup and
+# jars, so make lab, test, book and the others that set up.
+check-tools: check-python
 	@java=java; if [ -n "$$JAVA_HOME" ] && [ -x "$$JAVA_HOME/bin/java" ]; then java=$$JAVA_HOME/bin/java; fi; \
 	command -v $$java >/dev/null || { echo "error: java not found: Kafka 4 and Spark 4 need a JDK 17 or newer ($(JAVA_INSTALL))"; exit 1; }; \
 	v=$$($$java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p'); \
 	[ "$${v%%.*}" -ge 17 ] 2>/dev/null || { echo "error: $$(command -v $$java) is Java $${v:-of unknown version}: Kafka 4 and Spark 4 need a JDK 17 or newer ($(JAVA_INSTALL))"; exit 1; }; \
-	echo "using $(PYTHON) ($$($(PYTHON) -V 2>&1)) and Java $$v ($$(command -v $$java))"
+	echo "using Java $$v ($$(command -v $$java))"
 	@command -v mvn >/dev/null || { echo "error: mvn not found: Maven fetches the Kafka jars ($(JAVA_INSTALL))"; exit 1; }
 
 venv: $(VENV)/.installed
-$(VENV)/.installed: pyproject.toml requirements.lock | check-tools
+$(VENV)/.installed: pyproject.toml requirements.lock | check-python
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -c requirements.lock -e '.[test,book]'
 	touch $@
@@ -137,7 +146,7 @@ $(VENV)/.installed: pyproject.toml requirements.lock | check-tools
 # file are kept where they still fit). Run after changing pyproject.toml; tests/test_lock.py checks
 # the result (one version per package, pyproject's pins, no Python-version fork).
 UV_VERSION := 0.13.9
-lock: check-tools
+lock: check-python
 	test -x build/uv/bin/pip || $(PYTHON) -m venv build/uv
 	build/uv/bin/pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 	build/uv/bin/uv pip compile -q pyproject.toml --extra test --extra book --universal --python-version 3.11 \

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A second distribution, as a plain user (issue 33): a Debian 13 (trixie) root made with
 # debootstrap, with only what README tells a Debian 13 user to install, where a user who is not
-# root clones this commit and follows README: `make check`, then `kafkalab up` on a port base of
-# its own, notebooks 00 and 03 under nbval, a Spark audit of a live topic, `kafkalab down`, and no
-# process left in the root.
+# root clones this commit and follows README: `make check` (Python alone, before anything fetches
+# the jars), `make setup`, then `kafkalab up` on a port base of its own, notebooks 00 and 03 under
+# nbval, a Spark audit of a live topic, `kafkalab down`, and no process left in the root.
 #
 # Needs root (debootstrap, chroot, mounts) and apt. Where either is missing it says so in one line
 # and exits 0, unless CI is set: on CI this slice must run, and a skip is a failure.
@@ -311,8 +311,10 @@ step() {   # step NAME SECONDS COMMAND
 say "as $LEARNER (uid $LEARNER_UID), commit ${SHA:0:12}, KAFKALAB_PORT_BASE=$PORT_BASE"
 if step clone 120 "git -c init.defaultBranch=main -c advice.detachedHead=false clone -q /srv/kafkalab.bundle kafkalab && cd kafkalab && git -c advice.detachedHead=false checkout -q --detach $SHA && test \"\$(git rev-parse HEAD)\" = $SHA && id && git log -1 --format='%h %s' | cut -c1-100"; then
   # A failed test of make check does not stop the slice (one run shows every failure); a failed
-  # set-up (no .venv, no jars) makes kafkalab up fail at once.
+  # set-up (no .venv, no jars) makes kafkalab up fail at once. make check needs Python alone, so
+  # the jars come after it (make setup: the venv is there already).
   step "make check" 2700 "make check" || true
+  step "make setup" 1800 "make setup" || true
   up_ok=0
   step "kafkalab up" 600 ".venv/bin/kafkalab up" && up_ok=1
   if [ "$up_ok" = 1 ]; then

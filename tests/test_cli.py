@@ -162,6 +162,8 @@ def test_run_help_needs_no_cluster() -> None:
         assert r.exit_code == 0 and "Usage:" in r.output, (name, r.output)
 
 
+@pytest.mark.subprocess
+@pytest.mark.socket
 def test_every_run_command_fails_fast_naming_kafkalab_up_when_the_cluster_is_down(tmp_path) -> None:
     """Issue 12: with the cluster down, every ``kafkalab run NAME`` (valid options) exits
     non-zero within the precondition's budget, with a message naming ``kafkalab up``. The

@@ -21,6 +21,7 @@ def _classes_in_broker_jars() -> set[str]:
     return names
 
 
+@pytest.mark.jvm  # reads the broker jars, which Maven fetches (make jars): not in make check
 def test_every_tool_script_name_maps_to_a_class_in_the_broker_jars() -> None:
     classes = _classes_in_broker_jars()
     missing = {name: cls for name, cls in cluster.TOOLS.items() if cls not in classes}
@@ -72,6 +73,7 @@ def test_unknown_node_id_names_the_known_ones() -> None:
         cluster.LocalCluster(Topology())._node(7)
 
 
+@pytest.mark.socket
 def test_port_in_use_names_the_port_the_listener_and_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

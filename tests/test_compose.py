@@ -37,6 +37,10 @@ from kafkalab import cli, cluster, config
 from kafkalab.config import Topology
 from kafkalab.errors import DockerUnavailable, ImageMissing, KafkalabError
 
+# The compose backend and kafka/docker/engine.sh run, against stand-ins for docker, compose and go
+# (shell scripts): processes, but no engine, no JVM.
+pytestmark = pytest.mark.subprocess
+
 ROOT = config.repo_root()
 ENVIRONMENT = ROOT / "environment.yml"
 PYPROJECT = ROOT / "pyproject.toml"

@@ -102,6 +102,7 @@ def test_control_commands_on_a_proxy_that_is_not_serving() -> None:
         proxy._control({"op": "explode"})
 
 
+@pytest.mark.socket
 def test_fault_cli_without_a_serving_proxy_says_how_to_start_one(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("KAFKALAB_STATE", str(tmp_path))
     r = CliRunner().invoke(faults.cli_group, ["drop-acks", "2"])

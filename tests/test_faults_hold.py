@@ -15,6 +15,9 @@ from kafkalab.protocol import FrameReader, encode_frame
 
 from test_protocol_txn import end_txn_request, end_txn_response
 
+# The fake broker, the proxy and its control socket listen on loopback.
+pytestmark = pytest.mark.socket
+
 
 def _free_base() -> int:
     """A port base whose broker-1 FAULT (base+3) and proxy (base+4) ports are free."""

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+# Every test here runs make (and make its recipes' shells): Python and make are all they need.
+pytestmark = pytest.mark.subprocess
 
 
 def dry_run(target: str, *args: str) -> list[str]:
@@ -79,7 +85,7 @@ def test_make_takes_the_newest_python_of_311_to_313_that_runs(tmp_path: Path) ->
     stub_java(tmp_path, "21")
     cp = check_tools(tmp_path)
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    assert "using python3.12 (Python 3.12.3) and Java 21" in cp.stdout, cp.stdout
+    assert "using python3.12 (Python 3.12.3)\nusing Java 21 (" in cp.stdout, cp.stdout
     stub_python(tmp_path, "python3.13", "3.13.5")
     assert "using python3.13 (Python 3.13.5)" in check_tools(tmp_path).stdout, "3.13 is the newest that runs"
     override = check_tools(tmp_path, "PYTHON=python3.11")
@@ -110,7 +116,7 @@ def test_make_wants_java_17_or_newer_and_says_how_to_install_it(tmp_path: Path) 
     for spec in ("17", "21", "25"):
         stub_java(tmp_path, spec)
         cp = check_tools(tmp_path)
-        assert cp.returncode == 0 and f"and Java {spec} (" in cp.stdout, f"Java {spec}: {cp.stdout}{cp.stderr}"
+        assert cp.returncode == 0 and f"using Java {spec} (" in cp.stdout, f"Java {spec}: {cp.stdout}{cp.stderr}"
     stub(tmp_path, "java", "exit 127")  # a java that does not run (a macOS /usr/bin/java without a JDK)
     cp = check_tools(tmp_path)
     assert cp.returncode != 0 and f"is Java of unknown version: Kafka 4 and Spark 4 need a JDK 17 or newer " \
@@ -124,7 +130,68 @@ def test_make_takes_java_from_java_home_first(tmp_path: Path) -> None:
     (home / "bin").mkdir(parents=True)
     stub_java(home / "bin", "21")
     cp = check_tools(tmp_path, f"JAVA_HOME={home}")
-    assert cp.returncode == 0 and f"and Java 21 ({home}/bin/java)" in cp.stdout, cp.stdout + cp.stderr
+    assert cp.returncode == 0 and f"using Java 21 ({home}/bin/java)" in cp.stdout, cp.stdout + cp.stderr
+
+
+# --- make check: Python alone (issue 35) ---------------------------------------------------------
+
+#: What the Makefile's recipes and $(shell) calls run, apart from Python, java and mvn.
+SYSTEM_TOOLS = ("make", "bash", "sh", "sed", "head", "find", "id", "test", "touch")
+
+
+def without_java(folder: Path) -> dict[str, str]:
+    """An environment whose PATH holds ``folder`` (the stubs) and links to ``SYSTEM_TOOLS``
+    alone: no java, no mvn, no JAVA_HOME (a machine without them). A ``java`` or ``mvn`` stub put
+    in ``folder`` later leaves a mark in ``folder/ran`` when it runs."""
+    tools = folder / "system"
+    tools.mkdir(exist_ok=True)
+    for name in SYSTEM_TOOLS:
+        if (found := shutil.which(name)) and not (tools / name).exists():
+            (tools / name).symlink_to(found)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "JAVA_HOME", "MAKEFLAGS", "MAKELEVEL")}
+    env["PATH"] = f"{folder}:{tools}"
+    return env
+
+
+def make(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_make_check_needs_python_alone(tmp_path: Path) -> None:
+    stub_python(tmp_path, "python3.11", "3.11.2")
+    env = without_java(tmp_path)
+    cp = make(env, "check-python")
+    assert cp.returncode == 0 and cp.stdout == "using python3.11 (Python 3.11.2)\n", cp.stdout + cp.stderr
+    # -B: as on a fresh clone, the venv built too
+    dry = make(env, "-n", "-B", "check")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert not re.search(r"\b(java|javac|mvn|MVN|JAVA_HOME)\b|\.fetched|jars", dry.stdout), \
+        f"make check runs Java or Maven, or fetches jars:\n{dry.stdout}"
+    lines = dry.stdout.splitlines()
+    assert "python3.11 -m venv .venv" in "\n".join(lines) and "pip install" in "\n".join(lines), lines
+    assert lines[-1] == '.venv/bin/pytest tests -m "not cluster and not spark and not jvm" -p no:cacheprovider -q'
+    stub(tmp_path, "java", f'echo java >> {tmp_path / "ran"}; exit 1')
+    stub(tmp_path, "mvn", f'echo mvn >> {tmp_path / "ran"}; exit 1')
+    assert make(env, "check-python").returncode == 0 and not (tmp_path / "ran").exists(), \
+        "check-python ran java or mvn"
+
+
+def test_setup_and_all_that_set_up_still_want_java_and_maven(tmp_path: Path) -> None:
+    from kafkalab.errors import JAVA_INSTALL
+
+    stub_python(tmp_path, "python3.11", "3.11.2")
+    env = without_java(tmp_path)
+    for target in ("setup", "jars", "lab", "test", "book"):
+        dry = make(env, "-n", "-B", target).stdout
+        assert "error: java not found" in dry and "mvn -q -B -s kafka/maven-settings.xml" in dry, (target, dry)
+    cp = make(env, "setup")
+    assert cp.returncode != 0 and cp.stdout == "using python3.11 (Python 3.11.2)\nerror: java not found: Kafka 4 " \
+        f"and Spark 4 need a JDK 17 or newer ({JAVA_INSTALL})\n", "said before the venv is built: " + cp.stdout
+    stub_java(tmp_path, "21")
+    cp = make(env, "check-tools")
+    assert cp.returncode != 0 and f"error: mvn not found: Maven fetches the Kafka jars ({JAVA_INSTALL})" in cp.stdout, \
+        cp.stdout
 
 
 # --- README for day one ------------------------------------------------------------------------

@@ -73,6 +73,7 @@ def test_bind_thread_needs_a_host() -> None:
         instruments.lab = saved
 
 
+@pytest.mark.subprocess
 def test_a_host_runs_programs_in_threads_each_with_its_own_lab_and_stops_one_on_request(tmp_path) -> None:
     inbox = tmp_path / "inbox"
     inbox.mkdir()

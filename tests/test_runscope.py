@@ -109,6 +109,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.socket
 def test_a_cluster_that_is_down_fails_within_the_budget_naming_kafkalab_up(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("KAFKALAB_STATE", str(tmp_path))
     monkeypatch.setenv("KAFKALAB_BOOTSTRAP", f"127.0.0.1:{_free_port()}")
@@ -118,6 +119,7 @@ def test_a_cluster_that_is_down_fails_within_the_budget_naming_kafkalab_up(monke
     assert time.monotonic() - t0 < PRECONDITION_BUDGET_S
 
 
+@pytest.mark.socket
 def test_a_cluster_that_does_not_answer_within_the_timeout_fails_naming_kafkalab_up(monkeypatch, tmp_path) -> None:
     """A port that accepts but never answers (a paused broker) fails at the metadata timeout."""
     with socket.socket() as silent:

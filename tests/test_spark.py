@@ -28,6 +28,20 @@ def test_kafka_prefixed_options_become_consumer_properties() -> None:
     assert (options["endingOffsets"], options["includeHeaders"]) == ("latest", "true")
 
 
+@pytest.fixture
+def planted_jars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``KAFKALAB_JARS`` with empty stand-ins of the connector jars in ``spark/`` (make check has
+    no jars: they come from Maven): the session settings list them, and nothing reads them."""
+    spark_jars = tmp_path / "spark"
+    spark_jars.mkdir()
+    for name in ("spark-sql-kafka-0-10_2.13-4.2.0.jar", "spark-token-provider-kafka-0-10_2.13-4.0.0.jar",
+                 "kafka-clients-3.9.2.jar", "commons-pool2-2.13.1.jar"):
+        (spark_jars / name).touch()
+    monkeypatch.setenv("KAFKALAB_JARS", str(tmp_path))
+    return spark_jars
+
+
+@pytest.mark.usefixtures("planted_jars")
 def test_session_conf_lists_every_connector_jar() -> None:
     conf = kspark.session_conf()
     jars = conf["spark.jars"].split(",")
@@ -38,6 +52,7 @@ def test_session_conf_lists_every_connector_jar() -> None:
     assert conf["spark.sql.shuffle.partitions"] == "4"
 
 
+@pytest.mark.usefixtures("planted_jars")
 def test_session_conf_takes_the_master_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPARK_MASTER", "spark://example:7077")
     assert kspark.session_conf()["spark.master"] == "spark://example:7077"
@@ -45,6 +60,7 @@ def test_session_conf_takes_the_master_from_the_environment(monkeypatch: pytest.
     assert kspark.session_conf()["spark.master"] == "local[2]"
 
 
+@pytest.mark.usefixtures("planted_jars")
 def test_a_local_driver_listens_on_loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SPARK_MASTER", raising=False)
     conf = kspark.session_conf()

@@ -46,6 +46,7 @@ def test_a_consumer_programs_crash_point_must_be_known() -> None:
         ConsumerOptions(crash_point="before-lunch")
 
 
+@pytest.mark.subprocess
 def test_a_program_that_raises_exits_1_with_its_own_lines_in_the_traceback(tmp_path) -> None:
     w = workloads.spawn(program_spec("broken", "r", str(tmp_path / "broken.jsonl"),
                                      "x = 1\nraise RuntimeError('the program failed')\n"))
@@ -88,6 +89,7 @@ def test_every_spec_round_trips_through_the_one_entry_points_json() -> None:
         spec_from_json('{"kind": "poet"}')
 
 
+@pytest.mark.subprocess
 def test_an_exec_worker_becomes_the_program_and_dies_with_its_parent(tmp_path) -> None:
     """The child of a worker's parent is SIGKILLed when that parent dies: here the parent is a
     Python process that spawns an ``exec`` worker (``sleep``) and is then killed."""

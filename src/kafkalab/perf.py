@@ -665,14 +665,13 @@ def resident_bytes(path: str | Path) -> int:
         KafkalabError: the file cannot be opened or mapped.
     """
     import ctypes
-    import ctypes.util
     import mmap
     import os
 
     size = os.path.getsize(path)
     if size == 0:
         return 0
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc = ctypes.CDLL(None, use_errno=True)  # this process's symbols, libc's among them (find_library runs ldconfig)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
