@@ -511,7 +511,6 @@ def test_compose_version_reads_the_short_version():
     assert cluster.compose_version("1.29.2") == (1, 29)
     assert cluster.compose_version("Usage:  docker [OPTIONS] COMMAND") is None
     assert cluster.compose_version("") is None
-    assert cluster.compose_version_major("v2.40.3") == 2 and cluster.compose_version_major("x") is None
     accepted = {v: cluster.compose_version_accepted(v)
                 for v in ("2.20.0", "v2.40.3", "5.7.1", "5.0.0-desktop.1", "10.0.0", "2.19.9", "1.29.2", "2.9.0", "")}
     assert accepted == {"2.20.0": True, "v2.40.3": True, "5.7.1": True, "5.0.0-desktop.1": True, "10.0.0": True,

@@ -4,7 +4,6 @@ tests/test_protocol.py."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import struct

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka import Producer
 
-from kafkalab import admin, cluster, config, coordinators, dumplog, segments, workloads
+from kafkalab import admin, config, coordinators, dumplog, segments
 from kafkalab.cli import segments_command
 from kafkalab.experiments import segments_demo as demo
 from kafkalab.runscope import RunScope

@@ -32,7 +32,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -56,28 +55,16 @@ from .errors import (
     NodeFailedToStart,
     PortInUse,
     UnknownNode,
-    WaitTimeout,
 )
 from .waiting import wait_until
-
-#: JVM flags of bin/kafka-run-class.sh (KAFKA_JVM_PERFORMANCE_OPTS), Kafka 4.3: what a broker
-#: started by Kafka's own scripts runs with. Shown for comparison; the lab's nodes run with
-#: ``JVM_PERFORMANCE_OPTS``.
-KAFKA_JVM_PERFORMANCE_OPTS = [
-    "-server",
-    "-XX:+UseG1GC",
-    "-XX:MaxGCPauseMillis=20",
-    "-XX:InitiatingHeapOccupancyPercent=35",
-    "-XX:+ExplicitGCInvokesConcurrent",
-    "-Djava.awt.headless=true",
-]
 
 #: JVM flags of the lab's controllers and brokers (both backends: docker-compose.yml sets the same
 #: as KAFKA_JVM_PERFORMANCE_OPTS): the C1 compiler only and the serial collector, for a cluster of
 #: four JVMs on a laptop whose notebooks kill and restart brokers. Measured on a 2-core machine
-#: (benchmarks/README.md, "Broker JVM flags"): against Kafka's flags above, `kafkalab up` took
-#: 16.2 instead of 28.4 CPU-seconds (11.3 instead of 15.9 s), and notebooks 08 and 00 run
-#: together 82 instead of 119 CPU-seconds of the whole machine. The price is peak speed: C2's
+#: (benchmarks/README.md, "Broker JVM flags"): against Kafka's flags (bin/kafka-run-class.sh: G1,
+#: MaxGCPauseMillis=20, InitiatingHeapOccupancyPercent=35, ExplicitGCInvokesConcurrent),
+#: `kafkalab up` took 16.2 instead of 28.4 CPU-seconds (11.3 instead of 15.9 s), and notebooks 08
+#: and 00 run together 82 instead of 119 CPU-seconds of the whole machine. The price is peak speed: C2's
 #: code is faster once warm, so notebook 10's records/s are a C1 broker's. Its claims compare
 #: settings measured in one run, so they hold under either. Kafka's semantics do not depend
 #: on the JIT or the collector.
@@ -982,12 +969,6 @@ def compose_version(output: str) -> tuple[int, int] | None:
     plugin: the docker CLI's usage text)."""
     m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+][0-9A-Za-z.+-]*)?", output.strip())
     return (int(m[1]), int(m[2])) if m else None
-
-
-def compose_version_major(output: str) -> int | None:
-    """The major version of ``docker compose version --short`` output (``compose_version``), or None."""
-    v = compose_version(output)
-    return v[0] if v else None
 
 
 def compose_version_accepted(output: str) -> bool:

@@ -588,7 +588,6 @@ class GroupRun:
         self.assignor = assignor
         self.program = program
         self.host = host
-        self._own_host = False
         self.topics = dict(topics)
         self.scope = RunScope(run_prefix or "kl", unique=run_prefix is None)  # names, cleanup
         self.prefix = self.scope.prefix
@@ -608,7 +607,6 @@ class GroupRun:
         self.scope.add_group(self.group_id)
         if self.program is not None and self.host is None:
             self.host = MemberHost()
-            self._own_host = True
             self.scope.on_cleanup(self.host.close)  # closers run last-added first: members, then host
         self.scope.on_cleanup(self._close_members)
         try:
@@ -775,17 +773,6 @@ def broker_config(name: str, timeout_s: float = 10.0) -> str:
     if name not in configs:
         raise KafkalabError(f"broker {broker} reports no setting {name!r}")
     return configs[name].value or ""
-
-
-def remote_assignors_configured(timeout_s: float = 10.0) -> list[str]:
-    """The broker setting ``group.consumer.assignors`` (KIP-848), as a list.
-
-    The first entry is what the coordinator uses for a member that sets no
-    ``group.remote.assignor`` (Kafka documentation, Broker Configs). Kafka 4.x default:
-    ``uniform,range``.
-    """
-    value = broker_config("group.consumer.assignors", timeout_s)
-    return [v.strip() for v in value.split(",") if v.strip()]
 
 
 # ----------------------------------------------------------------------------- a member leaves

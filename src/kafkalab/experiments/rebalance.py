@@ -236,19 +236,6 @@ def consumer_conf_error(conf: dict) -> str | None:
     return None
 
 
-def kip848_refusals() -> dict[str, str | None]:
-    """What librdkafka says to classic group settings combined with ``group.protocol=consumer``:
-    setting -> error text (None if accepted). Source: librdkafka CONFIGURATION.md (KIP-848
-    section); checked with confluent-kafka 2.16.1."""
-    checks = {
-        "partition.assignment.strategy": {"partition.assignment.strategy": "range"},
-        "session.timeout.ms": {"session.timeout.ms": 6000},
-        "heartbeat.interval.ms": {"heartbeat.interval.ms": 1000},
-        "group.remote.assignor": {"group.remote.assignor": "uniform"},
-    }
-    return {name: consumer_conf_error({"group.protocol": "consumer", **extra}) for name, extra in checks.items()}
-
-
 def broker_group_config(timeout_s: float = 10.0) -> dict[str, str]:
     """The live broker settings that time group membership (broker with the lowest id):
     ``group.consumer.session.timeout.ms``, ``group.consumer.heartbeat.interval.ms``,

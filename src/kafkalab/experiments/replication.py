@@ -319,23 +319,6 @@ BROKER_SETTINGS = ("min.insync.replicas", "unclean.leader.election.enable", "rep
                    "broker.session.timeout.ms", "replica.fetch.wait.max.ms")
 
 
-def broker_settings(broker: int = 1, names: Iterable[str] = BROKER_SETTINGS, timeout_s: float = 15.0) -> dict[str, tuple[str, str]]:
-    """name -> (value, source) of broker ``broker``'s configs (DescribeConfigs). ``source`` is
-    Kafka's ConfigSource name: ``DEFAULT_CONFIG`` (Kafka's default), ``STATIC_BROKER_CONFIG``
-    (server.properties), ``DYNAMIC_DEFAULT_BROKER_CONFIG`` (set cluster-wide at runtime), ...
-
-    Raises:
-        KafkaException: the broker did not answer within ``timeout_s``.
-    """
-    from confluent_kafka.admin import ConfigResource, ResourceType
-
-    res = ConfigResource(ResourceType.BROKER, str(broker))
-    entries = workloads.admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
-    from confluent_kafka.admin import ConfigSource
-
-    return {n: (entries[n].value, ConfigSource(entries[n].source).name) for n in names if n in entries}
-
-
 class AvailabilityMonitor:
     """Samples (leader, ISR) of ``topics`` every ``MONITOR_INTERVAL_S`` from ``brokers`` in a
     background thread; ``samples`` is a list of (seconds since ``t0``, {partition: (leader, isr)})."""
