@@ -1,12 +1,12 @@
 """Topic and group administration: create topics, delete topics, delete groups (consumer and
-share groups), describe and alter configs, describe a share group.
+share groups), describe and alter configs, list offsets, describe a share group.
 
 One of each, used by every experiment, notebook and test. They go through the shared
 AdminClient ``kafkalab.workloads.admin()`` (kept alive on purpose: the futures of an
 AdminClient that was garbage-collected never complete).
 
-Sources: Kafka protocol CreateTopics, DeleteTopics and DeleteGroups (Kafka documentation 4.3,
-"The Protocol", and Configuration); KIP-464 (``replication_factor=-1``: the broker's
+Sources: Kafka protocol CreateTopics, DeleteTopics, DeleteGroups, DescribeConfigs and ListOffsets
+(Kafka documentation 4.3, "The Protocol", and Configuration); KIP-464 (``replication_factor=-1``: the broker's
 ``default.replication.factor``); confluent-kafka ``AdminClient``.
 """
 
@@ -16,10 +16,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Iterable
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic, ResourceType
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, OffsetSpec, ResourceType
 
-from . import cluster, protocol
+from . import cluster, config, protocol
 from .errors import KafkalabError, WaitTimeout
 from .waiting import wait_until
 from .workloads import admin, group_request
@@ -227,18 +227,23 @@ class ConfigValue:
 CONFIG_RESOURCES = {"topic": ResourceType.TOPIC, "broker": ResourceType.BROKER, "group": ResourceType.GROUP}
 
 
-def describe_config(kind: str, name: str, keys: Iterable[str] | None, timeout_s: float = 10.0) -> dict[str, ConfigValue]:
+def describe_config(kind: str, name: str | int | None, keys: Iterable[str] | None,
+                    timeout_s: float = 10.0) -> dict[str, ConfigValue]:
     """DescribeConfigs of a ``kind`` ("topic", "broker" or "group") resource ``name`` (a topic
-    name, a broker id or a group id), restricted to ``keys`` (None: every entry). A group's entries are its
-    group configs (KIP-848, KIP-932: e.g. ``share.record.lock.duration.ms``); one not set on
-    the group shows the broker's value as DEFAULT_CONFIG.
+    name, a broker id or a group id; a broker None: the live broker with the lowest id, as the
+    brokers here share one configuration), restricted to ``keys`` (None: every entry). A group's
+    entries are its group configs (KIP-848, KIP-932: e.g. ``share.record.lock.duration.ms``); one
+    not set on the group shows the broker's value as DEFAULT_CONFIG. ``timeout_s``: seconds.
 
     Raises:
         KafkalabError: unknown kind, or a key the resource does not have.
+        KafkaException: no answer within ``timeout_s``.
     """
     types = CONFIG_RESOURCES
     if kind not in types:
         raise KafkalabError(f"kind must be one of {', '.join(types)}, not {kind!r}")
+    if name is None and kind == "broker":
+        name = min(admin().list_topics(timeout=timeout_s).brokers)
     res = ConfigResource(types[kind], str(name))
     entries = admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
     out: dict[str, ConfigValue] = {}
@@ -250,6 +255,32 @@ def describe_config(kind: str, name: str, keys: Iterable[str] | None, timeout_s:
                         if ConfigSource(syn.source) == ConfigSource.DEFAULT_CONFIG), None)
         out[key] = ConfigValue(key, e.value, ConfigSource(e.source).name, bool(e.is_default), default)
     return out
+
+
+#: ListOffsets specs of ``list_offsets``.
+OFFSET_SPECS = {"earliest": OffsetSpec.earliest, "latest": OffsetSpec.latest}
+#: Isolation levels of ``list_offsets``.
+ISOLATION_LEVELS = {"read_uncommitted": IsolationLevel.READ_UNCOMMITTED, "read_committed": IsolationLevel.READ_COMMITTED}
+
+
+def list_offsets(partitions: Iterable[tuple[str, int]], spec: str = "latest", isolation_level: str = "read_uncommitted",
+                 brokers: Iterable[int] | None = None, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+    """``(topic, partition) -> offset`` from ListOffsets (AdminClient): ``spec`` "earliest" (the
+    log start offset) or "latest": the high watermark (one past the last replicated record) for
+    ``isolation_level`` "read_uncommitted", the last stable offset for "read_committed" (KIP-98).
+    ``brokers``: ask through these broker ids only (a fresh client bootstrapped on their CLIENT
+    listeners, for when others are down or paused); None: the shared AdminClient.
+    ``timeout_s``: seconds. A consumer's own query of one partition is ``consumers.watermarks``.
+
+    Raises:
+        KafkaException: no such topic or partition, a leader that does not answer as leader
+            (NOT_LEADER_OR_FOLLOWER), or no answer within ``timeout_s``.
+    """
+    a = admin() if brokers is None else AdminClient({"log_level": 0, "bootstrap.servers": ",".join(
+        f"127.0.0.1:{config.Topology().node(b).client_port}" for b in brokers)})
+    futs = a.list_offsets({TopicPartition(t, p): OFFSET_SPECS[spec]() for t, p in partitions},
+                          isolation_level=ISOLATION_LEVELS[isolation_level], request_timeout=timeout_s)
+    return {(tp.topic, tp.partition): f.result(timeout=timeout_s + 5).offset for tp, f in futs.items()}
 
 
 def alter_group_config(group_id: str, configs: dict[str, str | int], timeout_s: float = 10.0) -> None:

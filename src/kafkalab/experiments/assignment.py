@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import ConfigResource, ResourceType
 
 from .. import admin, config, workloads
 from .. import ledger as ledgers
@@ -765,14 +764,12 @@ def _host_for_call(host: MemberHost | None) -> Iterator[MemberHost]:
 
 def broker_config(name: str, timeout_s: float = 10.0) -> str:
     """The value of broker setting ``name`` on the live broker with the lowest id (the brokers
-    here share one configuration), as the broker reports it (DescribeConfigs)."""
-    a = workloads.admin()
-    broker = min(a.list_topics(timeout=timeout_s).brokers)
-    res = ConfigResource(ResourceType.BROKER, str(broker))
-    configs = a.describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
-    if name not in configs:
-        raise KafkalabError(f"broker {broker} reports no setting {name!r}")
-    return configs[name].value or ""
+    here share one configuration), as the broker reports it (``admin.describe_config``).
+
+    Raises:
+        KafkalabError: the broker has no setting ``name``.
+    """
+    return admin.describe_config("broker", None, [name], timeout_s)[name].value or ""
 
 
 # ----------------------------------------------------------------------------- a member leaves

@@ -242,15 +242,9 @@ def broker_group_config(timeout_s: float = 10.0) -> dict[str, str]:
     ``group.min.session.timeout.ms``, ``group.max.session.timeout.ms``,
     ``group.initial.rebalance.delay.ms``, ``group.consumer.assignors`` (Kafka documentation,
     Broker Configs)."""
-    from confluent_kafka.admin import ConfigResource, ResourceType
-
-    a = workloads.admin()
-    broker = min(a.list_topics(timeout=timeout_s).brokers)
-    res = ConfigResource(ResourceType.BROKER, str(broker))
-    entries = a.describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
     names = ("group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms", "group.min.session.timeout.ms",
              "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms", "group.consumer.assignors")
-    return {n: entries[n].value for n in names}
+    return {n: v.value for n, v in admin.describe_config("broker", None, names, timeout_s).items()}
 
 
 def set_group_config(group_id: str, settings: dict[str, str | None], timeout_s: float = 30.0) -> None:
@@ -284,11 +278,7 @@ def set_group_config(group_id: str, settings: dict[str, str | None], timeout_s: 
 def group_config_values(group_id: str, timeout_s: float = 30.0) -> dict[str, str]:
     """Every config of one consumer group as DescribeConfigs on the GROUP resource answers
     it: the group's own values, else the broker's defaults (name -> value)."""
-    from confluent_kafka.admin import ConfigResource, ResourceType
-
-    res = ConfigResource(ResourceType.GROUP, group_id)
-    entries = workloads.admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
-    return {name: e.value for name, e in entries.items()}
+    return {name: v.value for name, v in admin.describe_config("group", group_id, None, timeout_s).items()}
 
 
 def group_timeouts(group_id: str, timeout_s: float = 30.0) -> tuple[int, int]:

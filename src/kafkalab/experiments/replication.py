@@ -67,7 +67,7 @@ from typing import Iterable, Mapping
 
 import click
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from .. import admin, cluster, config, consumers, programs, runscope, segments, workloads
 from ..errors import KafkalabError
@@ -271,16 +271,6 @@ def partition_states(md, topics: Iterable[str]) -> dict[tuple[str, int], tuple[i
         for p in tm.partitions.values():
             out[(t, p.id)] = (p.leader, sorted(p.isrs))
     return out
-
-
-def high_watermarks(partitions: Iterable[tuple[str, int]], brokers: Iterable[int],
-                    timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
-    """High watermark of each partition (ListOffsets, latest: what a read_uncommitted consumer
-    can read up to), asked through ``brokers`` only. Raises KafkaException on failure."""
-    a = AdminClient({"bootstrap.servers": ",".join(_client_port(b) for b in brokers), "log_level": 0})
-    futs = a.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
-                          request_timeout=timeout_s)
-    return {(tp.topic, tp.partition): f.result(timeout=timeout_s + 5).offset for tp, f in futs.items()}
 
 
 def log_on_disk(broker: int, topic: str, partition: int) -> tuple[int, list[tuple[int, str]]]:
@@ -512,7 +502,7 @@ def wait_leaders_serving(partitions: list[tuple[str, int]], timeout_s: float = 6
     """
     def serving() -> bool:
         try:
-            high_watermarks(partitions, config.BROKER_IDS, timeout_s=5.0)
+            admin.list_offsets(partitions, brokers=config.BROKER_IDS, timeout_s=5.0)
             return True
         except KafkaException:
             return False
@@ -647,8 +637,8 @@ def run_round(scenario: str, runs: Mapping[Setting, Program], messages: int = 10
                                      error=err.name() if err else None))
             if warm.flush(timeout_s):
                 raise KafkalabError("warm-up records were not delivered")
-        wait_until(lambda: all(v >= warmup for v in high_watermarks(parts, all_brokers).values()), timeout_s=timeout_s,
-                   what=f"high watermark {warmup} on every partition (warm-up replicated)")
+        wait_until(lambda: all(v >= warmup for v in admin.list_offsets(parts, brokers=all_brokers).values()),
+                   timeout_s=timeout_s, what=f"high watermark {warmup} on every partition (warm-up replicated)")
         _wait_partitions([*topics, fence_topic], repeats, all_brokers, lambda v: len(v[1]) == 3,
                          "ISR full after warm-up", timeout_s)
         mark(f"{warmup} records per partition replicated to all 3 (high watermark {warmup})")
@@ -712,7 +702,7 @@ def run_round(scenario: str, runs: Mapping[Setting, Program], messages: int = 10
         wait_until(appended, timeout_s=timeout_s, interval_s=0.05,
                    what=f"every record that was not refused in broker {leader}'s log on disk",
                    on_timeout=lambda: f"LEO {last_leo}, expected {expected_leo}")
-        hw_at_kill = high_watermarks(parts, [leader])
+        hw_at_kill = admin.list_offsets(parts, brokers=[leader])
         isr_at_kill = partition_states(metadata_from([leader]), list(topics))
         leo_at_kill = dict(last_leo)
         mark(f"records in broker {leader}'s log: HW {min(hw_at_kill.values())}-{max(hw_at_kill.values())}, "
