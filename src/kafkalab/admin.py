@@ -283,15 +283,16 @@ def list_offsets(partitions: Iterable[tuple[str, int]], spec: str = "latest", is
     return {(tp.topic, tp.partition): f.result(timeout=timeout_s + 5).offset for tp, f in futs.items()}
 
 
-def alter_group_config(group_id: str, configs: dict[str, str | int], timeout_s: float = 10.0) -> None:
+def alter_group_config(group_id: str, configs: dict[str, str | int | None], timeout_s: float = 10.0) -> None:
     """Set group configs on ``group_id`` (IncrementalAlterConfigs on a GROUP resource, SET per
-    key), e.g. ``{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": 5000}``.
+    key; a value None: DELETE, back to the broker's default), e.g.
+    ``{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": 5000}``.
     The group need not exist yet: the configs apply when it forms. Kafka keeps them after the
     group is deleted: ``delete_group_configs`` removes them.
 
     The controller answers once it has written the configs to the metadata log; each broker
     applies them when it replays that log, a moment later (seconds on a loaded machine). So
-    this returns only once DescribeConfigs shows every value. A broker that knows a topic
+    this returns only once DescribeConfigs shows every value set. A broker that knows a topic
     created afterwards has applied them too (brokers replay the log in order): create the
     topic the group reads after this call, and ``create_topics`` waits for every broker.
 
@@ -305,14 +306,16 @@ def alter_group_config(group_id: str, configs: dict[str, str | int], timeout_s: 
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
 
     res = ConfigResource(ResourceType.GROUP, group_id, incremental_configs=[
-        ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+        ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) if v is None
+        else ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
     try:
         admin().incremental_alter_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
     except KafkaException as e:
         raise KafkalabError(f"group {group_id}: could not set {configs}: {e.args[0].str()}") from None
-    wanted = {k: str(v) for k, v in configs.items()}
-    wait_until(lambda: {k: v.value for k, v in describe_config("group", group_id, list(wanted)).items()} == wanted,
-               timeout_s=timeout_s, interval_s=0.1, what=f"the brokers to show group {group_id}'s configs {wanted}")
+    wanted = {k: str(v) for k, v in configs.items() if v is not None}
+    if wanted:
+        wait_until(lambda: {k: v.value for k, v in describe_config("group", group_id, list(wanted)).items()} == wanted,
+                   timeout_s=timeout_s, interval_s=0.1, what=f"the brokers to show group {group_id}'s configs {wanted}")
 
 
 @dataclass

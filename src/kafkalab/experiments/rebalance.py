@@ -256,23 +256,15 @@ def set_group_config(group_id: str, settings: dict[str, str | None], timeout_s: 
     its own bounds: kafka/config/controller.properties). A group's configs outlive the group:
     remove them when it is deleted. The group need not exist yet.
 
-    Returns once the values set are what DescribeConfigs answers for the group (the controller
-    writes them to the metadata log; the brokers apply them a moment later).
+    Returns once the values set are what DescribeConfigs answers for the group
+    (``admin.alter_group_config``: the controller writes them to the metadata log; the brokers
+    apply them a moment later).
 
     Raises:
-        KafkaException: a value out of the broker's bounds (INVALID_CONFIG), or no answer.
+        KafkalabError: a value out of the broker's bounds (INVALID_CONFIG), or no answer.
         WaitTimeout: the brokers did not report the values within ``timeout_s``.
     """
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
-    ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None else AlterConfigOpType.DELETE)
-           for k, v in settings.items()]
-    res = ConfigResource(ResourceType.GROUP, group_id, incremental_configs=ops)
-    workloads.admin().incremental_alter_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
-    wanted = {k: v for k, v in settings.items() if v is not None}
-    if wanted:
-        wait_until(lambda: all(group_config_values(group_id, timeout_s).get(k) == v for k, v in wanted.items()),
-                   timeout_s=timeout_s, interval_s=0.05, what=f"group {group_id}'s configs {wanted} applied")
+    admin.alter_group_config(group_id, settings, timeout_s)
 
 
 def group_config_values(group_id: str, timeout_s: float = 30.0) -> dict[str, str]:
