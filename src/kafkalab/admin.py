@@ -277,7 +277,7 @@ def list_offsets(partitions: Iterable[tuple[str, int]], spec: str = "latest", is
             (NOT_LEADER_OR_FOLLOWER), or no answer within ``timeout_s``.
     """
     a = admin() if brokers is None else AdminClient({"log_level": 0, "bootstrap.servers": ",".join(
-        f"127.0.0.1:{config.Topology().node(b).client_port}" for b in brokers)})
+        config.Topology().node(b).listeners()["CLIENT"] for b in brokers)})
     futs = a.list_offsets({TopicPartition(t, p): OFFSET_SPECS[spec]() for t, p in partitions},
                           isolation_level=ISOLATION_LEVELS[isolation_level], request_timeout=timeout_s)
     return {(tp.topic, tp.partition): f.result(timeout=timeout_s + 5).offset for tp, f in futs.items()}
