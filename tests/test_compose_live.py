@@ -32,7 +32,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import psutil
 import pytest

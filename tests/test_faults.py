@@ -4,7 +4,6 @@ tests/test_protocol.py."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import struct
@@ -142,15 +141,9 @@ def _send(producer, topic: str, value: bytes, timeout_s: float = 30.0):
 
 
 def _end_offset(topic: str) -> int:
-    from confluent_kafka import Consumer, TopicPartition
+    from kafkalab import admin
 
-    from kafkalab import config
-
-    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": "faults-test", "log_level": 0})
-    try:
-        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
-    finally:
-        c.close()
+    return admin.list_offsets([(topic, 0)])[(topic, 0)]
 
 
 @pytest.fixture

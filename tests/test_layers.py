@@ -5,8 +5,7 @@ Every import counts, wherever it is written (module level, inside a function, un
 ``if TYPE_CHECKING:``): a lazy or type-only import is still an arrow between two modules.
 
 A family is one notebook's modules: ``NAME.py`` (run it), ``NAME_analysis.py`` (Spark),
-``NAME_plots.py`` (matplotlib), all of family ``NAME``; ``eos_processor`` belongs to
-``transactions`` (the EOS processor of notebook 05). ``kafkalab.cli`` is the entry point above
+``NAME_plots.py`` (matplotlib), all of family ``NAME``. ``kafkalab.cli`` is the entry point above
 both layers (``kafkalab run NAME`` imports the experiments), so it is in neither.
 """
 
@@ -17,9 +16,6 @@ from pathlib import Path
 
 PACKAGE = "kafkalab"
 SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
-
-#: Modules that are not named after their family.
-FAMILY_OF = {"eos_processor": "transactions"}
 
 #: Modules above both layers, allowed to import anything.
 ENTRY_POINTS = {f"{PACKAGE}.cli"}
@@ -73,7 +69,7 @@ def family(module: str) -> str | None:
     for suffix in ("_analysis", "_plots"):
         if short.endswith(suffix):
             short = short[: -len(suffix)]
-    return FAMILY_OF.get(short, short)
+    return short
 
 
 def cycles(g: dict[str, set[str]]) -> list[list[str]]:

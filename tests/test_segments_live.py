@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka import Producer
 
-from kafkalab import admin, cluster, config, coordinators, dumplog, segments, workloads
+from kafkalab import admin, config, coordinators, dumplog, segments
 from kafkalab.cli import segments_command
 from kafkalab.experiments import segments_demo as demo
 from kafkalab.runscope import RunScope
@@ -80,7 +80,7 @@ def mixed():
             compressible = [(k, None if v is None else (v + b"|") * 4, h, ts) for k, v, h, ts in _records(rng, 60, now)]
             _produce(topic, {"compression.type": codec, "linger.ms": 5}, compressible)
         _produce(topic, {"linger.ms": 0}, _records(rng, 30, now))
-        end = demo.list_offsets(topic, [0], "latest")[0]
+        end = admin.list_offsets([(topic, 0)])[(topic, 0)]
         yield {"topic": topic, "seed": seed, "end": end}
 
 

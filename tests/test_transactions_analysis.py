@@ -127,5 +127,5 @@ def test_spark_verdicts_agree_with_the_python_audit(spark) -> None:
 def test_spark_verdict_of_an_empty_output_loses_everything(spark) -> None:
     inp = spark.createDataFrame([(r,) for r in "ab"], "record_id string")
     out = spark.createDataFrame([], "record_id string")
-    v = ta.spark_verdict(inp, out)
+    v = ta.spark_verdicts({"view": inp}, {"view": out})["view"]
     assert (v.input, v.output, v.lost) == (2, 0, 2)

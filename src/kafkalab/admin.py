@@ -1,12 +1,12 @@
 """Topic and group administration: create topics, delete topics, delete groups (consumer and
-share groups), describe and alter configs, describe a share group.
+share groups), describe and alter configs, list offsets, describe a share group.
 
 One of each, used by every experiment, notebook and test. They go through the shared
 AdminClient ``kafkalab.workloads.admin()`` (kept alive on purpose: the futures of an
 AdminClient that was garbage-collected never complete).
 
-Sources: Kafka protocol CreateTopics, DeleteTopics and DeleteGroups (Kafka documentation 4.3,
-"The Protocol", and Configuration); KIP-464 (``replication_factor=-1``: the broker's
+Sources: Kafka protocol CreateTopics, DeleteTopics, DeleteGroups, DescribeConfigs and ListOffsets
+(Kafka documentation 4.3, "The Protocol", and Configuration); KIP-464 (``replication_factor=-1``: the broker's
 ``default.replication.factor``); confluent-kafka ``AdminClient``.
 """
 
@@ -16,10 +16,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Iterable
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import ConfigResource, ConfigSource, NewTopic, ResourceType
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, OffsetSpec, ResourceType
 
-from . import cluster, protocol
+from . import cluster, config, protocol
 from .errors import KafkalabError, WaitTimeout
 from .waiting import wait_until
 from .workloads import admin, group_request
@@ -227,18 +227,23 @@ class ConfigValue:
 CONFIG_RESOURCES = {"topic": ResourceType.TOPIC, "broker": ResourceType.BROKER, "group": ResourceType.GROUP}
 
 
-def describe_config(kind: str, name: str, keys: Iterable[str] | None, timeout_s: float = 10.0) -> dict[str, ConfigValue]:
+def describe_config(kind: str, name: str | int | None, keys: Iterable[str] | None,
+                    timeout_s: float = 10.0) -> dict[str, ConfigValue]:
     """DescribeConfigs of a ``kind`` ("topic", "broker" or "group") resource ``name`` (a topic
-    name, a broker id or a group id), restricted to ``keys`` (None: every entry). A group's entries are its
-    group configs (KIP-848, KIP-932: e.g. ``share.record.lock.duration.ms``); one not set on
-    the group shows the broker's value as DEFAULT_CONFIG.
+    name, a broker id or a group id; a broker None: the live broker with the lowest id, as the
+    brokers here share one configuration), restricted to ``keys`` (None: every entry). A group's
+    entries are its group configs (KIP-848, KIP-932: e.g. ``share.record.lock.duration.ms``); one
+    not set on the group shows the broker's value as DEFAULT_CONFIG. ``timeout_s``: seconds.
 
     Raises:
         KafkalabError: unknown kind, or a key the resource does not have.
+        KafkaException: no answer within ``timeout_s``.
     """
     types = CONFIG_RESOURCES
     if kind not in types:
         raise KafkalabError(f"kind must be one of {', '.join(types)}, not {kind!r}")
+    if name is None and kind == "broker":
+        name = min(admin().list_topics(timeout=timeout_s).brokers)
     res = ConfigResource(types[kind], str(name))
     entries = admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
     out: dict[str, ConfigValue] = {}
@@ -252,15 +257,42 @@ def describe_config(kind: str, name: str, keys: Iterable[str] | None, timeout_s:
     return out
 
 
-def alter_group_config(group_id: str, configs: dict[str, str | int], timeout_s: float = 10.0) -> None:
+#: ListOffsets specs of ``list_offsets``.
+OFFSET_SPECS = {"earliest": OffsetSpec.earliest, "latest": OffsetSpec.latest}
+#: Isolation levels of ``list_offsets``.
+ISOLATION_LEVELS = {"read_uncommitted": IsolationLevel.READ_UNCOMMITTED, "read_committed": IsolationLevel.READ_COMMITTED}
+
+
+def list_offsets(partitions: Iterable[tuple[str, int]], spec: str = "latest", isolation_level: str = "read_uncommitted",
+                 brokers: Iterable[int] | None = None, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+    """``(topic, partition) -> offset`` from ListOffsets (AdminClient): ``spec`` "earliest" (the
+    log start offset) or "latest": the high watermark (one past the last replicated record) for
+    ``isolation_level`` "read_uncommitted", the last stable offset for "read_committed" (KIP-98).
+    ``brokers``: ask through these broker ids only (a fresh client bootstrapped on their CLIENT
+    listeners, for when others are down or paused); None: the shared AdminClient.
+    ``timeout_s``: seconds. A consumer's own query of one partition is ``consumers.watermarks``.
+
+    Raises:
+        KafkaException: no such topic or partition, a leader that does not answer as leader
+            (NOT_LEADER_OR_FOLLOWER), or no answer within ``timeout_s``.
+    """
+    a = admin() if brokers is None else AdminClient({"log_level": 0, "bootstrap.servers": ",".join(
+        config.Topology().node(b).listeners()["CLIENT"] for b in brokers)})
+    futs = a.list_offsets({TopicPartition(t, p): OFFSET_SPECS[spec]() for t, p in partitions},
+                          isolation_level=ISOLATION_LEVELS[isolation_level], request_timeout=timeout_s)
+    return {(tp.topic, tp.partition): f.result(timeout=timeout_s + 5).offset for tp, f in futs.items()}
+
+
+def alter_group_config(group_id: str, configs: dict[str, str | int | None], timeout_s: float = 10.0) -> None:
     """Set group configs on ``group_id`` (IncrementalAlterConfigs on a GROUP resource, SET per
-    key), e.g. ``{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": 5000}``.
+    key; a value None: DELETE, back to the broker's default), e.g.
+    ``{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": 5000}``.
     The group need not exist yet: the configs apply when it forms. Kafka keeps them after the
     group is deleted: ``delete_group_configs`` removes them.
 
     The controller answers once it has written the configs to the metadata log; each broker
     applies them when it replays that log, a moment later (seconds on a loaded machine). So
-    this returns only once DescribeConfigs shows every value. A broker that knows a topic
+    this returns only once DescribeConfigs shows every value set. A broker that knows a topic
     created afterwards has applied them too (brokers replay the log in order): create the
     topic the group reads after this call, and ``create_topics`` waits for every broker.
 
@@ -274,14 +306,16 @@ def alter_group_config(group_id: str, configs: dict[str, str | int], timeout_s: 
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
 
     res = ConfigResource(ResourceType.GROUP, group_id, incremental_configs=[
-        ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+        ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) if v is None
+        else ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
     try:
         admin().incremental_alter_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
     except KafkaException as e:
         raise KafkalabError(f"group {group_id}: could not set {configs}: {e.args[0].str()}") from None
-    wanted = {k: str(v) for k, v in configs.items()}
-    wait_until(lambda: {k: v.value for k, v in describe_config("group", group_id, list(wanted)).items()} == wanted,
-               timeout_s=timeout_s, interval_s=0.1, what=f"the brokers to show group {group_id}'s configs {wanted}")
+    wanted = {k: str(v) for k, v in configs.items() if v is not None}
+    if wanted:
+        wait_until(lambda: {k: v.value for k, v in describe_config("group", group_id, list(wanted)).items()} == wanted,
+                   timeout_s=timeout_s, interval_s=0.1, what=f"the brokers to show group {group_id}'s configs {wanted}")
 
 
 @dataclass

@@ -31,9 +31,8 @@ from pathlib import Path
 
 #: Apache Kafka version of the broker jars (kafka/pom.xml) and the compose image.
 KAFKA_VERSION = "4.3.1"
-#: PySpark version (pyproject.toml) and the Spark Kafka connector version (kafka/spark-connector.pom.xml).
+#: PySpark version (pyproject.toml).
 SPARK_VERSION = "4.3.0"
-SPARK_CONNECTOR_VERSION = "4.2.0"
 
 #: Cluster id shared by every node's storage (``kafka-storage format -t``); any 22-char base64 uuid.
 CLUSTER_ID = "a2Fma2FsYWItY2x1c3Rlcg"

@@ -1,5 +1,7 @@
-"""Consumer-side primitives every family shares: the watermark query of one partition,
-asked again while the answer is one a retry fixes.
+"""Consumer-side primitives every family shares: the watermark query of one partition through
+a consumer's own connection, asked again while the answer is one a retry fixes. The
+AdminClient's ListOffsets of many partitions (earliest, latest, last stable) is
+``admin.list_offsets``.
 
 Sources: librdkafka 2.16 ``rd_kafka_query_watermark_offsets`` (confluent-kafka
 ``Consumer.get_watermark_offsets``); Kafka protocol ListOffsets.

@@ -42,8 +42,6 @@ from .protocol import read_uvarint
 if TYPE_CHECKING:
     from . import cluster
 
-#: The internal topic that holds committed offsets and group metadata.
-CONSUMER_OFFSETS = "__consumer_offsets"
 #: The internal topic that holds transaction state.
 TRANSACTION_STATE = "__transaction_state"
 

@@ -56,7 +56,6 @@ import json
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 from collections import deque
@@ -549,20 +548,6 @@ class FaultProxy:
         """Swallow every ``api`` request to ``brokers`` (no forward, no answer) until rules are cleared."""
         return self.add_rule(Rule("drop_request", api, tuple(brokers)))
 
-    def cut_connections(self, broker: int | None = None) -> int:
-        """Close the proxied connections (of ``broker``, or all) now; returns how many.
-        Clients reconnect through the proxy on their own."""
-        async def cut() -> int:
-            victims = [c for c in self._conns.values() if broker is None or c.broker == broker]
-            for c in victims:
-                self._record(ProxyEvent(self._now(), _wall_ms(), c.broker, c.number, "close", action="cut",
-                                        rule="cut_connections"))
-                self._bump(c.broker, -1, "cuts")
-                c.close()
-            return len(victims)
-
-        return asyncio.run_coroutine_threadsafe(cut(), self._loop).result(timeout=10)
-
     # --- held requests (hold_request)
     def held(self) -> list[HeldRequest]:
         """Every request a ``hold_request`` rule took, oldest first (held and released)."""
@@ -669,8 +654,8 @@ class FaultProxy:
 
         ``requests``: requests read; ``forwarded``: passed to the broker; ``dropped_requests``;
         ``delayed_requests``; ``responses``: responses read from the broker;
-        ``dropped_responses``; ``delayed_responses``; ``cuts``: connections closed by a rule or
-        ``cut_connections``; ``records_sent``: records in forwarded Produce requests;
+        ``dropped_responses``; ``delayed_responses``; ``cuts``: connections closed by a rule;
+        ``records_sent``: records in forwarded Produce requests;
         ``lost_ack_records``: records the broker appended (error NONE) whose response the
         proxy dropped or cut; ``max_in_flight``: most Produce requests awaiting a response on
         one connection at once (a maximum, not a sum); ``connections``: accepted.

@@ -13,14 +13,12 @@ Sources: librdkafka CONFIGURATION.md v2.16 (``socket.timeout.ms``, ``message.tim
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from .errors import KafkalabError
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
-
-    from .ledger import Ledger
 
 #: Teaching value of librdkafka's ``socket.timeout.ms``: how long the client waits for a
 #: Produce response before it gives the request up and retries (librdkafka 2.16 default

@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import ConfigResource, ResourceType
 
 from .. import admin, workloads
 from .. import ledger as ledgers
@@ -584,7 +583,6 @@ class GroupRun:
         self.assignor = assignor
         self.program = program
         self.host = host
-        self._own_host = False
         self.topics = dict(topics)
         self.scope = RunScope(run_prefix or "kl", unique=run_prefix is None)  # names, cleanup
         self.prefix = self.scope.prefix
@@ -607,7 +605,6 @@ class GroupRun:
         self.scope.add_group(self.group_id)
         if self.program is not None and self.host is None:
             self.host = MemberHost()
-            self._own_host = True
             self.scope.on_cleanup(self.host.close)  # closers run last-added first: members, then host
         self.scope.on_cleanup(self._close_members)
         try:
@@ -764,25 +761,12 @@ def _host_for_call(host: MemberHost | None) -> Iterator[MemberHost]:
 
 def broker_config(name: str, timeout_s: float = 10.0) -> str:
     """The value of broker setting ``name`` on the live broker with the lowest id (the brokers
-    here share one configuration), as the broker reports it (DescribeConfigs)."""
-    a = workloads.admin()
-    broker = min(a.list_topics(timeout=timeout_s).brokers)
-    res = ConfigResource(ResourceType.BROKER, str(broker))
-    configs = a.describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
-    if name not in configs:
-        raise KafkalabError(f"broker {broker} reports no setting {name!r}")
-    return configs[name].value or ""
+    here share one configuration), as the broker reports it (``admin.describe_config``).
 
-
-def remote_assignors_configured(timeout_s: float = 10.0) -> list[str]:
-    """The broker setting ``group.consumer.assignors`` (KIP-848), as a list.
-
-    The first entry is what the coordinator uses for a member that sets no
-    ``group.remote.assignor`` (Kafka documentation, Broker Configs). Kafka 4.x default:
-    ``uniform,range``.
+    Raises:
+        KafkalabError: the broker has no setting ``name``.
     """
-    value = broker_config("group.consumer.assignors", timeout_s)
-    return [v.strip() for v in value.split(",") if v.strip()]
+    return admin.describe_config("broker", None, [name], timeout_s)[name].value or ""
 
 
 # ----------------------------------------------------------------------------- a member leaves

@@ -154,17 +154,8 @@ class LateTxnRun:
 
 def _offsets(topic: str, timeout_s: float) -> tuple[int, int]:
     """(log end offset, last stable offset) of partition 0: an open transaction holds the LSO back."""
-    bootstrap = config.Topology().bootstrap_servers
-    tp = TopicPartition(topic, 0)
-    out = []
-    for isolation in ("read_uncommitted", "read_committed"):
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-offsets", "isolation.level": isolation,
-                      "enable.auto.commit": False})
-        try:
-            out.append(c.get_watermark_offsets(tp, timeout=timeout_s)[1])
-        finally:
-            c.close()
-    return out[0], out[1]
+    return tuple(admin.list_offsets([(topic, 0)], isolation_level=level, timeout_s=timeout_s)[(topic, 0)]
+                 for level in ("read_uncommitted", "read_committed"))
 
 
 def _wait_no_open_transaction(topic: str, timeout_s: float) -> None:

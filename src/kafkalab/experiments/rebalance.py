@@ -221,34 +221,15 @@ def consumer_conf_error(conf: dict) -> str | None:
     return None
 
 
-def kip848_refusals() -> dict[str, str | None]:
-    """What librdkafka says to classic group settings combined with ``group.protocol=consumer``:
-    setting -> error text (None if accepted). Source: librdkafka CONFIGURATION.md (KIP-848
-    section); checked with confluent-kafka 2.16.1."""
-    checks = {
-        "partition.assignment.strategy": {"partition.assignment.strategy": "range"},
-        "session.timeout.ms": {"session.timeout.ms": 6000},
-        "heartbeat.interval.ms": {"heartbeat.interval.ms": 1000},
-        "group.remote.assignor": {"group.remote.assignor": "uniform"},
-    }
-    return {name: consumer_conf_error({"group.protocol": "consumer", **extra}) for name, extra in checks.items()}
-
-
 def broker_group_config(timeout_s: float = 10.0) -> dict[str, str]:
     """The live broker settings that time group membership (broker with the lowest id):
     ``group.consumer.session.timeout.ms``, ``group.consumer.heartbeat.interval.ms``,
     ``group.min.session.timeout.ms``, ``group.max.session.timeout.ms``,
     ``group.initial.rebalance.delay.ms``, ``group.consumer.assignors`` (Kafka documentation,
     Broker Configs)."""
-    from confluent_kafka.admin import ConfigResource, ResourceType
-
-    a = workloads.admin()
-    broker = min(a.list_topics(timeout=timeout_s).brokers)
-    res = ConfigResource(ResourceType.BROKER, str(broker))
-    entries = a.describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
     names = ("group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms", "group.min.session.timeout.ms",
              "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms", "group.consumer.assignors")
-    return {n: entries[n].value for n in names}
+    return {n: v.value for n, v in admin.describe_config("broker", None, names, timeout_s).items()}
 
 
 def set_group_config(group_id: str, settings: dict[str, str | None], timeout_s: float = 30.0) -> None:
@@ -260,33 +241,21 @@ def set_group_config(group_id: str, settings: dict[str, str | None], timeout_s: 
     its own bounds: kafka/config/controller.properties). A group's configs outlive the group:
     remove them when it is deleted. The group need not exist yet.
 
-    Returns once the values set are what DescribeConfigs answers for the group (the controller
-    writes them to the metadata log; the brokers apply them a moment later).
+    Returns once the values set are what DescribeConfigs answers for the group
+    (``admin.alter_group_config``: the controller writes them to the metadata log; the brokers
+    apply them a moment later).
 
     Raises:
-        KafkaException: a value out of the broker's bounds (INVALID_CONFIG), or no answer.
+        KafkalabError: a value out of the broker's bounds (INVALID_CONFIG), or no answer.
         WaitTimeout: the brokers did not report the values within ``timeout_s``.
     """
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
-    ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None else AlterConfigOpType.DELETE)
-           for k, v in settings.items()]
-    res = ConfigResource(ResourceType.GROUP, group_id, incremental_configs=ops)
-    workloads.admin().incremental_alter_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
-    wanted = {k: v for k, v in settings.items() if v is not None}
-    if wanted:
-        wait_until(lambda: all(group_config_values(group_id, timeout_s).get(k) == v for k, v in wanted.items()),
-                   timeout_s=timeout_s, interval_s=0.05, what=f"group {group_id}'s configs {wanted} applied")
+    admin.alter_group_config(group_id, settings, timeout_s)
 
 
 def group_config_values(group_id: str, timeout_s: float = 30.0) -> dict[str, str]:
     """Every config of one consumer group as DescribeConfigs on the GROUP resource answers
     it: the group's own values, else the broker's defaults (name -> value)."""
-    from confluent_kafka.admin import ConfigResource, ResourceType
-
-    res = ConfigResource(ResourceType.GROUP, group_id)
-    entries = workloads.admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
-    return {name: e.value for name, e in entries.items()}
+    return {name: v.value for name, v in admin.describe_config("group", group_id, None, timeout_s).items()}
 
 
 def group_timeouts(group_id: str, timeout_s: float = 30.0) -> tuple[int, int]:

@@ -64,16 +64,6 @@ SCENARIOS: tuple[str, ...] = ("rolling-restart", "scale-out", "scale-in", "crash
 #: Larger than any timestamp: stands for "never" in ``least`` (ms).
 NEVER_MS = 1 << 62
 
-VERDICTS: tuple[str, ...] = (
-    "rebalanced",
-    "no_rebalance",
-    "every_rebalance_revoked_every_partition",
-    "revoked_only_what_moved",
-    "pause_at_least_session_timeout",
-    "slow_member_removed_while_alive",
-)
-
-
 # ----------------------------------------------------------------------------- input frames
 
 

@@ -67,7 +67,7 @@ from typing import Iterable, Mapping
 
 import click
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from .. import admin, cluster, config, consumers, programs, runscope, segments, workloads
 from ..errors import KafkalabError
@@ -273,16 +273,6 @@ def partition_states(md, topics: Iterable[str]) -> dict[tuple[str, int], tuple[i
     return out
 
 
-def high_watermarks(partitions: Iterable[tuple[str, int]], brokers: Iterable[int],
-                    timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
-    """High watermark of each partition (ListOffsets, latest: what a read_uncommitted consumer
-    can read up to), asked through ``brokers`` only. Raises KafkaException on failure."""
-    a = AdminClient({"bootstrap.servers": ",".join(_client_port(b) for b in brokers), "log_level": 0})
-    futs = a.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
-                          request_timeout=timeout_s)
-    return {(tp.topic, tp.partition): f.result(timeout=timeout_s + 5).offset for tp, f in futs.items()}
-
-
 def log_on_disk(broker: int, topic: str, partition: int) -> tuple[int, list[tuple[int, str]]]:
     """(log end offset, [(offset, value)...]) of one replica, read from the broker's segment
     files (``kafkalab.segments``; works while the broker is down). (0, []) if it has no folder."""
@@ -317,23 +307,6 @@ def parse_describe(text: str) -> dict[tuple[str, int], dict[str, str]]:
 #: Broker configs notebook 08 shows (Kafka 4.3 Broker Configs).
 BROKER_SETTINGS = ("min.insync.replicas", "unclean.leader.election.enable", "replica.lag.time.max.ms",
                    "broker.session.timeout.ms", "replica.fetch.wait.max.ms")
-
-
-def broker_settings(broker: int = 1, names: Iterable[str] = BROKER_SETTINGS, timeout_s: float = 15.0) -> dict[str, tuple[str, str]]:
-    """name -> (value, source) of broker ``broker``'s configs (DescribeConfigs). ``source`` is
-    Kafka's ConfigSource name: ``DEFAULT_CONFIG`` (Kafka's default), ``STATIC_BROKER_CONFIG``
-    (server.properties), ``DYNAMIC_DEFAULT_BROKER_CONFIG`` (set cluster-wide at runtime), ...
-
-    Raises:
-        KafkaException: the broker did not answer within ``timeout_s``.
-    """
-    from confluent_kafka.admin import ConfigResource, ResourceType
-
-    res = ConfigResource(ResourceType.BROKER, str(broker))
-    entries = workloads.admin().describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
-    from confluent_kafka.admin import ConfigSource
-
-    return {n: (entries[n].value, ConfigSource(entries[n].source).name) for n in names if n in entries}
 
 
 class AvailabilityMonitor:
@@ -528,7 +501,7 @@ def wait_leaders_serving(partitions: list[tuple[str, int]], timeout_s: float = 6
     """
     def serving() -> bool:
         try:
-            high_watermarks(partitions, config.BROKER_IDS, timeout_s=5.0)
+            admin.list_offsets(partitions, brokers=config.BROKER_IDS, timeout_s=5.0)
             return True
         except KafkaException:
             return False
@@ -663,8 +636,8 @@ def run_round(scenario: str, runs: Mapping[Setting, Program], messages: int = 10
                                      error=err.name() if err else None))
             if warm.flush(timeout_s):
                 raise KafkalabError("warm-up records were not delivered")
-        wait_until(lambda: all(v >= warmup for v in high_watermarks(parts, all_brokers).values()), timeout_s=timeout_s,
-                   what=f"high watermark {warmup} on every partition (warm-up replicated)")
+        wait_until(lambda: all(v >= warmup for v in admin.list_offsets(parts, brokers=all_brokers).values()),
+                   timeout_s=timeout_s, what=f"high watermark {warmup} on every partition (warm-up replicated)")
         _wait_partitions([*topics, fence_topic], repeats, all_brokers, lambda v: len(v[1]) == 3,
                          "ISR full after warm-up", timeout_s)
         mark(f"{warmup} records per partition replicated to all 3 (high watermark {warmup})")
@@ -728,7 +701,7 @@ def run_round(scenario: str, runs: Mapping[Setting, Program], messages: int = 10
         wait_until(appended, timeout_s=timeout_s, interval_s=0.05,
                    what=f"every record that was not refused in broker {leader}'s log on disk",
                    on_timeout=lambda: f"LEO {last_leo}, expected {expected_leo}")
-        hw_at_kill = high_watermarks(parts, [leader])
+        hw_at_kill = admin.list_offsets(parts, brokers=[leader])
         isr_at_kill = partition_states(metadata_from([leader]), list(topics))
         leo_at_kill = dict(last_leo)
         mark(f"records in broker {leader}'s log: HW {min(hw_at_kill.values())}-{max(hw_at_kill.values())}, "

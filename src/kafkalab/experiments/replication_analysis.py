@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
     from ..ledger import Event
 
-#: Record keys of the two phases of a round.
-PHASES = ("before", "during")
 CLASSES = ("acked_present", "acked_lost", "not_acked_present", "not_acked_absent")
 
 

@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import click
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec,
-                                   ResourceType)
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from .. import admin, config, coordinators, programs, runscope, segments, workloads
 from ..errors import KafkalabError
@@ -314,20 +313,6 @@ def alter_topic_config(topic: str, timeout_s: float = 15.0, **settings: str | in
         fut.result(timeout=timeout_s + 5)
 
 
-def list_offsets(topic: str, partitions: Sequence[int], spec: str = "earliest", timeout_s: float = 10.0
-                 ) -> dict[int, int]:
-    """Partition -> offset from ListOffsets (AdminClient): ``"earliest"`` (the log start
-    offset) or ``"latest"`` (the high watermark, one past the last replicated record).
-
-    Raises:
-        KafkaException: no such topic or partition, or no answer within ``timeout_s``.
-    """
-    make = {"earliest": OffsetSpec.earliest, "latest": OffsetSpec.latest}[spec]
-    futs = workloads.admin().list_offsets({TopicPartition(topic, p): make() for p in partitions},
-                                          request_timeout=timeout_s)
-    return {tp.partition: f.result(timeout=timeout_s + 5).offset for tp, f in futs.items()}
-
-
 def wait_log_start(topic: str, partition: int, expected: int, timeout_s: float = 20.0) -> float:
     """Until the partition's log start offset (ListOffsets earliest) is ``expected``; returns
     the seconds waited.
@@ -339,7 +324,7 @@ def wait_log_start(topic: str, partition: int, expected: int, timeout_s: float =
     last: list[int] = []
 
     def moved() -> bool:
-        last[:] = [list_offsets(topic, [partition])[partition]]
+        last[:] = [admin.list_offsets([(topic, partition)], "earliest")[(topic, partition)]]
         return last[0] == expected
 
     wait_until(moved, timeout_s=timeout_s, interval_s=0.25,
@@ -611,7 +596,7 @@ class CompactionScenario:
         if self.program is None:
             raise KafkalabError("a CompactionScenario writes with a program: pass program=... (the notebook's cell)")
         topics = [self.compacted, self.control]
-        before = {t: list_offsets(t, [0], "latest")[0] for t in topics}
+        before = {t: o for (t, _), o in admin.list_offsets([(t, 0) for t in topics]).items()}
         recs = [rec for r in rounds for rec in r.records()]
         run_id = runscope.run_id()
         client_id = f"{run_id}-{self.program.name}"
@@ -622,7 +607,7 @@ class CompactionScenario:
                                             options={"rounds": [asdict(r) for r in rounds]}))
         if child.wait(timeout_s) != 0:
             raise KafkalabError(f"program {self.program.name} exited {child.returncode}:\n{child.log_tail()}")
-        after = {t: list_offsets(t, [0], "latest")[0] for t in topics}
+        after = {t: o for (t, _), o in admin.list_offsets([(t, 0) for t in topics]).items()}
         if len(set(before.values())) != 1 or any(after[t] - before[t] != len(recs) for t in topics):
             raise KafkalabError(f"{len(recs)} records written; end offsets before {before}, after {after}: "
                                 f"the two topics should grow by exactly that many, from the same offset")
@@ -860,8 +845,8 @@ def run_segments_demo(timeout_s: float = 30.0, program: Program | None = None) -
             consumer_first_offset=first_offset_from(idx, 0, target),
             offsets_for_times_agrees=offsets_for_times(idx, 0, ts) == by_hand,
             size_retention_deleted=deleted,
-            log_start_offset=list_offsets(sized, [0])[0],
-            other_partition_log_start=list_offsets(sized, [1])[1],
+            log_start_offset=admin.list_offsets([(sized, 0)], "earliest")[(sized, 0)],
+            other_partition_log_start=admin.list_offsets([(sized, 1)], "earliest")[(sized, 1)],
             lagging_group_resumed_at=resumed,
             records_never_seen=resumed - 100,
             produce=stats.to_json(),

@@ -178,11 +178,6 @@ def spark_verdicts(inputs: "Mapping[str, DataFrame]", outputs: "Mapping[str, Dat
     return {v: found.get(v, Verdict(0, 0, 0, 0, 0, 0, 0)) for v in outputs}
 
 
-def spark_verdict(input_ids: "DataFrame", output_ids: "DataFrame") -> Verdict:
-    """``spark_verdicts`` for one view: both frames have a ``record_id`` column."""
-    return spark_verdicts({"view": input_ids}, {"view": output_ids})["view"]
-
-
 # ----------------------------------------------------------------------------- what the ledger says
 
 
