@@ -82,10 +82,14 @@ def _argv0(args: object) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that asks for the ``spark`` fixture is a ``spark`` test, marked or not."""
+    """A test that asks for the ``spark`` fixture is a ``spark`` test, marked or not; a notebook's
+    cell (nbval, ``make test``) is a ``cluster`` test: it runs against the live cluster and starts
+    its kernel, its workers and Spark."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()) and item.get_closest_marker("spark") is None:
             item.add_marker(pytest.mark.spark)
+        if getattr(item, "path", None) is not None and item.path.suffix == ".ipynb" and item.get_closest_marker("cluster") is None:
+            item.add_marker(pytest.mark.cluster)
 
 
 class Unmarked(AssertionError):

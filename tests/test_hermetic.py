@@ -173,3 +173,24 @@ def test_the_markers_are_registered_and_make_check_runs_exactly_the_tests_withou
     check = re.search(r"^check:.*\n\t(.*)$", (ROOT / "Makefile").read_text(), re.M)
     assert check and "-m \"" + " and ".join(f"not {m}" for m in conftest.HEAVY_MARKERS) + "\"" in check[1], \
         check and check[1]
+
+
+def test_a_notebook_cell_is_a_cluster_test() -> None:
+    """nbval's items come from notebooks/: they start a kernel and talk to the cluster, so the guard
+    treats them as ``cluster`` tests (``make test`` collects them; ``make check`` never does)."""
+    import conftest
+
+    class Cell:
+        path = Path("notebooks/00_cluster_tour.ipynb")
+        fixturenames = ()
+        markers: list = []
+
+        def get_closest_marker(self, name):
+            return next((m for m in self.markers if m.name == name), None)
+
+        def add_marker(self, mark):
+            self.markers.append(mark.mark)
+
+    cell = Cell()
+    conftest.pytest_collection_modifyitems(None, [cell])
+    assert cell.get_closest_marker("cluster") is not None
