@@ -95,15 +95,6 @@ def test_a_consume_burst_reports_rates_and_records_per_fetch() -> None:
     assert perf.ConsumeBurst("x", {}, 10, 10, 1.0, None).to_json()["records_per_fetch"] is None
 
 
-def test_fetch_requests_come_from_a_statistics_report_that_saw_every_record() -> None:
-    report = {"brokers": {"b1": {"req": {"Fetch": 7, "Produce": 0}}, "b2": {"req": {"Fetch": 2}}},
-              "topics": {"t": {"partitions": {"0": {"partition": 0, "rxmsgs": 50},
-                                              "-1": {"partition": -1, "rxmsgs": 0}}}}}
-    assert perf._fetch_requests([json.dumps(report)], 50) == 9
-    assert perf._fetch_requests([json.dumps(report)], 51) is None, "an older report: not every record counted yet"
-    assert perf._fetch_requests([], 1) is None
-
-
 def test_strace_counts_are_read_from_its_summary_table() -> None:
     assert perf.parse_strace_summary(STRACE_C) == {"sendfile": 19, "write": 24, "read": 89}
     assert perf.parse_strace_summary("") == {}

@@ -7,13 +7,12 @@ end-to-end latency, and the broker-side counters that explain them.
 - ``python_burst`` (confluent-kafka) and ``java_burst`` (``kafka-producer-perf-test``, from the
   brokers' own jars): records/s and MB/s of one burst; ``parse_perf_summary`` reads the Java
   tool's last line.
-- ``python_consume`` (confluent-kafka) and ``java_consume`` (``kafka-consumer-perf-test``): records/s,
-  MB/s and records per Fetch request of one consumer reading records already in a partition;
-  ``parse_consumer_perf_summary`` reads the Java tool's summary line and fetch metrics.
-- ``e2e_latency``: produce at a fixed rate and consume at the same time; latency is the time
-  from a record's CreateTime (set by the producer) to its arrival in ``poll``;
-  ``java_e2e_latency`` runs ``kafka-e2e-latency`` (one record at a time, acknowledged and
-  consumed before the next).
+- ``java_consume`` (``kafka-consumer-perf-test``): records/s, MB/s and records per Fetch request
+  of one consumer reading records already in a partition; ``parse_consumer_perf_summary`` reads
+  the Java tool's summary line and fetch metrics.
+- ``Latency`` and ``percentiles``: end-to-end latency (a record's CreateTime to its arrival),
+  summarized; ``java_e2e_latency`` runs ``kafka-e2e-latency`` (one record at a time,
+  acknowledged and consumed before the next).
 - ``log_bytes`` and ``records_per_batch``: what a burst left on the leaders' disks (the
   project's segment reader, ``kafkalab.segments``).
 - ``broker_io`` and ``count_syscalls``: a broker JVM's ``/proc/<pid>/io`` counters and the
@@ -29,16 +28,13 @@ least one whole batch), and "Design: Efficiency" (batching, the page cache, zero
 
 from __future__ import annotations
 
-import contextlib
-import json
 import re
 import subprocess
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import admin, cluster, config, consumers, coordinators, segments
+from . import admin, cluster, config, coordinators, segments
 from .waiting import wait_until
 from .errors import KafkalabError
 
@@ -183,49 +179,6 @@ def python_burst(topic: str, records: int, record_size: int, settings: ProducerS
     return Burst("confluent-kafka", asdict(settings), records, record_size, seconds, commit_ms=commits)
 
 
-def paced_send(topic: str, values: list[bytes], rate: float, settings: ProducerSettings,
-               timeout_s: float = 120.0) -> list[tuple[int, float]]:
-    """Send ``values`` to partition 0 of ``topic`` at ``rate`` records/s with one new
-    confluent-kafka producer (a warm-up record first, not counted) and wait for every delivery
-    report.
-
-    Returns:
-        Per record, in send order: ``(offset, ack_ms)``: the offset the broker gave it (-1
-        with ``acks=0``: the producer is never told) and ms from ``produce`` to its delivery
-        report.
-
-    Raises:
-        KafkalabError: a delivery failed, or reports were missing after ``timeout_s``.
-    """
-    from .producers import make_producer
-
-    p = make_producer({"bootstrap.servers": config.bootstrap_servers(), "log_level": 3, **settings.librdkafka_conf()})
-    out: list[tuple[int, float] | None] = [None] * len(values)
-    errors: list[str] = []
-    try:
-        p.produce(topic, value=b"w", partition=0)
-        p.flush(30)
-        t0 = time.monotonic()
-        for i, v in enumerate(values):
-            wait = t0 + i / rate - time.monotonic()
-            if wait > 0:
-                p.poll(wait)
-            sent = time.perf_counter()
-
-            def report(err, msg, i=i, sent=sent) -> None:
-                if err is not None:
-                    errors.append(str(err))
-                else:
-                    out[i] = (msg.offset(), (time.perf_counter() - sent) * 1000)
-
-            p.produce(topic, value=v, partition=0, on_delivery=report)
-        if p.flush(timeout_s) or errors:
-            raise KafkalabError(f"paced send to {topic}: undelivered or failed: {errors[:3]}")
-    finally:
-        p.close()
-    return [r for r in out if r is not None]
-
-
 _SUMMARY = re.compile(
     r"(?P<records>\d+) records sent, (?P<rps>[\d.]+) records/sec \((?P<mbps>[\d.]+) MB/sec\), "
     r"(?P<avg>[\d.]+) ms avg latency, (?P<max>[\d.]+) ms max latency, (?P<p50>\d+) ms 50th, "
@@ -319,69 +272,6 @@ class ConsumeBurst:
         rpf = self.records_per_fetch
         return {**asdict(self), "records_per_s": round(self.records_per_s, 1), "mb_per_s": round(self.mb_per_s, 3),
                 "records_per_fetch": round(rpf, 2) if rpf is not None else None}
-
-
-def _fetch_requests(stats: list[str], received: int) -> int | None:
-    """Fetch requests sent, from the newest librdkafka statistics report that has seen
-    ``received`` messages arrive (partition ``rxmsgs``); None until there is one."""
-    if not stats:
-        return None
-    s = json.loads(stats[-1])
-    rx = sum(p.get("rxmsgs", 0) for t in s.get("topics", {}).values() for p in t.get("partitions", {}).values()
-             if p.get("partition", 0) >= 0)
-    if rx < received:
-        return None
-    return sum(b.get("req", {}).get("Fetch", 0) for b in s.get("brokers", {}).values())
-
-
-def python_consume(topic: str, records: int, conf: dict | None = None, partition: int = 0,
-                   timeout_s: float = 120.0, during: contextlib.AbstractContextManager | None = None) -> ConsumeBurst:
-    """Read ``partition`` of ``topic`` from offset 0 with one new confluent-kafka consumer (no
-    group membership: ``assign``) until ``records`` records arrived, timed from ``assign`` to the
-    last record; before the clock starts, the consumer asks the leader for the partition's
-    offsets, so metadata, connections and a TLS handshake are not timed. ``consume`` is asked
-    for at most the records still missing, so it never waits out its timeout at the end.
-
-    Args:
-        conf: consumer settings on top of the defaults, e.g. ``{"max.partition.fetch.bytes":
-            1000}`` (bytes; librdkafka CONFIGURATION.md: default 1048576) or ``fetch.max.bytes``
-            (default 52428800).
-        during: a context manager entered when the clock starts and left when the last record
-            arrived (e.g. a ``SyscallCounter`` on the leader).
-
-    Returns:
-        A ``ConsumeBurst`` with the Fetch requests counted from librdkafka's statistics.
-
-    Raises:
-        KafkalabError: fewer than ``records`` records within ``timeout_s``.
-    """
-    from confluent_kafka import Consumer, TopicPartition
-
-    stats: list[str] = []
-    conf = dict(conf or {})
-    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-reader-{time.time_ns()}",
-                  "enable.auto.commit": False, "log_level": 3, "statistics.interval.ms": 100,
-                  "stats_cb": stats.append, **conf})
-    n = got = 0
-    try:
-        consumers.watermarks(c, topic, partition)  # the leader's connection, untimed
-        with during if during is not None else contextlib.nullcontext():
-            t0 = time.perf_counter()
-            c.assign([TopicPartition(topic, partition, 0)])
-            deadline = time.monotonic() + timeout_s
-            while n < records and time.monotonic() < deadline:
-                for m in c.consume(min(10000, records - n), 0.5):
-                    if m.error() is None:
-                        n += 1
-                        got += len(m.value() or b"")
-            seconds = time.perf_counter() - t0
-        if n < records:
-            raise KafkalabError(f"read {n} of {records} records back from {topic} within {timeout_s:.0f} s")
-        fetches = wait_until(lambda: c.poll(0.05) is None and _fetch_requests(stats, n), timeout_s=10,
-                             what=f"librdkafka's statistics to count the {n} records of {topic}", interval_s=0)
-    finally:
-        c.close()
-    return ConsumeBurst("confluent-kafka", conf, n, got, seconds, fetches)
 
 
 _CONSUMER_METRIC = re.compile(r"^consumer-fetch-manager-metrics:(?P<name>[\w-]+):\{client-id=[^,}]*\}\s*:\s*(?P<value>[\d.]+)\s*$",
@@ -535,78 +425,6 @@ def percentiles(values: list[float]) -> tuple[float, float, float]:
         return s[min(len(s) - 1, max(0, int(-(-q * len(s) // 1)) - 1))]
 
     return rank(0.50), rank(0.99), s[-1]
-
-
-def e2e_latency(topic: str, rate: float, seconds: float, record_size: int = 100,
-                producer: ProducerSettings | None = None, consumer_conf: dict | None = None,
-                label: str = "", timeout_s: float = 60.0) -> Latency:
-    """Produce to partition 0 of ``topic`` at ``rate`` records/s for ``seconds`` while one
-    consumer (assigned partition 0 from the end, so it reads only these records) polls; each
-    latency is the arrival time minus the record's CreateTime (the producer's clock, the same
-    machine), ms. A warm-up record, produced and received first, is not counted.
-
-    Args:
-        consumer_conf: consumer settings, e.g. ``{"fetch.min.bytes": 100000,
-            "fetch.wait.max.ms": 500}`` (librdkafka CONFIGURATION.md).
-
-    Raises:
-        KafkalabError: records missing after ``timeout_s`` more.
-    """
-    from confluent_kafka import Consumer, Producer, TopicPartition
-
-    count = max(1, int(rate * seconds))
-    settings = producer or ProducerSettings(acks="1", linger_ms=0)
-    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-latency",
-                  "enable.auto.commit": False, "log_level": 3, **(consumer_conf or {})})
-    start = consumers.watermarks(c, topic, 0)[1]
-    c.assign([TopicPartition(topic, 0, start)])  # from the end as it is now: the warm-up record first
-    lat: list[float] = []
-    done = threading.Event()
-    errors: list[str] = []
-
-    def consume() -> None:
-        deadline = time.monotonic() + seconds + timeout_s
-        while len(lat) < count and time.monotonic() < deadline and not done.is_set():
-            m = c.poll(0.05)
-            if m is None:
-                continue
-            if m.error() is not None:
-                errors.append(str(m.error()))
-                continue
-            lat.append(time.time() * 1000 - m.timestamp()[1])
-
-    reader = threading.Thread(target=consume, daemon=True)
-    p = Producer({"bootstrap.servers": config.bootstrap_servers(), "log_level": 3, **settings.librdkafka_conf()})
-    try:
-        # one warm-up record, received before the first timed one: connections up, fetching
-        p.produce(topic, value=b"w", partition=0)
-        p.flush(30)
-        warm_until = time.monotonic() + timeout_s
-        while True:
-            m = c.poll(0.05)
-            if m is not None and m.error() is None:
-                break
-            if time.monotonic() > warm_until:
-                raise KafkalabError(f"{label or topic}: the warm-up record did not arrive within {timeout_s} s")
-        reader.start()
-        value = b"x" * record_size
-        t0 = time.monotonic()
-        for i in range(count):
-            wait = t0 + i / rate - time.monotonic()
-            if wait > 0:
-                p.poll(wait)  # pacing; serves delivery reports meanwhile
-            p.produce(topic, value=value, partition=0)
-        p.flush(30)
-        reader.join(seconds + timeout_s)
-    finally:
-        done.set()
-        reader.join(5)
-        c.close()
-    if len(lat) < count:
-        raise KafkalabError(f"{label or topic}: received {len(lat)} of {count} records; errors: {errors[:3]}")
-    p50, p99, mx = percentiles(lat)
-    return Latency(label or settings.label(), len(lat), round(p50, 1), round(p99, 1), round(mx, 1), rate,
-                   dict(consumer_conf or {}))
 
 
 _E2E = re.compile(r"Avg latency: (?P<avg>[\d.]+) ms")

@@ -62,15 +62,10 @@ through the same entry point (``worker.ExecSpec``), so both die with the noteboo
 
 from __future__ import annotations
 
-import ctypes
-import atexit
-import hashlib
 import json
-import os
 import signal
 import sqlite3
 import subprocess
-import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
