@@ -83,7 +83,10 @@ class Program:
         """
         n = self.source.count(old)
         if n != 1:
-            raise ProgramError(f"program {self.name}: {old!r} occurs {n} times, not once; nothing replaced")
+            raise ProgramError(f"program {self.name}: this cell edits the line {old.strip()!r} as the notebook "
+                               f"wrote it, but it occurs {n} times in the program, not once (was it edited? "
+                               "the comment at the top of the program lists the lines later cells need); "
+                               "nothing replaced")
         return Program(name or self.name, self.source.replace(old, new), origin=f"edited from {self.origin}")
 
     def _repr_markdown_(self) -> str:
