@@ -9,25 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import config
 from .. import spark as kspark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from ..data import Flight
-
-
-def spark_produce(spark: "SparkSession", topic: str, flights: list[Flight]) -> None:
-    """Write ``flights`` (same keys and values as ``tour.produce_flights``) to ``topic`` with Spark's
-    Kafka sink, i.e. with the Java producer of the connector's kafka-clients at its defaults:
-    murmur2 partitioner, idempotence on (since 3.0). Blocks until the write job finished."""
-    rows = [(f.key, f.to_json().decode()) for f in flights]
-    (spark.createDataFrame(rows, "key string, value string")
-     .write.format("kafka")
-     .option("kafka.bootstrap.servers", config.bootstrap_servers())
-     .option("topic", topic)
-     .save())
 
 
 def spark_key_partitions(spark: "SparkSession", topic: str) -> dict[str, set[int]]:
