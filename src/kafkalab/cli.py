@@ -6,6 +6,7 @@
     kafkalab down
     kafkalab tool kafka-topics --list
     kafkalab run assignment --consumers 3 --topic A:2 --topic B:2 --strategy range --json
+    kafkalab run eos --messages 600 --show   (every run: --show prints the programs it runs first)
     kafkalab i18n update|build|status|show|fill   (the Korean edition, ``make ko``)
 
 Errors kafkalab raises on purpose are printed as one message (no traceback) with exit code 1.
@@ -23,7 +24,7 @@ import click
 
 from . import cluster as cluster_mod
 from . import runscope
-from .clickutil import KafkalabGroup
+from .clickutil import KafkalabGroup, show_programs, shows_programs
 
 
 @click.group(cls=KafkalabGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -196,7 +197,8 @@ def run() -> None:
     """Run a notebook's experiment from the terminal (same code as the notebook).
 
     Each first makes sure the cluster is whole: it answers (else: `kafkalab up`), every node
-    runs (a node that is down is restarted, and it says so), every ISR is full."""
+    runs (a node that is down is restarted, and it says so), every ISR is full. Each takes
+    --show: print the source of the client programs it runs before running them."""
 
 
 def _parse_topic(value: str) -> tuple[str, int]:
@@ -218,6 +220,7 @@ def _parse_topic(value: str) -> tuple[str, int]:
               help="KIP-848 broker-side assignor (group.remote.assignor).")
 @click.option("--run-prefix", default=None, help="Topic name prefix; topics are PREFIX-NAME. Default: unique per run.")
 @click.option("--timeout", "timeout_s", type=float, default=30.0, show_default=True)
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @runscope.checks_cluster_itself
 def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | None, group_protocol: str | None,
@@ -243,6 +246,7 @@ def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | 
     runscope.require_for_cli()
     program = member_program(assignor.label, from_notebook("01_partition_assignment", "member"),
                              from_notebook("01_partition_assignment", "kip848_member"))
+    show_programs(program)
     result = run_assignment(consumers, parsed, assignor, run_prefix=run_prefix, timeout_s=timeout_s, program=program)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
@@ -256,6 +260,7 @@ def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | 
 @click.option("--min-insync-replicas", "min_isr", type=click.IntRange(1, 3), default=2, show_default=True,
               help="Topic-level min.insync.replicas.")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Upper bound of each wait, s.")
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def run_failure_budget_cmd(min_isr: int, timeout_s: float, as_json: bool) -> None:
     """How many broker failures one partition survives (notebook 08, "How many failures a
@@ -264,6 +269,8 @@ def run_failure_budget_cmd(min_isr: int, timeout_s: float, as_json: bool) -> Non
     brokers are started again before it returns (``replication.run_failure_budget``)."""
     from .experiments.replication import run_failure_budget
 
+    show_programs(also="no client program: the lab's own probe writes each record (acks=all, retries=0) and reads "
+                       "the partition back (replication.run_failure_budget)")
     budget = run_failure_budget(min_insync_replicas=min_isr, timeout_s=timeout_s)
     if as_json:
         click.echo(json.dumps(budget.to_json(), indent=2))

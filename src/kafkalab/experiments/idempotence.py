@@ -940,6 +940,9 @@ def cli_program(program: str | None, idempotence: str | None, restart: bool, ret
     return from_notebook(NOTEBOOK, "idempotent_producer" if idempotence == "on" else "plain_producer")
 
 
+from ..clickutil import show_programs, shows_programs  # noqa: E402  (the CLI's own helpers)
+
+
 @click.command("lost-ack")
 @click.option("--program", type=click.Choice(PROGRAMS), default=None,
               help=f"The producer program of notebook {NOTEBOOK} to run (default: the one the other flags pick).")
@@ -956,18 +959,17 @@ def cli_program(program: str | None, idempotence: str | None, restart: bool, ret
               help="With --idempotence off: at_most_once_producer, its retries line set to this.")
 @click.option("--ack-loss", type=click.Choice(list(ACK_LOSS)), default="timeout", show_default=True,
               help="timeout: the client waits its socket.timeout.ms; disconnect: the connection closes.")
-@click.option("--show", is_flag=True, help="Print the program before running it.")
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def cli_command(program: str | None, idempotence: str | None, messages: int, drop_acks: int, restart_producer: bool,
-                partitions: int, retries: int | None, ack_loss: str, show: bool, as_json: bool) -> None:
+                partitions: int, retries: int | None, ack_loss: str, as_json: bool) -> None:
     """Lost acks through the fault proxy: does the log hold duplicates? Runs a producer
     program of notebook 04 as the notebook shows it."""
     try:
         prog = cli_program(program, idempotence, restart_producer, retries)
     except KafkalabError as e:
         raise click.UsageError(str(e)) from None
-    if show:
-        click.echo(f"# {prog.name} ({prog.origin})\n{prog.source}")
+    show_programs(prog)
     r = run_lost_ack(prog, messages, drop_acks, restart_producer=restart_producer, partitions=partitions,
                      ack_loss=ack_loss)
     if as_json:

@@ -370,18 +370,29 @@ def run_java() -> LateTxnRun:
 # ----------------------------------------------------------------------------- CLI
 
 
+from ..clickutil import show_programs, shows_programs  # noqa: E402  (the CLI's own helpers)
+from ..programs import java_source  # noqa: E402
+
+#: The part of the Java producer's source notebook 11 shows (``programs.java_source`` markers).
+JAVA_SHOWN = ("kafkalab/clients/LateTxnProducer.java", "Properties props", "log.close()")
+
+
 @click.command("late-txn")
 @click.option("--client", type=click.Choice(["librdkafka", "java"]), default="librdkafka", show_default=True,
               help="The producer under the schedule: confluent-kafka (transactions v1) or kafka-clients 4.3.1 (v2).")
 @click.option("--hold", "hold_api", type=click.Choice(["EndTxn", "AddPartitionsToTxn"]), default="EndTxn",
               show_default=True, help="The request of transaction N the proxy holds (librdkafka only for AddPartitionsToTxn).")
 @click.option("--runs", type=click.IntRange(1, 20), default=1, show_default=True, help="Consecutive runs.")
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print every run's result as JSON.")
 def cli_command(client: str, hold_api: str, runs: int, as_json: bool) -> None:
-    """KAFKA-17754: hold transaction N's request, deliver it late into N+1; count the anomalies."""
+    """KAFKA-17754: hold transaction N's request, deliver it late into N+1; count the anomalies.
+    Runs notebook 11's late_txn_producer program, or (--client java) LateTxnProducer.java."""
     if client == "java" and hold_api != "EndTxn":
         raise click.UsageError("the Java producer (transactions v2) sends no AddPartitionsToTxn: use --hold EndTxn")
-    results = [run_java() if client == "java" else run_librdkafka(hold_api=hold_api) for _ in range(runs)]
+    program = None if client == "java" else notebook_program()
+    show_programs(java_source(*JAVA_SHOWN) if program is None else program)
+    results = [run_java() if program is None else run_librdkafka(program, hold_api=hold_api) for _ in range(runs)]
     if as_json:
         click.echo(json.dumps([r.to_json() for r in results], indent=2))
         return

@@ -1250,6 +1250,14 @@ def run_offset_commit(cfg: RunConfig, timeout_s: float = 60.0) -> OffsetCommitRe
 # ----------------------------------------------------------------------------- CLI
 
 
+from ..clickutil import show_programs, shows_programs  # noqa: E402  (the CLI's own helpers)
+
+#: The part of the Java consumer's source notebook 03 shows (``programs.java_source`` markers):
+#: the consumer, its poll loop and commits, up to the crash point.
+JAVA_SHOWN = ("kafkalab/clients/OffsetCommitConsumer.java", "KafkaConsumer<String, String> consumer = new",
+              "if (crashNow) Runtime")
+
+
 @click.command("offset-commit")
 @click.option("--mode", type=click.Choice(sorted(set(LIBRDKAFKA_MODES) | set(JAVA_MODES))), default="auto",
               show_default=True, help="Commit mode (module docstring of kafkalab.experiments.offset_commit).")
@@ -1274,6 +1282,7 @@ def run_offset_commit(cfg: RunConfig, timeout_s: float = 60.0) -> OffsetCommitRe
 @click.option("--group-protocol", type=click.Choice(["classic", "consumer"]), default="classic", show_default=True,
               help="group.protocol of the Java consumer (consumer: KIP-848).")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Seconds per step.")
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @runscope.checks_cluster_itself
 def cli_command(mode: str, client: str, messages: int, crash_after: int, crash_point: str, batch: int | None,
@@ -1289,6 +1298,7 @@ def cli_command(mode: str, client: str, messages: int, crash_after: int, crash_p
                     crash_point=crash_point, dedupe=dedupe, partitions=partitions, group_protocol=group_protocol,
                     **java)
     runscope.require_for_cli()
+    show_programs(cfg.resolved_program() if client == "librdkafka" else programs.java_source(*JAVA_SHOWN))
     result = run_offset_commit(cfg, timeout_s=timeout_s)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
@@ -1309,12 +1319,14 @@ def cli_command(mode: str, client: str, messages: int, crash_after: int, crash_p
 @click.option("--messages", "-n", type=click.IntRange(1, 100_000), default=60, show_default=True)
 @click.option("--partitions", type=click.IntRange(2, 50), default=6, show_default=True)
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Seconds per wait.")
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @runscope.checks_cluster_itself
 def redelivery_command(names: tuple[str, ...], messages: int, partitions: int, timeout_s: float, as_json: bool) -> None:
     """A second member joins an eager group: what does the rebalance repeat? (notebook 03, section 9)"""
     runscope.require_for_cli()
     progs = [programs.from_notebook(NOTEBOOK, n) for n in (names or REBALANCE_PROGRAMS)]
+    show_programs(*progs)
     with RebalanceRedelivery(progs, messages=messages, partitions=partitions) as rebalance:
         results = rebalance.run(timeout_s)
     if as_json:

@@ -923,6 +923,9 @@ def retry_program(idempotence: bool, max_in_flight: int | None) -> Program:
 # ----------------------------------------------------------------------------- CLI
 
 
+from ..clickutil import show_programs, shows_programs  # noqa: E402  (the CLI's own helpers)
+
+
 @click.command("ordering")
 @click.option("--partitions", type=click.IntRange(1, 100), default=10, show_default=True, help="Partitions (P).")
 @click.option("--consumers", type=click.IntRange(1, 50), default=10, show_default=True, help="Consumers in the group (C).")
@@ -937,6 +940,7 @@ def retry_program(idempotence: bool, max_in_flight: int | None) -> Program:
 @click.option("--unkeyed", is_flag=True,
               help="Records without a key from librdkafka (sticky, sticky off) and the Java console producer: "
                    "where each lands, in send order (--partitions, --messages; default 600).")
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def cli_command(partitions: int, consumers: int, keys: int, messages: int | None, retry_reorder: bool,
                 idempotence: str, max_in_flight: int | None, unkeyed: bool, as_json: bool) -> None:
@@ -944,17 +948,23 @@ def cli_command(partitions: int, consumers: int, keys: int, messages: int | None
     if unkeyed and retry_reorder:
         raise click.UsageError("--unkeyed and --retry-reorder are two experiments: choose one")
     if unkeyed:
-        u = run_unkeyed(unkeyed_variants(notebook_program("unkeyed_producer")), messages or 600, partitions)
+        variants = unkeyed_variants(notebook_program("unkeyed_producer"))
+        show_programs(*variants.values(), also="and Kafka's kafka-console-producer (the Java client, its defaults)")
+        u = run_unkeyed(variants, messages or 600, partitions)
         if as_json:
             click.echo(json.dumps(u.to_json(), indent=2))
         else:
             click.echo(u.table().to_string())
         return
     if retry_reorder:
-        r: Any = run_retry_reorder(retry_program(idempotence == "on", max_in_flight), messages or 10)
+        program = retry_program(idempotence == "on", max_in_flight)
+        show_programs(program)
+        r: Any = run_retry_reorder(program, messages or 10)
     else:
         keyed = notebook_program("keyed_producer")
-        r = run_group_order(keyed if keys else without_key(keyed), partitions, consumers, keys, messages or 1000)
+        program = keyed if keys else without_key(keyed)
+        show_programs(program)
+        r = run_group_order(program, partitions, consumers, keys, messages or 1000)
     if as_json:
         click.echo(json.dumps(r.to_json(), indent=2))
         return

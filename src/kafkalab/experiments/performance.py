@@ -1060,9 +1060,7 @@ def throughput_program(acks: str | None = None, linger_ms: int | None = None, ba
     return program, settings_of(program, transactional_batch)
 
 
-def _show(program: Program, as_json: bool) -> None:
-    """``--show``: the program, before it runs (on stderr with ``--json``, so stdout stays JSON)."""
-    click.echo(f"# {program.name} ({program.origin})\n{program.source}", err=as_json)
+from ..clickutil import show_programs, shows_programs  # noqa: E402  (the CLI's own helpers)
 
 
 @click.command("throughput")
@@ -1076,12 +1074,11 @@ def _show(program: Program, as_json: bool) -> None:
 @click.option("--transactional-batch", type=click.IntRange(0), default=0, show_default=True,
               help="K > 0: notebook 10's transactional_producer, transactions of K records (Python client only; "
                    "--messages a multiple of K).")
-@click.option("--show", is_flag=True, help="Print the program before running it.")
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @runscope.checks_cluster_itself
 def cli_command(messages: int, record_size: int, acks: str | None, linger_ms: int | None, batch_size: int | None,
-                compression: str | None, idempotence: str | None, transactional_batch: int, show: bool,
-                as_json: bool) -> None:
+                compression: str | None, idempotence: str | None, transactional_batch: int, as_json: bool) -> None:
     """Producer throughput: notebook 10's burst_producer program, as saved on disk (each option given
     edited into its line), beside kafka-producer-perf-test with the settings the program writes.
     The Python row names the settings read from the program that ran."""
@@ -1091,8 +1088,8 @@ def cli_command(messages: int, record_size: int, acks: str | None, linger_ms: in
         program, settings = throughput_program(acks, linger_ms, batch_size, compression, idempotence, transactional_batch)
     except KafkalabError as e:
         raise click.UsageError(str(e)) from None
-    if show:
-        _show(program, as_json)
+    show_programs(program, also=None if transactional_batch else
+                  "and Kafka's kafka-producer-perf-test, with the settings this program writes")
     runscope.require_for_cli()  # after the settings are checked: bad input fails before the cluster is touched
     r = run_throughput(messages, record_size, settings, program=program)
     if as_json:
@@ -1147,11 +1144,11 @@ KAFKA_BOUND_RATE = 5000
 @click.option("--fetch-wait-max-ms", type=click.IntRange(0), default=500, show_default=True)
 @click.option("--java-records", type=click.IntRange(0), default=200, show_default=True,
               help="Records for kafka-e2e-latency (0: skip).")
-@click.option("--show", is_flag=True, help="Print the programs before running them.")
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @runscope.checks_cluster_itself
 def latency_command(rate: float, seconds: float, messages: int | None, record_size: int, fetch_min_bytes: int | None,
-                    fetch_wait_max_ms: int, java_records: int, show: bool, as_json: bool) -> None:
+                    fetch_wait_max_ms: int, java_records: int, as_json: bool) -> None:
     """End-to-end latency percentiles (p50, p99, max in ms, and the p50 of each half of the run),
     beside kafka-e2e-latency: notebook 10's measuring_consumer program (as saved, and with the fetch
     knobs edited) reading what its paced_producer (linger.ms 0) sends.
@@ -1169,9 +1166,8 @@ def latency_command(rate: float, seconds: float, messages: int | None, record_si
         producer = unlingered(notebook_program("paced_producer"))
     except KafkalabError as e:
         raise click.UsageError(str(e)) from None
-    if show:
-        for program in (producer, *consumers.values()):
-            _show(program, as_json)
+    show_programs(producer, *consumers.values(),
+                  also=f"and Kafka's kafka-e2e-latency ({java_records} records)" if java_records else None)
     runscope.require_for_cli()
     if messages is not None:
         seconds = messages / rate
@@ -1196,6 +1192,7 @@ def latency_command(rate: float, seconds: float, messages: int | None, record_si
 @click.option("--producer-batch-size", type=click.IntRange(1), default=None,
               help="batch.size the records are written with, bytes. Default: 4 x --record-size.")
 @click.option("--java/--no-java", default=True, show_default=True, help="Also run kafka-consumer-perf-test.")
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def consume_command(messages: int, record_size: int, fetch_bytes: tuple[int, ...], producer_batch_size: int | None,
                     java: bool, as_json: bool) -> None:
@@ -1204,6 +1201,7 @@ def consume_command(messages: int, record_size: int, fetch_bytes: tuple[int, ...
     reader = with_fetch(notebook_program("measuring_consumer"), "fetching_consumer", fetch_wait_max_ms=PARKED_FETCH_MS)
     readers = [with_fetch(reader, f"fetch_{size}", max_partition_fetch_bytes=size)
                for size in (fetch_bytes or (record_size, DEFAULT_PARTITION_FETCH_BYTES))]
+    show_programs(*readers, also="and Kafka's kafka-consumer-perf-test" if java else None)
     r = run_consumer_throughput(readers, messages, record_size, producer_batch_size, java)
     if as_json:
         click.echo(json.dumps(r.to_json(), indent=2))

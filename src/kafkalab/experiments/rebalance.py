@@ -1034,6 +1034,9 @@ def _split(values: tuple[str, ...], choices: Sequence[str], what: str) -> list[s
     return out
 
 
+from ..clickutil import show_programs, shows_programs  # noqa: E402  (the CLI's own helpers)
+
+
 @click.command("rebalance")
 @click.option("--protocol", "protocols", multiple=True, default=("eager",), show_default=True,
               metavar="eager|cooperative|static|consumer",
@@ -1046,6 +1049,7 @@ def _split(values: tuple[str, ...], choices: Sequence[str], what: str) -> list[s
               help="What happens to the group; repeat or comma-separate to run them in order on one group.")
 @click.option("--timeout", "timeout_s", type=float, default=40.0, show_default=True,
               help="Seconds to wait for the group to settle after each step.")
+@shows_programs
 @click.option("--json", "as_json", is_flag=True,
               help="Print JSON: one object for one protocol and one scenario, else a list of them.")
 @runscope.checks_cluster_itself
@@ -1070,6 +1074,7 @@ def cli_command(protocols: tuple[str, ...], consumers: int, partitions: int, sce
                                  param_hint="--partitions")
     runscope.require_for_cli()
     configs = {p: RebalanceConfig(p, consumers, partitions, tuple(scens), settle_timeout_s=timeout_s) for p in protos}
+    show_programs(*(prog for c in configs.values() for prog in (c.program, c.slow_program)))
     records = run_many(configs)
     results = analyse(kspark.session("kafkalab-rebalance"), list(records.values())).results
     rows = []

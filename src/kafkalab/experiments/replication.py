@@ -1225,6 +1225,9 @@ def run_replication(scenario: str, acks: str, min_insync_replicas: int, unclean_
             "round": r.to_json()}
 
 
+from ..clickutil import show_programs, shows_programs  # noqa: E402  (the CLI's own helpers)
+
+
 @click.command("replication")
 @click.option("--scenario", type=click.Choice(SCENARIOS), required=True,
               help="leader-crash: followers paused in the ISR, leader killed; isr-shrink: ISR shrinks to the leader first.")
@@ -1240,12 +1243,14 @@ def run_replication(scenario: str, acks: str, min_insync_replicas: int, unclean_
 @click.option("--leader", type=click.Choice([str(b) for b in config.BROKER_IDS]), default="1", show_default=True,
               help="Broker that leads every partition and is killed.")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Upper bound of each wait, s.")
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--full", is_flag=True, help="With --json: include the whole round (partitions, timeline).")
 def cli_command(scenario: str, acks: str, min_isr: int, unclean: str, messages: int, repeats: int, leader: str,
                 timeout_s: float, as_json: bool, full: bool) -> None:
     """Kill a partition leader on purpose: are acknowledged writes lost? Runs notebook 08's
     ``producer`` program with the given acks."""
+    show_programs(notebook_producer(scenario, acks))  # the program run_replication runs
     out = run_replication(scenario, acks, min_isr, unclean == "true", messages=messages, repeats=repeats,
                           leader=int(leader), timeout_s=timeout_s)
     if not full:
@@ -1261,15 +1266,19 @@ def cli_command(scenario: str, acks: str, min_isr: int, unclean: str, messages: 
 @click.command("failover-retry")
 @click.option("--without-idempotence", "without", is_flag=True,
               help="Run notebook 08's idempotent_producer with enable.idempotence edited to False (exercise 6).")
+@click.option("--messages", type=click.IntRange(1, 1000), default=3, show_default=True,
+              help="Records the producer sends, one request each (the first one's answer is dropped).")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Upper bound of each wait, s.")
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def failover_command(without: bool, timeout_s: float, as_json: bool) -> None:
+def failover_command(without: bool, messages: int, timeout_s: float, as_json: bool) -> None:
     """An idempotent producer's ack lost, its leader killed: does the new leader recognise the
     retry? Runs notebook 08's idempotent_producer (programs.from_notebook)."""
     program = programs.from_notebook(NOTEBOOK, "idempotent_producer")
     if without:
         program = program.replace('"enable.idempotence": True', '"enable.idempotence": False', name="plain_producer")
-    r = run_failover_retry(program, timeout_s=timeout_s)
+    show_programs(program)
+    r = run_failover_retry(program, records=messages, timeout_s=timeout_s)
     if as_json:
         click.echo(json.dumps(r.to_json(), indent=2))
         return

@@ -854,13 +854,20 @@ def run_segments_demo(timeout_s: float = 30.0, program: Program | None = None) -
         )
 
 
+from ..clickutil import show_programs, shows_programs  # noqa: E402  (the CLI's own helpers)
+
+
 @click.command("segments_demo")
 @click.option("--timeout", "timeout_s", type=float, default=30.0, show_default=True,
               help="Seconds to wait for retention to delete segments.")
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def cli_command(timeout_s: float, as_json: bool) -> None:
-    """Notebook 06 without Spark: rolling, the sparse index, retention, write rates."""
-    r = run_segments_demo(timeout_s)
+    """Notebook 06 without Spark: rolling, the sparse index, retention, write rates. The
+    records are written by the notebook's batch_producer program."""
+    program = programs.from_notebook(NOTEBOOK, "batch_producer")
+    show_programs(program)
+    r = run_segments_demo(timeout_s, program=program)
     if as_json:
         click.echo(json.dumps(r.to_json(), indent=2))
         return

@@ -506,6 +506,9 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
         run.cleanup()
 
 
+from ..clickutil import show_programs, shows_programs  # noqa: E402  (the CLI's own helpers)
+
+
 @click.command("share-group")
 @click.option("--consumers", type=click.IntRange(1, 20), default=4, show_default=True, help="Share consumers (C).")
 @click.option("--partitions", type=click.IntRange(1, 50), default=2, show_default=True, help="Partitions (P).")
@@ -529,6 +532,7 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
 @click.option("--describe-held", is_flag=True,
               help="With --freeze-consumers: describe the share-partitions while the frozen ones hold records, then kill them.")
 @click.option("--timeout", "timeout_s", type=float, default=90.0, show_default=True)
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @runscope.checks_cluster_itself
 def cli_command(consumers: int, partitions: int, messages: int, crash_consumers: int, freeze_consumers: int,
@@ -545,6 +549,7 @@ def cli_command(consumers: int, partitions: int, messages: int, crash_consumers:
     except KafkalabError as e:
         raise click.UsageError(str(e)) from None
     runscope.require_for_cli()  # after the settings are checked: bad input fails before the cluster is touched
+    show_programs(cfg.program, cfg.group_program)
     r = run_share_group(cfg, timeout_s=timeout_s)
     if as_json:
         click.echo(json.dumps({k: v for k, v in r.to_json().items() if k != "ledger_dir"}, indent=2))

@@ -478,14 +478,20 @@ def run_tour(n_flights: int = 200, timeout_s: float = 60.0, producer: Program | 
         )
 
 
+from ..clickutil import show_programs, shows_programs  # noqa: E402  (the CLI's own helpers)
+
+
 @click.command("tour")
-@click.option("--flights", "n_flights", type=click.IntRange(1, 2000), default=200, show_default=True,
-              help="Flights to produce and read back.")
+@click.option("--messages", "--flights", "n_flights", type=click.IntRange(1, 2000), default=200, show_default=True,
+              help="Flights (records) to produce and read back; --flights is the older name.")
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def cli_command(n_flights: int, as_json: bool) -> None:
     """Notebook 00 without Spark: quorum, a topic, flights in and out (the notebook's
     flight_producer and flight_reader programs), replicas on disk."""
-    r = run_tour(n_flights)
+    producer, reader = from_notebook(NOTEBOOK, "flight_producer"), from_notebook(NOTEBOOK, "flight_reader")
+    show_programs(producer, reader)
+    r = run_tour(n_flights, producer=producer, reader=reader)
     if as_json:
         click.echo(json.dumps(r.to_json(), indent=2))
         return

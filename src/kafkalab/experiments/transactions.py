@@ -754,6 +754,9 @@ def incarnations_table(result: EosResult) -> "pd.DataFrame":
 # ----------------------------------------------------------------------------- the CLI
 
 
+from ..clickutil import show_programs, shows_programs  # noqa: E402  (the CLI's own helpers)
+
+
 @click.command("eos")
 @click.option("--mode", type=click.Choice(list(MODES)), default="transactional", show_default=True,
               help="transactional: notebook 05's program `processor`; at-least-once: its program `at_least_once` "
@@ -768,6 +771,7 @@ def incarnations_table(result: EosResult) -> "pd.DataFrame":
 @click.option("--point", "points", multiple=True, type=click.Choice(list(CRASH_POINTS)),
               help="Crash points to cycle through (repeat); default depends on --mode.")
 @click.option("--keep", is_flag=True, help="Keep this run's topics (for a look with Spark or kafka-dump-log).")
+@shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @runscope.checks_cluster_itself
 def cli_command(mode: str, messages: int, crashes: int, batch: int, partitions: int, points: tuple[str, ...],
@@ -787,7 +791,9 @@ def cli_command(mode: str, messages: int, crashes: int, batch: int, partitions: 
     try:
         program = programs.from_notebook(NOTEBOOK, MODES[mode])
         reader = programs.from_notebook(NOTEBOOK, "reader")
-        r = run_eos(run, program, (reader, uncommitted_reader(reader)), messages=messages, crashes=crashes,
+        readers = (reader, uncommitted_reader(reader))
+        show_programs(program, *readers)
+        r = run_eos(run, program, readers, messages=messages, crashes=crashes,
                     batch=batch, partitions=partitions, points=points or None)
     finally:
         if keep:
