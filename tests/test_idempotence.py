@@ -65,15 +65,19 @@ def test_throughput_plot_gives_each_batching_its_own_linear_axis_from_zero() -> 
 
     matplotlib.use("Agg")
     from kafkalab.experiments import idempotence_plots
+    from kafkalab.producers import ProgramBurst
 
-    bursts = [idem.Throughput(on, 1000, 100, s) for on, s in ((False, 0.10), (True, 0.11))] + \
-             [idem.Throughput(on, 100, 100, s, batch_num_messages=10) for on, s in ((False, 0.5), (True, 0.9))]
+    def burst(on: bool, seconds: float, batch: int, records: int) -> ProgramBurst:
+        return ProgramBurst("p", {"enable.idempotence": on, "batch.num.messages": batch}, {}, records, 100, seconds)
+
+    bursts = [burst(on, s, 10000, 1000) for on, s in ((False, 0.10), (True, 0.11))] + \
+             [burst(on, s, 10, 100) for on, s in ((False, 0.5), (True, 0.9))]
     fig = idempotence_plots.throughput(bursts)
     assert len(fig.axes) == 2
     for ax, group in zip(fig.axes, (bursts[:2], bursts[2:])):
         assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
         assert [round(p.get_height()) for p in ax.patches] == [round(b.records_per_s) for b in group]
-    assert [ax.get_title() for ax in fig.axes] == ["default batching", "batch.num.messages=10"]
+    assert [ax.get_title() for ax in fig.axes] == ["batch.num.messages=10000", "batch.num.messages=10"]
 
 
 def test_cli_offers_only_the_notebooks_programs() -> None:

@@ -1,5 +1,6 @@
-"""kafkalab.producers: teaching settings, librdkafka's refusals, and the workload records
-(kafkalab.data.workload_record: the one record-id rule)."""
+"""kafkalab.producers: teaching settings, librdkafka's refusals, the workload records
+(kafkalab.data.workload_record: the one record-id rule), and the timed producer programs of
+notebooks 04 and 07's cost tables (run_bursts, live)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,29 @@ def test_record_ids_get_a_lap_suffix_past_the_sample_and_json_values_carry_them(
     assert json.loads(data.record_json(f0, rid0))["origin"] == f0.origin
     with pytest.raises(ValueError):
         data.workload_record(-1)
+
+
+def test_a_program_burst_counts_records_and_value_bytes_per_second() -> None:
+    b = producers.ProgramBurst("p", {"linger.ms": 0}, {"client.id": "c"}, 3000, 100, 0.5)
+    assert b.records_per_s == 6000 and b.mb_per_s == 0.6
+
+
+@pytest.mark.cluster
+def test_run_bursts_times_the_shown_program_and_its_copies_and_names_the_settings_each_ran_with() -> None:
+    """Notebook 07's timed producer and a copy edited as its cost table edits it: each run in a
+    worker, every record reported, the row's settings read from the program that ran, and a copy
+    librdkafka refuses (idempotence with 1000000 in flight) fails with the program's name."""
+    from kafkalab import programs
+
+    shown = programs.notebook_programs("07_ordering")["timed_producer"]
+    one = shown.replace('"max.in.flight.requests.per.connection": 1000000,',
+                        '"max.in.flight.requests.per.connection": 1,', name="timed_one_in_flight")
+    bursts = producers.run_bursts([shown, one], records=200, value_bytes=10, rounds=1, scope="bursttest")
+    assert [b.program for b in bursts] == ["timed_producer", "timed_one_in_flight"]
+    assert [b.settings["max.in.flight.requests.per.connection"] for b in bursts] == [1000000, 1]
+    assert all(b.records == 200 and b.seconds > 0 for b in bursts)
+    assert all(set(b.lab_conf) == {"bootstrap.servers", "client.id"} for b in bursts), "addresses and names only"
+    refused = shown.replace('"enable.idempotence": False,', '"enable.idempotence": True,', name="refused")
+    with pytest.raises(KafkalabError, match="program refused exited 1") as e:
+        producers.run_bursts([refused], records=10, value_bytes=10, scope="bursttest")
+    assert "max.in.flight" in str(e.value), "the program's log names librdkafka's refusal"

@@ -4,7 +4,9 @@ record per Produce request, and the records a workload sends.
 ``workloads.produce`` sends a list of records and waits for every ack; this module has what
 an experiment needs when *how* records travel matters (notebooks 04, 07 and 10): librdkafka
 settings at teaching values, a refused configuration turned into one readable error, timed
-bursts, and the records a workload sends.
+bursts, the records a workload sends, and the cost tables of notebooks 04 and 07
+(``run_bursts``: a notebook's timed producer program and its edited copies, each run as it is
+in a worker process, role ``measuring``, timed inside the run).
 
 Sources: librdkafka CONFIGURATION.md v2.16 (``socket.timeout.ms``, ``message.timeout.ms``,
 ``enable.idempotence``, ``retries``, ``linger.ms``); KIP-98 (idempotent producer).
@@ -12,13 +14,15 @@ Sources: librdkafka CONFIGURATION.md v2.16 (``socket.timeout.ms``, ``message.tim
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Sequence
 
 from .errors import KafkalabError
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
+
+    from .programs import Program
 
 #: Teaching value of librdkafka's ``socket.timeout.ms``: how long the client waits for a
 #: Produce response before it gives the request up and retries (librdkafka 2.16 default
@@ -126,6 +130,100 @@ def timed_burst(conf: dict, topic: str, records: int, value: bytes, partitions: 
         return time.perf_counter() - t0
     finally:
         p.close()
+
+
+@dataclass(frozen=True)
+class ProgramBurst:
+    """One run of a timed producer program (``burst_with``): its name, the settings its text
+    writes (``programs.program_settings``), what the harness added (``lab_conf``: addresses and
+    names), and ``records`` values of ``value_bytes`` each sent in ``seconds``, from the
+    program's first timed ``produce`` to its last delivery report (its own stopwatch,
+    ``lab.now()``: the worker's start and the warm-up record are not in it). For showing, never
+    for asserting."""
+
+    program: str
+    settings: dict
+    lab_conf: dict
+    records: int
+    value_bytes: int
+    seconds: float
+
+    @property
+    def records_per_s(self) -> float:
+        """Records per second."""
+        return self.records / self.seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        """Value bytes per second, MB (10^6 bytes)."""
+        return self.records * self.value_bytes / self.seconds / 1e6
+
+
+def burst_with(program: "Program", topic: str, records: int, value_bytes: int,
+               timeout_s: float = 120.0) -> ProgramBurst:
+    """Run the timed producer ``program`` (a notebook's ``%%program`` cell or an edited copy,
+    role ``measuring``: ``kafkalab.instruments.measuring``) as it is, in a worker process, with
+    ``records`` values of ``value_bytes`` bytes for ``topic``; wait for it to end and read its
+    delivery reports' stopwatch times. The harness adds only ``bootstrap.servers`` and
+    ``client.id`` (``worker.lab_conf``).
+
+    Raises:
+        KafkalabError: the program failed (its log's tail), or a delivery report was missing or
+            an error.
+        WaitTimeout: it ran longer than ``timeout_s``.
+    """
+    import json
+    from pathlib import Path
+
+    from . import runscope, workloads
+    from .instruments.measuring import MeasureOptions, times_path
+    from .programs import program_settings
+    from .worker import ProgramSpec, lab_conf
+
+    run_id = runscope.run_id()
+    client_id = f"{run_id}-{program.name}"
+    conf = lab_conf(client_id)
+    ledger = str(workloads.run_dir(run_id) / f"{client_id}.jsonl")
+    child = workloads.spawn(ProgramSpec(client_id, run_id, ledger, "measuring", program.name, program.source,
+                                        conf=conf, topics=[topic],
+                                        options=asdict(MeasureOptions(records, value_bytes))))
+    if child.wait(timeout_s) != 0:
+        raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
+    reports = json.loads(Path(times_path(ledger)).read_text())
+    errors = [e for *_, e in reports if e is not None]
+    if len(reports) != records or errors:
+        raise KafkalabError(f"program {program.name}: {len(reports)} of {records} delivery reports; errors {errors[:3]}")
+    seconds = max(acked for _, acked, _, _ in reports) - min(sent for sent, _, _, _ in reports)
+    return ProgramBurst(program.name, program_settings(program.source), conf, records, value_bytes, seconds)
+
+
+def run_bursts(programs: Sequence["Program"], records: int, value_bytes: int, rounds: int = 1,
+               scope: str = "bursts", timeout_s: float = 120.0) -> list[ProgramBurst]:
+    """Each timed producer program of ``programs`` sends ``records`` values of ``value_bytes``
+    to one fresh one-partition topic on the CLIENT listeners (no fault proxy), one program after
+    the other, ``rounds`` times (alternating, so every program sees the same machine), each
+    run by ``burst_with``; the topic is deleted at the end. ``scope``: the run's name
+    (``RunScope``). Returns every burst, in the order they ran; the numbers are for showing,
+    never for asserting (notebooks 04 and 07).
+
+    Raises:
+        KafkalabError: a program failed or a record was not delivered.
+        WaitTimeout: a program ran longer than ``timeout_s``.
+    """
+    from . import admin
+    from .runscope import RunScope
+
+    run = RunScope(scope)
+    out: list[ProgramBurst] = []
+    try:
+        topic = run.topic("t")
+        admin.create_topics({topic: 1})
+        for _ in range(rounds):
+            for program in programs:
+                out.append(burst_with(program, topic, records, value_bytes, timeout_s))
+        return out
+    finally:
+        run.cleanup()
 
 
 def records_for(messages: int, partitions: int, start: int = 0) -> list[tuple[str, str, int]]:

@@ -29,7 +29,8 @@ Experiments (each one function, returning a result object that is also JSON):
                             while the proxy holds the first response
 ``run_client_defaults``     each client at its defaults: producer ids on disk, Java's settings
 ``run_java_settings``       what the Java producer's configuration makes of conflicting settings
-``measure_throughput``      records/s with and without idempotence (shown, never asserted)
+``run_throughput``          records/s of the timed producer programs, idempotence off and
+                            on (shown, never asserted)
 ==========================  ==============================================================
 
 Sources: KIP-98 (idempotent producer: PID, epoch, per-partition sequence numbers);
@@ -50,7 +51,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import click
 
@@ -60,7 +61,7 @@ from ..errors import KafkalabError
 from ..faults import FaultProxy, ProxyEvent, Rule
 from ..ledger import read_events
 from ..programs import Program, from_notebook
-from ..producers import Delivery, records_for, timed_burst
+from ..producers import Delivery, ProgramBurst, records_for, run_bursts
 from ..runscope import RunScope
 from ..waiting import wait_until
 from ..worker import ProgramSpec, lab_conf
@@ -847,61 +848,38 @@ def run_in_flight(programs: dict[Any, Program], records: int = 200, hold_ms: int
             proxy.stop()
 
 
-@dataclass
-class Throughput:
-    """One timed burst: ``records`` of ``value_bytes`` each, from the first ``produce`` to
-    the last delivery report."""
-
-    idempotence: bool
-    records: int
-    value_bytes: int
-    seconds: float
-    batch_num_messages: int | None = None
-
-    @property
-    def records_per_s(self) -> float:
-        return self.records / self.seconds
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.records * self.value_bytes / self.seconds / 1e6
+#: The value size of the cost table's bursts, bytes (section 10).
+THROUGHPUT_VALUE_BYTES = 200
 
 
-def measure_throughput(records: int = 100_000, value_bytes: int = 200, partitions: int = 3, rounds: int = 2,
-                       batch_num_messages: int | None = None) -> list[Throughput]:
-    """Produce ``records`` records (``value_bytes`` each) to a fresh topic of ``partitions``
-    partitions on the CLIENT listeners (no proxy), idempotence off then on, ``rounds`` times
-    (alternating, so both see the same machine). librdkafka defaults otherwise (acks=all,
-    linger.ms=5, batches of up to 10000 records), or ``batch.num.messages`` if given (small
-    batches make many requests, where keeping several in flight matters). A warm-up record
-    per producer is not timed (connections, metadata, and the idempotent producer's
-    ``InitProducerId``). Returns every burst; numbers are for showing, never for asserting.
+def run_throughput(programs: Sequence[Program], records: int, rounds: int = 2) -> list[ProgramBurst]:
+    """The cost of idempotence with the producers on screen: each timed producer program (the
+    notebook's ``timed_producer`` and copies edited with ``Program.replace``, e.g.
+    ``enable.idempotence`` written ``True``, ``batch.num.messages`` 10) sends ``records`` values
+    of 200 bytes to a fresh one-partition topic on the CLIENT listeners (no proxy), in turn,
+    ``rounds`` times (alternating, so all see the same machine): ``producers.run_bursts``, each
+    run as it is in a worker process and timed by its own stopwatch from the first timed
+    ``produce`` to the last delivery report (its warm-up record, which pays for connections,
+    metadata and the idempotent producer's ``InitProducerId``, is not timed). Returns every
+    burst; the numbers are for showing, never for asserting.
+
+    Raises:
+        KafkalabError: a program failed or a record was not delivered.
     """
-    run = RunScope("throughput")
-    value = b"x" * value_bytes
-    out: list[Throughput] = []
-    extra = {"batch.num.messages": batch_num_messages} if batch_num_messages else {}
-    try:
-        topic = run.topic("t")
-        admin.create_topics({topic: partitions})
-        for _ in range(rounds):
-            for idempotence in (False, True):
-                conf = {"bootstrap.servers": config.bootstrap_servers(), "enable.idempotence": idempotence,
-                        "log_level": 3, **extra}
-                seconds = timed_burst(conf, topic, records, value, partitions, poll_every=1000)
-                out.append(Throughput(idempotence, records, value_bytes, seconds, batch_num_messages))
-        return out
-    finally:
-        run.cleanup()
+    return run_bursts(programs, records, THROUGHPUT_VALUE_BYTES, rounds, scope="throughput")
 
 
-def throughput_table(bursts: Iterable[Throughput]) -> "pd.DataFrame":
-    """One row per burst: batching, idempotence, records/s, MB/s, seconds."""
+def throughput_table(bursts: Iterable[ProgramBurst]) -> "pd.DataFrame":
+    """One row per burst, in the order they ran: the program, the settings it wrote
+    (``batch.num.messages``, ``enable.idempotence``, ``max.in.flight.requests.per.connection``;
+    None where it wrote none), records/s, MB/s, seconds."""
     import pandas as pd
 
-    return pd.DataFrame([{"batch.num.messages": b.batch_num_messages or "default (10000)", "idempotence": b.idempotence,
+    return pd.DataFrame([{"program": b.program, "batch.num.messages": b.settings.get("batch.num.messages"),
+                          "idempotence": b.settings.get("enable.idempotence"),
+                          "max.in.flight": b.settings.get("max.in.flight.requests.per.connection"),
                           "records/s": round(b.records_per_s), "MB/s": round(b.mb_per_s, 1),
-                          "seconds": round(b.seconds, 2)} for b in bursts])
+                          "seconds": round(b.seconds, 3)} for b in bursts])
 
 
 # ----------------------------------------------------------------------------- CLI

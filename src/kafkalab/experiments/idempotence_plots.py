@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from .idempotence import RetryTimeline, Throughput
+    from ..producers import ProgramBurst
+    from .idempotence import RetryTimeline
 
 
 def retry_timeline(timeline: "RetryTimeline", ax: "Axes | None" = None) -> "Axes":
@@ -45,26 +46,27 @@ def retry_timeline(timeline: "RetryTimeline", ax: "Axes | None" = None) -> "Axes
     return ax
 
 
-def throughput(bursts: Iterable["Throughput"]) -> "Figure":
-    """Records/s of each burst: one panel per batching (default, ``batch.num.messages``), each on
-    its own linear axis from 0 so that the on/off ratio reads as bar heights; idempotence off
-    grey, on green, in the order they ran. Returns the figure."""
+def throughput(bursts: Iterable["ProgramBurst"]) -> "Figure":
+    """Records/s of each burst (``producers.ProgramBurst``): one panel per
+    ``batch.num.messages`` the program wrote, each on its own linear axis from 0 so that the
+    on/off ratio reads as bar heights; ``enable.idempotence`` off grey, on green, in the order
+    they ran. Returns the figure."""
     import matplotlib.pyplot as plt
 
     bursts = list(bursts)
     groups: dict[str, list] = {}
     for b in bursts:
-        groups.setdefault(f"batch.num.messages={b.batch_num_messages}" if b.batch_num_messages
-                          else "default batching", []).append(b)
+        groups.setdefault(f"batch.num.messages={b.settings.get('batch.num.messages', 'default')}", []).append(b)
     fig, axes = plt.subplots(1, len(groups), figsize=(4 * len(groups), 3), squeeze=False)
     for ax, (batching, group) in zip(axes[0], groups.items()):
         rounds = {False: 0, True: 0}
         labels = []
-        for b in group:
-            rounds[b.idempotence] += 1
-            labels.append(f"{'on' if b.idempotence else 'off'} #{rounds[b.idempotence]}")
+        on = [bool(b.settings.get("enable.idempotence")) for b in group]
+        for o in on:
+            rounds[o] += 1
+            labels.append(f"{'on' if o else 'off'} #{rounds[o]}")
         ax.bar(range(len(group)), [b.records_per_s for b in group],
-               color=["tab:green" if b.idempotence else "tab:grey" for b in group])
+               color=["tab:green" if o else "tab:grey" for o in on])
         ax.set_xticks(range(len(group)), labels, fontsize=8)
         ax.set_ylim(0, None)
         ax.set_title(batching, fontsize=9)

@@ -15,12 +15,13 @@ Experiments (each one function returning a result object that is also JSON):
 ``run_unkeyed``           records without a key from librdkafka (sticky, sticky off) and the
                           Java console producer: which partition each lands in, in send order
 ``run_add_partitions``    the same keys before and after growing a topic; shrinking is refused
-``measure_throughput``    records/s for producer settings (shown, never asserted)
+``run_throughput``        records/s of the timed producer programs (shown, never asserted)
 ========================  ==================================================================
 
 The producers are the notebook's ``%%program`` cells (``kafkalab.programs``), run as they are in
-worker processes (``worker.ProgramSpec``; role ``producer``, or ``gated`` for the retry
-programs, ``kafkalab.instruments.armed``): every setting that decides where a record goes or
+worker processes (``worker.ProgramSpec``; role ``producer``, ``gated`` for the retry
+programs, ``kafkalab.instruments.armed``, or ``measuring`` for the timed producers of the cost
+table): every setting that decides where a record goes or
 whether a retry can be overtaken (``partitioner``, ``sticky.partitioning.linger.ms``,
 ``enable.idempotence``, ``max.in.flight.requests.per.connection``) is written in the program.
 ``kafkalab run ordering`` reads the same cells (``programs.from_notebook``). The consumers of
@@ -56,11 +57,11 @@ import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import click
 
-from .. import admin, cluster, config, defaults, producers, runscope, workloads
+from .. import admin, cluster, defaults, producers, runscope, workloads
 from ..errors import KafkalabError
 from ..faults import FaultProxy, Rule
 from ..instruments import fault_gate
@@ -516,54 +517,40 @@ def run_retry_matrix(programs: Iterable[Program], messages: int = 10, proxy: Fau
 # ----------------------------------------------------------------------------- throughput
 
 
-@dataclass
-class Burst:
-    """One timed burst of ``records`` records (``value_bytes`` each) with one producer setting."""
-
-    setting: str
-    records: int
-    value_bytes: int
-    seconds: float
-
-    @property
-    def records_per_s(self) -> float:
-        return self.records / self.seconds
+#: The value size of the cost table's bursts, bytes.
+THROUGHPUT_VALUE_BYTES = 100
 
 
-def measure_throughput(settings: dict[str, dict], records: int = 3000, value_bytes: int = 100, rounds: int = 1,
-                       batch_num_messages: int = 10) -> list[Burst]:
-    """Time ``records`` records to a fresh one-partition topic on the CLIENT listeners (no
-    proxy) for each named librdkafka setting (added to ``linger.ms=0`` and
-    ``batch.num.messages``), ``rounds`` times alternating. Small batches make many Produce
-    requests, where the number in flight matters. One warm-up record per producer is not
-    timed. Numbers are for showing, never for asserting.
+def run_throughput(programs: Sequence[Program], records: int = 3000, rounds: int = 1) -> list[producers.ProgramBurst]:
+    """The cost of keeping order with the producers on screen: each timed producer program (the
+    notebook's ``timed_producer``, batches of 10 records, and copies edited with
+    ``Program.replace``: ``max.in.flight.requests.per.connection`` 1, or idempotence with 5)
+    sends ``records`` values of 100 bytes to a fresh one-partition topic on the CLIENT listeners
+    (no proxy), in turn, ``rounds`` times: ``producers.run_bursts``, each run as it is in a
+    worker process and timed by its own stopwatch from the first timed ``produce`` to the last
+    delivery report (a warm-up record is not timed). Small batches make many Produce requests,
+    where the number in flight matters. Numbers are for showing, never for asserting.
 
     Raises:
-        KafkalabError: a burst was not delivered in 120 s, or librdkafka refused a setting.
+        KafkalabError: a program failed (e.g. librdkafka refused its settings) or a record was
+            not delivered.
     """
-    run = RunScope("orderperf")
-    value = b"x" * value_bytes
-    out: list[Burst] = []
-    try:
-        topic = run.topic("t")
-        admin.create_topics({topic: 1})
-        for _ in range(rounds):
-            for name, conf in settings.items():
-                full = {"bootstrap.servers": config.bootstrap_servers(), "linger.ms": 0,
-                        "batch.num.messages": batch_num_messages, "log_level": 3, **conf}
-                out.append(Burst(name, records, value_bytes, producers.timed_burst(full, topic, records, value)))
-        return out
-    finally:
-        run.cleanup()
+    return producers.run_bursts(programs, records, THROUGHPUT_VALUE_BYTES, rounds, scope="orderperf")
 
 
-def throughput_table(bursts: Iterable[Burst]) -> "pd.DataFrame":
-    """Best records/s per setting (and every burst's seconds)."""
+def throughput_table(bursts: Iterable[producers.ProgramBurst]) -> "pd.DataFrame":
+    """Best records/s per program, with the settings it wrote (``enable.idempotence``,
+    ``max.in.flight.requests.per.connection``, ``batch.num.messages``, ``linger.ms``; None where
+    it wrote none) and every burst's seconds."""
     import pandas as pd
 
-    df = pd.DataFrame([{"setting": b.setting, "records/s": round(b.records_per_s), "seconds": round(b.seconds, 2)}
-                       for b in bursts])
-    return df.groupby("setting", sort=False).agg({"records/s": "max", "seconds": list})
+    df = pd.DataFrame([{"program": b.program, "enable.idempotence": b.settings.get("enable.idempotence"),
+                        "max.in.flight": b.settings.get("max.in.flight.requests.per.connection"),
+                        "batch.num.messages": b.settings.get("batch.num.messages"),
+                        "linger.ms": b.settings.get("linger.ms"),
+                        "records/s": round(b.records_per_s), "seconds": round(b.seconds, 3)} for b in bursts])
+    return df.groupby(["program", "enable.idempotence", "max.in.flight", "batch.num.messages", "linger.ms"],
+                      sort=False, dropna=False).agg({"records/s": "max", "seconds": list})
 
 
 # ----------------------------------------------------------------------------- partitioners
