@@ -103,3 +103,41 @@ def test_the_instrument_rule_finds_a_flush_of_the_programs_producer_but_not_of_i
     assert rules.instrument_acts("def crash(self, producer):\n    producer.flush(30)\n")
     assert rules.instrument_acts("def f(self, consumer):\n    consumer.commit(asynchronous=False)\n")
     assert rules.instrument_acts("def f(self):\n    self.ledger.flush()\n    open('x', 'w').close()\n") == []
+
+
+def _edits() -> dict[tuple[str, str], list[str]]:
+    """(notebook, program) -> the text each ``PROGRAM.replace("...", ...)`` of the lesson or its
+    solutions looks for (string literals only)."""
+    import ast
+
+    import nbformat
+
+    out: dict[tuple[str, str], list[str]] = {}
+    for nb in sorted((ROOT / "notebooks").glob("[01]*.ipynb")):
+        shown = programs.notebook_programs(nb)
+        for path in (nb, ROOT / "notebooks" / "solutions" / f"{nb.stem}_solutions.ipynb"):
+            for cell in nbformat.read(path, as_version=4).cells:
+                if cell.cell_type != "code":
+                    continue
+                try:
+                    tree = ast.parse("\n".join(l for l in cell.source.split("\n") if not l.startswith("%")))
+                except SyntaxError:
+                    continue
+                for n in ast.walk(tree):
+                    if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "replace"
+                            and isinstance(n.func.value, ast.Name) and n.func.value.id in shown
+                            and n.args and isinstance(n.args[0], ast.Constant)):
+                        out.setdefault((nb.name, n.func.value.id), []).append(n.args[0].value)
+    return out
+
+
+def test_a_program_whose_lines_later_cells_change_says_so_at_its_top() -> None:
+    edits = _edits()
+    assert len(edits) >= 20, f"only {len(edits)} edited programs found: is the scan right?"
+    found = []
+    for (nb, name), olds in edits.items():
+        source = programs.notebook_programs(ROOT / "notebooks" / nb)[name].source
+        if not source.startswith("# Later cells copy this program"):
+            found.append(f"{nb} {name}: no header naming the lines later cells change")
+        found += [f"{nb} {name}: {old!r} occurs {source.count(old)} times" for old in olds if source.count(old) != 1]
+    assert not found, "\n".join(found)
