@@ -36,12 +36,12 @@ from .. import admin, cluster, config, coordinators, perf, runscope, segments, w
 from ..errors import KafkalabError
 from ..instruments import fault_gate
 from ..instruments.measuring import MeasureOptions, commits_path, ready_path, times_path
+from ..ledger import read_events
 from ..programs import Program, program_settings
 from ..worker import ProgramSpec, lab_conf
 from ..perf import Burst, ConsumeBurst, Latency, ProducerSettings
 from ..runscope import RunScope
 from ..waiting import wait_until
-from ..ledger import read_events
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -275,8 +275,6 @@ class ReaderRun:
         Raises:
             KafkalabError: it exited first. WaitTimeout: not within ``timeout_s``.
         """
-        from ..waiting import wait_until
-
         def started() -> bool:
             if not self.child.alive:
                 raise KafkalabError(f"program {self.program.name} exited {self.child.returncode}:\n{self.child.log_tail()}")
@@ -1106,8 +1104,6 @@ def _read_all(program: Program, topic: str, count: int, pid: int | None, address
 
 def broker_pid(node_id: int) -> int:
     """The JVM pid of broker ``node_id`` (``kafkalab status``)."""
-    from .. import cluster
-
     node = cluster.status().brokers[node_id]
     if not node.pid:
         raise KafkalabError(f"broker {node_id} has no pid on this machine")
