@@ -30,14 +30,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 import click
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from .. import admin, config, coordinators, perf, runscope, segments, workloads
+from .. import admin, cluster, config, coordinators, perf, runscope, segments, workloads
 from ..errors import KafkalabError
+from ..instruments import fault_gate
 from ..instruments.measuring import MeasureOptions, commits_path, ready_path, times_path
+from ..ledger import read_events
 from ..programs import Program, program_settings
 from ..worker import ProgramSpec, lab_conf
 from ..perf import Burst, ConsumeBurst, Latency, ProducerSettings
 from ..runscope import RunScope
+from ..waiting import wait_until
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -271,8 +275,6 @@ class ReaderRun:
         Raises:
             KafkalabError: it exited first. WaitTimeout: not within ``timeout_s``.
         """
-        from ..waiting import wait_until
-
         def started() -> bool:
             if not self.child.alive:
                 raise KafkalabError(f"program {self.program.name} exited {self.child.returncode}:\n{self.child.log_tail()}")
@@ -514,6 +516,161 @@ def program_acks(program: Program) -> str | None:
     return None if value is None else str(value)
 
 
+def _isr_bounds(leader: int) -> dict[str, int]:
+    """The leader's configs that bound how long a silent follower stays in the ISR
+    (``replica.lag.time.max.ms``, ``broker.session.timeout.ms``, ``broker.heartbeat.interval.ms``;
+    ms), from DescribeConfigs (Kafka 4.3 Broker Configs)."""
+    return {k: int(v.value) for k, v in admin.describe_config(
+        "broker", str(leader), ["replica.lag.time.max.ms", "broker.session.timeout.ms",
+                                "broker.heartbeat.interval.ms"]).items()}
+
+
+class _FollowerWaitRun:
+    """One ``run_follower_wait``: its topics, its producer programs (one worker each, role
+    ``gated``) and one method per phase, called in this order: ``create_topics``,
+    ``start_programs``, ``pause_follower_and_send``, ``wait_report``, ``hold``,
+    ``observe_while_paused``, ``resume_follower``, ``wait_programs_ended``, ``ack_times``;
+    ``clean_up`` always. Every wait is bounded by ``timeout_s`` (seconds) unless it says more."""
+
+    def __init__(self, leader: int, follower: int, timeout_s: float):
+        self.leader, self.follower, self.timeout_s = leader, follower, timeout_s
+        self.run = RunScope("ackwait")
+        self.run_id = runscope.run_id()
+        self.folder = workloads.run_dir(self.run_id) / self.run.topic("gate")
+        self.workers: dict[str, workloads.Worker] = {}
+        self.topics: dict[int, str] = {}
+        self.paused = False
+        self.at_leader = f"127.0.0.1:{config.Topology().node(leader).client_port}"
+
+    def leader_state(self, t: str) -> tuple[int, list[int]]:
+        """(leader, ISR) of topic ``t``'s partition 0 as the leader reports it: a fresh client
+        asks the broker it is bootstrapped on, never the paused one."""
+        md = AdminClient({"bootstrap.servers": self.at_leader, "log_level": 0}).list_topics(t, timeout=5).topics[t]
+        p = md.partitions.get(0)
+        return (p.leader, sorted(p.isrs)) if p is not None else (-1, [])
+
+    def create_topics(self, cases: Mapping[str, tuple[Program, int]], replicas: list[int]) -> None:
+        """One one-partition topic per ``min.insync.replicas`` with replicas ``replicas``; until
+        each is led by the leader with a full ISR.
+
+        Raises:
+            KafkaException: a topic could not be created.
+            WaitTimeout: not led by the leader with a full ISR within ``timeout_s``.
+        """
+        self.topics = {m: self.run.topic(f"minisr{m}") for m in sorted({m for _, m in cases.values()})}
+        a = workloads.admin()
+        for m, t in self.topics.items():
+            a.create_topics([NewTopic(t, num_partitions=1, replica_assignment=[replicas],
+                                      config={"min.insync.replicas": str(m)})])[t].result(timeout=self.timeout_s)
+        wait_until(lambda: all(self.leader_state(t) == (self.leader, sorted(replicas)) for t in self.topics.values()),
+                   timeout_s=self.timeout_s,
+                   what=f"both topics led by broker {self.leader} with a full ISR {sorted(replicas)}")
+
+    def reports(self, label: str) -> list:
+        """The delivery reports (``acked`` lines) of ``label``'s program so far."""
+        return [e for e in read_events(self.workers[label].ledger, growing=True) if e.kind == "acked"]
+
+    def check_alive(self) -> None:
+        """Raises KafkalabError if a program exited with an error (its log's tail in the message)."""
+        for label, w in self.workers.items():
+            if not w.alive and w.returncode != 0:
+                raise KafkalabError(f"producer program for {label} exited {w.returncode}:\n{w.log_tail()}")
+
+    def start_programs(self, cases: Mapping[str, tuple[Program, int]]) -> None:
+        """One worker per case, writing one record to its ``min.insync.replicas``'s topic; until
+        each has sent its warm-up record and waits at ``lab.wait_for_fault()`` (up to
+        ``max(timeout_s, 120)`` seconds)."""
+        for i, (label, (prog, m)) in enumerate(cases.items()):
+            cid = f"{self.run_id}-ackwait-{i}"
+            self.workers[label] = workloads.spawn(ProgramSpec(
+                cid, self.run_id, str(self.folder / f"{cid}.jsonl"), "gated", prog.name, prog.source,
+                conf=lab_conf(cid), topics=[self.topics[m]],
+                options={"records": [[f"case-{i}", "during the pause", 0]]}))
+
+        def ready() -> bool:
+            self.check_alive()
+            return all(fault_gate.ready_path(w.ledger).exists() for w in self.workers.values())
+
+        wait_until(ready, timeout_s=max(self.timeout_s, 120.0), interval_s=0.05,
+                   what="every producer program at lab.wait_for_fault(), its warm-up record acknowledged")
+
+    def pause_follower_and_send(self) -> None:
+        """The follower frozen (SIGSTOP), then the gate opened: every program sends its record."""
+        cluster.pause(self.follower)
+        self.paused = True
+        fault_gate.go_path(next(iter(self.workers.values())).ledger).touch()
+
+    def wait_report(self, label: str) -> None:
+        """Until ``label``'s program has its delivery report."""
+        def first_acked() -> bool:
+            self.check_alive()
+            return bool(self.reports(label))
+
+        wait_until(first_acked, timeout_s=self.timeout_s, interval_s=0.005,
+                   what=f"the {label} record's delivery report")
+
+    @staticmethod
+    def hold(hold_ms: float) -> None:
+        """``hold_ms`` ms with the follower still frozen: the hold itself is the measurement."""
+        hold_until = time.monotonic() + hold_ms / 1000
+        while time.monotonic() < hold_until:
+            time.sleep(0.01)
+
+    def observe_while_paused(self, labels: Iterable[str]) -> tuple[dict[str, bool], list[int], int]:
+        """Still paused: which labels have an acknowledged record, the ISR of the topic with the
+        highest ``min.insync.replicas`` as the leader reports it, and the first ``produced``
+        line's time (ms since the epoch)."""
+        while_paused = {label: any(e.error is None for e in self.reports(label)) for label in labels}
+        isr = self.leader_state(self.topics[max(self.topics)])[1]
+        held_from = min(e.ts_ms for w in self.workers.values() for e in read_events(w.ledger) if e.kind == "produced")
+        return while_paused, isr, held_from
+
+    def resume_follower(self) -> float:
+        """The follower resumed (SIGCONT); returns when, ms since the epoch."""
+        cluster.resume(self.follower)
+        resumed_ms = time.time() * 1000
+        self.paused = False
+        return resumed_ms
+
+    def wait_programs_ended(self) -> None:
+        """Every program ended (up to ``timeout_s + 60`` seconds each).
+
+        Raises:
+            KafkalabError: a program exited with an error.
+            WaitTimeout: a program still running after ``timeout_s + 60`` seconds.
+        """
+        for label, w in self.workers.items():
+            if w.wait(self.timeout_s + 60) != 0:
+                raise KafkalabError(f"producer program for {label} exited {w.returncode}:\n{w.log_tail()}")
+
+    def ack_times(self) -> dict[str, float]:
+        """Label -> ms from the ledger's ``produced`` to its ``acked`` line.
+
+        Raises:
+            KafkalabError: a program has not exactly one delivery report, or it failed.
+        """
+        ack_ms: dict[str, float] = {}
+        for label, w in self.workers.items():
+            events = read_events(w.ledger)
+            produced = [e for e in events if e.kind == "produced"]
+            acked = [e for e in events if e.kind == "acked"]
+            if len(acked) != 1 or acked[0].error is not None:
+                raise KafkalabError(f"{label}: delivery reports {[(e.offset, e.error) for e in acked]}")
+            ack_ms[label] = float(acked[0].ts_ms - produced[0].ts_ms)
+        return ack_ms
+
+    def clean_up(self) -> None:
+        """The follower resumed if still paused, every program killed, the cluster restored
+        (``cluster.restore``), the topics deleted."""
+        if self.paused:
+            cluster.resume(self.follower)
+        for w in self.workers.values():
+            if w.alive:
+                w.kill()
+        cluster.restore(max(self.timeout_s, 60.0))
+        self.run.cleanup()
+
+
 def run_follower_wait(cases: Mapping[str, tuple[Program, int]], leader: int = 1, follower: int = 3,
                       hold_ms: float = 500.0, timeout_s: float = 30.0) -> FollowerWait:
     """One record per case ``label -> (producer program, the topic's min.insync.replicas)`` while
@@ -546,106 +703,31 @@ def run_follower_wait(cases: Mapping[str, tuple[Program, int]], leader: int = 1,
     and Durability Guarantees"), Producer Configs ``acks``, Broker Configs
     ``replica.lag.time.max.ms``, ``broker.session.timeout.ms``; KIP-631 (KRaft fencing).
     """
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    from .. import cluster
-    from ..instruments import fault_gate
-    from ..ledger import read_events
-    from ..waiting import wait_until
-
     quick = next((label for label, (prog, _) in cases.items() if program_acks(prog) != "all"), None)
     if quick is None:
         raise KafkalabError("one case must not write acks=all: its report marks the start of the hold")
     replicas = [leader, *[b for b in config.BROKER_IDS if b != leader and b != follower], follower]
-    cfg = {k: int(v.value) for k, v in admin.describe_config(
-        "broker", str(leader), ["replica.lag.time.max.ms", "broker.session.timeout.ms",
-                                "broker.heartbeat.interval.ms"]).items()}
+    cfg = _isr_bounds(leader)
     bound = FollowerWait(leader, follower, {}, {}, [], {}, 0.0, cfg["replica.lag.time.max.ms"],
                          cfg["broker.session.timeout.ms"], cfg["broker.heartbeat.interval.ms"]).isr_kept_ms
     if hold_ms > bound / 4:
         raise KafkalabError(f"hold_ms={hold_ms} is not well below the {bound} ms a frozen follower stays in the ISR")
-    run = RunScope("ackwait")
-    run_id = runscope.run_id()
-    folder = workloads.run_dir(run_id) / run.topic("gate")
-    workers: dict[str, workloads.Worker] = {}
-    paused = False
+    fw = _FollowerWaitRun(leader, follower, timeout_s)
     try:
-        topics = {m: run.topic(f"minisr{m}") for m in sorted({m for _, m in cases.values()})}
-        a = workloads.admin()
-        for m, t in topics.items():
-            a.create_topics([NewTopic(t, num_partitions=1, replica_assignment=[replicas],
-                                      config={"min.insync.replicas": str(m)})])[t].result(timeout=timeout_s)
-        at_leader = f"127.0.0.1:{config.Topology().node(leader).client_port}"
-
-        def state(t: str) -> tuple[int, list[int]]:
-            # a fresh client asks the broker it is bootstrapped on: never the paused one
-            md = AdminClient({"bootstrap.servers": at_leader, "log_level": 0}).list_topics(t, timeout=5).topics[t]
-            p = md.partitions.get(0)
-            return (p.leader, sorted(p.isrs)) if p is not None else (-1, [])
-
-        wait_until(lambda: all(state(t) == (leader, sorted(replicas)) for t in topics.values()), timeout_s=timeout_s,
-                   what=f"both topics led by broker {leader} with a full ISR {sorted(replicas)}")
-        for i, (label, (prog, m)) in enumerate(cases.items()):
-            cid = f"{run_id}-ackwait-{i}"
-            workers[label] = workloads.spawn(ProgramSpec(
-                cid, run_id, str(folder / f"{cid}.jsonl"), "gated", prog.name, prog.source,
-                conf=lab_conf(cid), topics=[topics[m]],
-                options={"records": [[f"case-{i}", "during the pause", 0]]}))
-
-        def reports(label: str) -> list:
-            return [e for e in read_events(workers[label].ledger, growing=True) if e.kind == "acked"]
-
-        def check_alive() -> None:
-            for label, w in workers.items():
-                if not w.alive and w.returncode != 0:
-                    raise KafkalabError(f"producer program for {label} exited {w.returncode}:\n{w.log_tail()}")
-
-        def ready() -> bool:
-            check_alive()
-            return all(fault_gate.ready_path(w.ledger).exists() for w in workers.values())
-
-        wait_until(ready, timeout_s=max(timeout_s, 120.0), interval_s=0.05,
-                   what="every producer program at lab.wait_for_fault(), its warm-up record acknowledged")
-        cluster.pause(follower)
-        paused = True
-        fault_gate.go_path(next(iter(workers.values())).ledger).touch()
-
-        def first_acked() -> bool:
-            check_alive()
-            return bool(reports(quick))
-
-        wait_until(first_acked, timeout_s=timeout_s, interval_s=0.005, what=f"the {quick} record's delivery report")
-        hold_until = time.monotonic() + hold_ms / 1000
-        while time.monotonic() < hold_until:  # the hold itself is the measurement: the follower stays frozen
-            time.sleep(0.01)
-        while_paused = {label: any(e.error is None for e in reports(label)) for label in cases}
-        isr = state(topics[max(topics)])[1]
-        held_from = min(e.ts_ms for w in workers.values() for e in read_events(w.ledger) if e.kind == "produced")
-        cluster.resume(follower)
-        resumed_ms = time.time() * 1000
-        paused = False
-        for label, w in workers.items():
-            if w.wait(timeout_s + 60) != 0:
-                raise KafkalabError(f"producer program for {label} exited {w.returncode}:\n{w.log_tail()}")
-        ack_ms: dict[str, float] = {}
-        for label, w in workers.items():
-            events = read_events(w.ledger)
-            produced = [e for e in events if e.kind == "produced"]
-            acked = [e for e in events if e.kind == "acked"]
-            if len(acked) != 1 or acked[0].error is not None:
-                raise KafkalabError(f"{label}: delivery reports {[(e.offset, e.error) for e in acked]}")
-            ack_ms[label] = float(acked[0].ts_ms - produced[0].ts_ms)
+        fw.create_topics(cases, replicas)
+        fw.start_programs(cases)
+        fw.pause_follower_and_send()
+        fw.wait_report(quick)
+        fw.hold(hold_ms)
+        while_paused, isr, held_from = fw.observe_while_paused(cases)
+        resumed_ms = fw.resume_follower()
+        fw.wait_programs_ended()
+        ack_ms = fw.ack_times()
         return FollowerWait(leader, follower, {label: m for label, (_, m) in cases.items()}, while_paused,
                             isr, ack_ms, round(resumed_ms - held_from, 1), cfg["replica.lag.time.max.ms"],
                             cfg["broker.session.timeout.ms"], cfg["broker.heartbeat.interval.ms"])
     finally:
-        if paused:
-            cluster.resume(follower)
-        for w in workers.values():
-            if w.alive:
-                w.kill()
-        cluster.restore(max(timeout_s, 60.0))
-        run.cleanup()
+        fw.clean_up()
 
 
 @dataclass
@@ -1022,8 +1104,6 @@ def _read_all(program: Program, topic: str, count: int, pid: int | None, address
 
 def broker_pid(node_id: int) -> int:
     """The JVM pid of broker ``node_id`` (``kafkalab status``)."""
-    from .. import cluster
-
     node = cluster.status().brokers[node_id]
     if not node.pid:
         raise KafkalabError(f"broker {node_id} has no pid on this machine")

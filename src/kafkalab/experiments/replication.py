@@ -534,6 +534,347 @@ def read_partitions(partitions: list[tuple[str, int]], timeout_s: float = 30.0) 
         c.close()
 
 
+def _check_round(scenario: str, runs: Mapping[Setting, Program], messages: int, repeats: int, warmup: int,
+                 leader: int, topics: Mapping[Setting, str] | None) -> dict[Setting, Program]:
+    """``run_round``'s arguments, checked before the cluster is touched; ``runs`` as a dict.
+
+    Raises:
+        ValueError: unknown scenario, no settings, a program whose ``acks`` is not its setting's,
+            messages < 1, repeats < 1, warmup < 0, topics not one per setting, leader not a broker.
+    """
+    check_scenario(scenario)
+    runs = dict(runs)
+    settings = list(runs)
+    if not settings:
+        raise ValueError("give at least one setting")
+    for s, prog in runs.items():
+        if program_acks(prog) != s.acks:
+            raise ValueError(f"program {prog.name} sends acks={program_acks(prog)}, its setting says {s.label}")
+    if topics is not None and set(topics) != set(settings):
+        raise ValueError("topics must name one topic per setting")
+    if messages < 1 or repeats < 1 or warmup < 0:
+        raise ValueError("messages and repeats must be >= 1, warmup >= 0")
+    if leader not in config.BROKER_IDS:
+        raise ValueError(f"leader must be one of {config.BROKER_IDS}")
+    return runs
+
+
+class _Round:
+    """One ``run_round``: its topics, partitions, producer programs, ledger and timeline, and one
+    method per phase, called in this order: ``place_leader``, ``replicate_warmup``,
+    ``start_producers``, ``pause_followers``, ``answer_parked_fetches``, ``shrink_isr``
+    (isr-shrink only), ``send_during_fault``, ``wait_leader_log``, ``crash_leader``,
+    ``wait_election``, ``restart_old_leader``, ``collect_reports``, ``read_back``; then
+    ``clean_up`` (always), ``wait_restored_leader`` (``keep_topics`` only) and ``count``. What a
+    phase finds is an attribute the later phases read. Every wait is bounded by ``timeout_s``
+    (seconds) and raises ``WaitTimeout`` naming its condition."""
+
+    # set by the phases, in this order
+    producers: _ProgramRuns | None
+    sent: dict[str, int]
+    hw_at_kill: dict[tuple[str, int], int]
+    isr_at_kill: dict[tuple[str, int], tuple[int, list[int]]]
+    leo_at_kill: dict[tuple[str, int], int]
+    t_kill: float
+    described: dict[tuple[str, int], dict[str, str]]
+    dead_leo: dict[tuple[str, int], int]
+    back_after_s: float
+    samples: list[tuple[float, dict]]
+    rejoined_leo: dict[tuple[str, int], int]
+    contents: dict[tuple[str, int], list[tuple[int, str]]]
+
+    def __init__(self, scenario: str, runs: dict[Setting, Program], messages: int, repeats: int, warmup: int,
+                 leader: int, topics: Mapping[Setting, str] | None, timeout_s: float):
+        self.scenario, self.runs, self.messages, self.repeats = scenario, runs, messages, repeats
+        self.warmup, self.leader, self.timeout_s = warmup, leader, timeout_s
+        self.settings = list(runs)
+        self.followers = [b for b in config.BROKER_IDS if b != leader]
+        self.replicas = [leader, *self.followers]
+        self.rid = runscope.run_id()
+        short = "lc" if scenario == "leader-crash" else "is"
+        self.fence_topic = f"repl-{self.rid}-{short}-fence"
+        self.barrier_topic = f"repl-{self.rid}-{short}-barrier"
+        self.shrunk_text = ""
+        self.describe_text = ""
+        self.t0 = time.monotonic()
+        self.timeline: list[tuple[float, str]] = []
+        self.caller_topics = topics is not None
+        self.topics: dict[str, Setting] = {t: s for s, t in topics.items()} if topics is not None else \
+            {f"repl-{self.rid}-{short}-{i}": s for i, s in enumerate(self.settings)}
+        # kafka-topics --topic takes a regular expression
+        self.topic_pattern = "(" + "|".join(sorted(self.topics)) + ")"
+        self.parts = [(t, p) for t in self.topics for p in range(repeats)]
+        self.records = {t: [(p, "during", f"{t}/{p}/during/{i}") for p in range(repeats) for i in range(messages)]
+                        for t in self.topics}
+        self.folder = workloads.run_dir(self.rid)
+        self.ledger_path = self.folder / f"replication-{scenario}.jsonl"
+        self.ledger = Ledger(self.ledger_path, self.rid)
+        self.monitor: AvailabilityMonitor | None = None
+        self.producers = None
+        self.all_brokers = list(config.BROKER_IDS)
+
+    def mark(self, event: str) -> None:
+        """``event`` on the timeline, at seconds since the round started."""
+        self.timeline.append((round(time.monotonic() - self.t0, 2), event))
+
+    def place_leader(self) -> None:
+        """The topics created (the fence-post topic, and the round's unless the caller made them),
+        every partition led by ``leader`` with a full ISR."""
+        cluster.wait_healthy(self.timeout_s)
+        _create_topics({self.fence_topic: Setting("1", 1)} | ({} if self.caller_topics else self.topics),
+                       self.replicas, self.repeats, self.timeout_s)
+        _wait_partitions([*self.topics, self.fence_topic], self.repeats, self.all_brokers,
+                         lambda v: v[0] == self.leader and len(v[1]) == 3,
+                         f"every partition led by broker {self.leader} with a full ISR", self.timeout_s)
+        self.mark(f"topics created, broker {self.leader} leads, ISR full")
+
+    def replicate_warmup(self) -> None:
+        """before: fully replicated records (acks=all, HW = warmup on every partition), and one
+        on the fence-post partition: acknowledged with acks=all, it shows that both followers
+        fetch that partition, so their fetches parked at the leader include it (see
+        ``answer_parked_fetches``).
+
+        Raises:
+            KafkalabError: the fence-ready or a warm-up record was not delivered.
+        """
+        ledger, timeout_s, warmup = self.ledger, self.timeout_s, self.warmup
+        warm = Producer({"bootstrap.servers": config.bootstrap_servers(), "acks": "all", "log_level": 0})
+        fence_ready: list = []
+        warm.produce(self.fence_topic, value=b"fence-ready", partition=0,
+                     on_delivery=lambda err, msg: fence_ready.append(err))
+        if warm.flush(timeout_s) or fence_ready != [None]:
+            raise KafkalabError(f"the fence-ready record was not acknowledged by all 3 replicas: {fence_ready}")
+        if warmup:
+            for t, p in self.parts:
+                for i in range(warmup):
+                    v = f"{t}/{p}/before/{i}"
+                    ledger.record("produced", topic=t, partition=p, key="before", value=v, client_id="warmup")
+                    warm.produce(t, value=v.encode(), key=b"before", partition=p,
+                                 on_delivery=lambda err, msg, t=t, p=p, v=v: ledger.record(
+                                     "acked", topic=t, partition=p, key="before", value=v, client_id="warmup",
+                                     offset=msg.offset() if err is None else None,
+                                     error=err.name() if err else None))
+            if warm.flush(timeout_s):
+                raise KafkalabError("warm-up records were not delivered")
+        wait_until(lambda: all(v >= warmup for v in admin.list_offsets(self.parts, brokers=self.all_brokers).values()),
+                   timeout_s=timeout_s, what=f"high watermark {warmup} on every partition (warm-up replicated)")
+        _wait_partitions([*self.topics, self.fence_topic], self.repeats, self.all_brokers, lambda v: len(v[1]) == 3,
+                         "ISR full after warm-up", timeout_s)
+        self.mark(f"{warmup} records per partition replicated to all 3 (high watermark {warmup})")
+
+    def start_producers(self) -> None:
+        """The programs start now and wait at lab.wait_for_fault(), their metadata fetched.
+
+        Raises:
+            KafkalabError: a program exited before it reached the gate.
+        """
+        self.producers = _ProgramRuns(self.runs, self.topics, self.records, self.rid, self.folder)
+        self.producers.wait_ready(self.timeout_s)
+        self.mark(f"{len(self.runs)} producer programs started, waiting at lab.wait_for_fault()")
+
+    def pause_followers(self) -> None:
+        """The fault: every follower paused (SIGSTOP)."""
+        for f in self.followers:
+            cluster.pause(f)
+        self.mark(f"followers {self.followers} paused ({cluster.fault_name('pause')})")
+
+    def answer_parked_fetches(self) -> None:
+        """A paused follower's kernel still accepts bytes: a fetch it sent before the pause,
+        parked at the leader (up to replica.fetch.wait.max.ms, 500 ms), would be answered by the
+        next append and processed when the follower wakes. One acknowledged record on a
+        fence-post partition of the same leader answers those fetches before the round's records
+        are written, so the round's records reach the leader's log only. It answers only fetches
+        that name its partition: the fence-ready record (``replicate_warmup``) made sure that
+        both followers fetch it (a fetch that did not, woken by the round's first append, once
+        gave the elected follower an acks=1 partition's 8 records in a compose run).
+
+        Raises:
+            KafkalabError: the leader did not acknowledge the fence-post record.
+        """
+        fence = Producer({"bootstrap.servers": _client_port(self.leader), "acks": "1", "log_level": 0})
+        fence_post: list = []
+        fence.produce(self.fence_topic, value=b"fence-post", partition=0,
+                      on_delivery=lambda err, msg: fence_post.append(err))
+        if fence.flush(self.timeout_s) or fence_post != [None]:
+            raise KafkalabError(f"the fence-post record was not acknowledged by broker {self.leader}: {fence_post}")
+        self.mark("fence-post record acknowledged by the leader")
+
+    def shrink_isr(self) -> None:
+        """isr-shrink: until the ISR is the leader alone on every partition (the paused followers
+        fenced or lagging), applied by the leader; then ``kafka-topics --describe``."""
+        leader, timeout_s = self.leader, self.timeout_s
+        _wait_partitions(list(self.topics), self.repeats, [leader], lambda v: v[1] == [leader],
+                         f"ISR = [{leader}] on every partition (followers fenced or lagging)", timeout_s)
+        self.mark(f"ISR shrank to [{leader}]")
+        # The broker shows a metadata change in its metadata cache a moment before its
+        # partitions apply it, and applies one change fully before it shows the next (KRaft
+        # BrokerMetadataPublisher). A topic created now and seen by the leader is a barrier:
+        # once it shows, every partition of the leader runs with ISR = [leader].
+        _create_topics({self.barrier_topic: Setting("1", 1)}, [leader], 1, timeout_s, via=[leader])
+        wait_until(lambda: self.barrier_topic in metadata_from([leader]).topics, timeout_s=timeout_s,
+                   what=f"broker {leader} applied the ISR change (barrier topic visible)")
+        self.shrunk_text = cluster.tool("kafka-topics", "--bootstrap-server", _client_port(leader), "--describe",
+                                        "--topic", self.topic_pattern, timeout_s=timeout_s).stdout
+        self.mark("kafka-topics --describe with the ISR shrunk")
+
+    def send_during_fault(self) -> dict[tuple[str, int], int]:
+        """The gate opened: the programs send; until every report that can come during the fault
+        came. Returns (topic, partition) -> the log end offset the leader must reach.
+
+        Raises:
+            KafkalabError: a program ended without all its delivery reports.
+        """
+        self.producers.go()
+        self.mark("the programs send (lab.wait_for_fault() returned)")
+        leader_crash = self.scenario == "leader-crash"
+        self.sent = {s.label: self.messages * self.repeats for s in self.settings}
+        # acks=all in leader-crash cannot be acknowledged while the followers sleep
+        waiting_for = [s.label for s in self.settings if not (leader_crash and s.acks == "all")]
+        self.producers.wait_reports(waiting_for, self.sent, self.timeout_s)
+        refused = self.producers.refused()
+        # A broker handles one request per connection at a time (it mutes the connection until
+        # it answers), so an acks=all request waiting for paused followers holds back that
+        # producer's later requests: in leader-crash only its first request reaches the log.
+        # Those records are never acknowledged before the kill, so they are not waited for.
+        held_back = {t for t, s in self.topics.items() if leader_crash and s.acks == "all"}
+        return {(t, p): self.warmup + (0 if t in held_back else self.messages - refused[(t, p)])
+                for t, p in self.parts}
+
+    def wait_leader_log(self, expected_leo: dict[tuple[str, int], int]) -> None:
+        """Until every record that was not refused is in the leader's log on disk; then the
+        leader's high watermark, ISR and log end offset just before the kill."""
+        leader, parts = self.leader, self.parts
+        last_leo: dict = {}
+
+        def appended() -> bool:
+            for t, p in parts:
+                last_leo[(t, p)] = log_on_disk(leader, t, p)[0]
+            return all(last_leo[tp] >= expected_leo[tp] for tp in parts)
+
+        wait_until(appended, timeout_s=self.timeout_s, interval_s=0.05,
+                   what=f"every record that was not refused in broker {leader}'s log on disk",
+                   on_timeout=lambda: f"LEO {last_leo}, expected {expected_leo}")
+        self.hw_at_kill = admin.list_offsets(parts, brokers=[leader])
+        self.isr_at_kill = partition_states(metadata_from([leader]), list(self.topics))
+        self.leo_at_kill = dict(last_leo)
+        self.mark(f"records in broker {leader}'s log: HW {min(self.hw_at_kill.values())}-"
+                  f"{max(self.hw_at_kill.values())}, LEO {min(self.leo_at_kill.values())}-"
+                  f"{max(self.leo_at_kill.values())}")
+
+    def crash_leader(self) -> None:
+        """The leader killed (SIGKILL), the followers resumed, the availability monitor started."""
+        cluster.kill(self.leader)
+        self.t_kill = time.monotonic()
+        self.mark(f"leader {self.leader} killed ({cluster.fault_name('kill')})")
+        for f in self.followers:
+            cluster.resume(f)
+        self.mark(f"followers {self.followers} resumed ({cluster.fault_name('resume')})")
+        self.monitor = AvailabilityMonitor(list(self.topics), self.followers, self.t_kill)
+
+    def wait_election(self) -> None:
+        """The election: the dead leader fenced, the followers registered, nobody names it
+        leader; isr-shrink: ``kafka-topics --describe`` meanwhile; leader-crash: every delivery
+        report in (acks=all: retried to the new leader). Then the dead leader's log end offsets."""
+        leader, followers, timeout_s = self.leader, self.followers, self.timeout_s
+        wait_until(lambda: leader not in cluster.registered_brokers(_followers_bootstrap(followers))
+                   and set(followers) <= cluster.registered_brokers(_followers_bootstrap(followers)),
+                   timeout_s=timeout_s, interval_s=0.2,
+                   what=f"broker {leader} fenced and brokers {followers} registered")
+        _wait_partitions(list(self.topics), self.repeats, followers, lambda v: v[0] != leader,
+                         f"no partition led by the dead broker {leader}", timeout_s)
+        self.mark(f"broker {leader} fenced; controller decided every partition")
+        if self.scenario == "isr-shrink":  # a JVM start (2-5 s): only where the notebook reads it
+            self.describe_text = cluster.tool("kafka-topics", "--bootstrap-server", _followers_bootstrap(followers),
+                                              "--describe", "--topic", self.topic_pattern, timeout_s=timeout_s).stdout
+            self.mark("kafka-topics --describe while the old leader is down")
+        self.described = parse_describe(self.describe_text)
+        if self.scenario == "leader-crash":
+            self.producers.wait_reports([s.label for s in self.settings], self.sent, timeout_s)
+            self.mark("every delivery report in")
+        self.dead_leo = {tp: log_on_disk(leader, *tp)[0] for tp in self.parts}
+
+    def restart_old_leader(self) -> None:
+        """The old leader restarted; until every partition is led and its ISR full again (the old
+        leader rejoined, truncating what it alone had); the availability monitor stopped."""
+        cluster.cluster().start(self.leader, timeout_s=self.timeout_s)
+        self.back_after_s = time.monotonic() - self.t_kill
+        self.mark(f"broker {self.leader} restarted and registered")
+        _wait_partitions(list(self.topics), self.repeats, self.all_brokers, lambda v: v[0] >= 0 and len(v[1]) == 3,
+                         f"every partition led and its ISR full again (broker {self.leader} rejoined)",
+                         self.timeout_s)
+        self.mark("ISR full again")
+        self.samples = self.monitor.stop()
+        self.monitor = None
+
+    def collect_reports(self) -> None:
+        """Every program ended; their ``produced`` and ``acked`` lines copied into the round's
+        ledger.
+
+        Raises:
+            KafkalabError: a program exited with an error.
+        """
+        self.producers.wait_ended(self.timeout_s)
+        self.producers.copy_into(self.ledger)
+
+    def read_back(self) -> None:
+        """The rejoined leader's log end offsets; every partition read from offset 0 to its high
+        watermark, each record a ``consumed`` ledger line."""
+        self.rejoined_leo = {tp: log_on_disk(self.leader, *tp)[0] for tp in self.parts}
+        self.contents = read_partitions(self.parts, self.timeout_s)
+        for (t, p), recs in self.contents.items():
+            for off, value in recs:
+                self.ledger.record("consumed", topic=t, partition=p, offset=off, value=value,
+                                   key=value.split("/")[-2] if value.count("/") >= 3 else None, client_id="final-read")
+        self.mark("every partition read to its high watermark")
+
+    def clean_up(self, keep_topics: bool) -> None:
+        """Monitor and programs stopped, the ledger closed, the cluster restored
+        (``kafkalab.cluster.restore``), the helper topics deleted (and the round's unless
+        ``keep_topics``)."""
+        if self.monitor is not None:
+            self.monitor.stop()
+        if self.producers is not None:
+            self.producers.stop()
+        self.ledger.close()
+        cluster.restore(max(self.timeout_s, 60.0))
+        admin.delete_topics([self.fence_topic, self.barrier_topic] + ([] if keep_topics else list(self.topics)))
+
+    def wait_restored_leader(self) -> None:
+        """keep_topics: the caller reads them next, so until every broker names the restored
+        leader with a full ISR and every leader serves ListOffsets."""
+        leader = self.leader
+        wait_brokers_agree(list(self.topics), self.repeats, lambda v: v[0] == leader and len(v[1]) == 3,
+                           f"broker {leader} leading every partition with a full ISR", self.timeout_s)
+        wait_leaders_serving(self.parts, self.timeout_s)
+
+    def count(self) -> RoundResult:
+        """Each partition's records classified (``classify_records`` over the round's ledger),
+        its election and unavailability (``unavailable_seconds``), offsets and describe lines."""
+        events = read_events(self.ledger_path)
+        unavailable, elected = unavailable_seconds(self.samples, self.leader, self.back_after_s)
+        shrunk = parse_describe(self.shrunk_text)
+        outcomes = []
+        for t, p in self.parts:
+            s = self.topics[t]
+            mine = [e for e in events if e.topic == t and e.partition == p]
+            errs = Counter(e.error for e in mine if e.kind == "acked" and e.key == "during" and e.error)
+            outcomes.append(PartitionOutcome(
+                topic=t, partition=p, setting=s.label,
+                classification=classify_records(mine),
+                produce_errors=dict(errs),
+                hw_at_kill=self.hw_at_kill[(t, p)], leo_at_kill=self.leo_at_kill[(t, p)],
+                isr_at_kill=self.isr_at_kill.get((t, p), (-1, []))[1],
+                elected=elected.get((t, p), -1), unavailable_s=round(unavailable.get((t, p), float("nan")), 2),
+                old_leader_leo_dead=self.dead_leo[(t, p)], old_leader_leo_rejoined=self.rejoined_leo[(t, p)],
+                final_hw=len(self.contents[(t, p)]), describe=self.described.get((t, p), {}),
+                describe_shrunk=shrunk.get((t, p), {}),
+            ))
+        return RoundResult(self.rid, self.scenario, self.messages, self.repeats, self.warmup, self.leader,
+                           self.followers, {s.label: t for t, s in self.topics.items()}, outcomes, self.timeline,
+                           str(self.ledger_path), self.describe_text, round(time.monotonic() - self.t0, 1),
+                           self.shrunk_text)
+
+
 def run_round(scenario: str, runs: Mapping[Setting, Program], messages: int = 10, repeats: int = 3, warmup: int = 3,
               leader: int = 1, keep_topics: bool = False, topics: Mapping[Setting, str] | None = None,
               timeout_s: float = 60.0) -> RoundResult:
@@ -561,229 +902,36 @@ def run_round(scenario: str, runs: Mapping[Setting, Program], messages: int = 10
 
     Raises:
         ValueError: unknown scenario, no settings, a program whose ``acks`` is not its
-            setting's, messages < 1, topics not one per setting.
+            setting's, messages < 1, repeats < 1, warmup < 0, topics not one per setting,
+            leader not a broker id.
         WaitTimeout: a condition (named in the message) did not hold within ``timeout_s``.
         KafkalabError: topics could not be created, a program failed, the cluster is not running.
 
     The cluster is restored (every broker up and resumed, every ISR full) before this returns
-    or raises (``kafkalab.cluster.restore``).
+    or raises (``kafkalab.cluster.restore``). The phases, in order, are ``_Round``'s methods.
     """
-    check_scenario(scenario)
-    runs = dict(runs)
-    settings = list(runs)
-    if not settings:
-        raise ValueError("give at least one setting")
-    for s, prog in runs.items():
-        if program_acks(prog) != s.acks:
-            raise ValueError(f"program {prog.name} sends acks={program_acks(prog)}, its setting says {s.label}")
-    if topics is not None and set(topics) != set(settings):
-        raise ValueError("topics must name one topic per setting")
-    if messages < 1 or repeats < 1 or warmup < 0:
-        raise ValueError("messages and repeats must be >= 1, warmup >= 0")
-    if leader not in config.BROKER_IDS:
-        raise ValueError(f"leader must be one of {config.BROKER_IDS}")
-    followers = [b for b in config.BROKER_IDS if b != leader]
-    replicas = [leader, *followers]
-    rid = runscope.run_id()
-    short = "lc" if scenario == "leader-crash" else "is"
-    fence_topic = f"repl-{rid}-{short}-fence"
-    barrier_topic = f"repl-{rid}-{short}-barrier"
-    shrunk_text = ""
-    t0 = time.monotonic()
-    timeline: list[tuple[float, str]] = []
-
-    def mark(event: str) -> None:
-        timeline.append((round(time.monotonic() - t0, 2), event))
-
-    caller_topics = topics is not None
-    topics = {t: s for s, t in topics.items()} if caller_topics else \
-        {f"repl-{rid}-{short}-{i}": s for i, s in enumerate(settings)}
-    topic_pattern = "(" + "|".join(sorted(topics)) + ")"   # kafka-topics --topic takes a regular expression
-    parts = [(t, p) for t in topics for p in range(repeats)]
-    records = {t: [(p, "during", f"{t}/{p}/during/{i}") for p in range(repeats) for i in range(messages)]
-               for t in topics}
-    folder = workloads.run_dir(rid)
-    ledger_path = folder / f"replication-{scenario}.jsonl"
-    ledger = Ledger(ledger_path, rid)
-    monitor: AvailabilityMonitor | None = None
-    producers: _ProgramRuns | None = None
-    all_brokers = list(config.BROKER_IDS)
+    runs = _check_round(scenario, runs, messages, repeats, warmup, leader, topics)
+    rnd = _Round(scenario, runs, messages, repeats, warmup, leader, topics, timeout_s)
     try:
-        cluster.wait_healthy(timeout_s)
-        _create_topics({fence_topic: Setting("1", 1)} | ({} if caller_topics else topics), replicas, repeats, timeout_s)
-        _wait_partitions([*topics, fence_topic], repeats, all_brokers, lambda v: v[0] == leader and len(v[1]) == 3,
-                         f"every partition led by broker {leader} with a full ISR", timeout_s)
-        mark(f"topics created, broker {leader} leads, ISR full")
-
-        # before: fully replicated records (acks=all, HW = warmup on every partition), and one
-        # on the fence-post partition: acknowledged with acks=all, it shows that both followers
-        # fetch that partition, so their fetches parked at the leader include it (see the fault)
-        warm = Producer({"bootstrap.servers": config.bootstrap_servers(), "acks": "all", "log_level": 0})
-        fence_ready: list = []
-        warm.produce(fence_topic, value=b"fence-ready", partition=0,
-                     on_delivery=lambda err, msg: fence_ready.append(err))
-        if warm.flush(timeout_s) or fence_ready != [None]:
-            raise KafkalabError(f"the fence-ready record was not acknowledged by all 3 replicas: {fence_ready}")
-        if warmup:
-            for t, p in parts:
-                for i in range(warmup):
-                    v = f"{t}/{p}/before/{i}"
-                    ledger.record("produced", topic=t, partition=p, key="before", value=v, client_id="warmup")
-                    warm.produce(t, value=v.encode(), key=b"before", partition=p,
-                                 on_delivery=lambda err, msg, t=t, p=p, v=v: ledger.record(
-                                     "acked", topic=t, partition=p, key="before", value=v, client_id="warmup",
-                                     offset=msg.offset() if err is None else None,
-                                     error=err.name() if err else None))
-            if warm.flush(timeout_s):
-                raise KafkalabError("warm-up records were not delivered")
-        wait_until(lambda: all(v >= warmup for v in admin.list_offsets(parts, brokers=all_brokers).values()),
-                   timeout_s=timeout_s, what=f"high watermark {warmup} on every partition (warm-up replicated)")
-        _wait_partitions([*topics, fence_topic], repeats, all_brokers, lambda v: len(v[1]) == 3,
-                         "ISR full after warm-up", timeout_s)
-        mark(f"{warmup} records per partition replicated to all 3 (high watermark {warmup})")
-        # the programs start now and wait at lab.wait_for_fault(), their metadata fetched
-        producers = _ProgramRuns(runs, topics, records, rid, folder)
-        producers.wait_ready(timeout_s)
-        mark(f"{len(runs)} producer programs started, waiting at lab.wait_for_fault()")
-
-        # the fault
-        for f in followers:
-            cluster.pause(f)
-        mark(f"followers {followers} paused ({cluster.fault_name('pause')})")
-        # A paused follower's kernel still accepts bytes: a fetch it sent before the pause,
-        # parked at the leader (up to replica.fetch.wait.max.ms, 500 ms), would be answered by
-        # the next append and processed when the follower wakes. One acknowledged record on a
-        # fence-post partition of the same leader answers those fetches before the round's
-        # records are written, so the round's records reach the leader's log only. It answers
-        # only fetches that name its partition: the fence-ready record above made sure that
-        # both followers fetch it (a fetch that did not, woken by the round's first append,
-        # once gave the elected follower an acks=1 partition's 8 records in a compose run).
-        fence = Producer({"bootstrap.servers": _client_port(leader), "acks": "1", "log_level": 0})
-        fence_post: list = []
-        fence.produce(fence_topic, value=b"fence-post", partition=0, on_delivery=lambda err, msg: fence_post.append(err))
-        if fence.flush(timeout_s) or fence_post != [None]:
-            raise KafkalabError(f"the fence-post record was not acknowledged by broker {leader}: {fence_post}")
-        mark("fence-post record acknowledged by the leader")
+        rnd.place_leader()
+        rnd.replicate_warmup()
+        rnd.start_producers()
+        rnd.pause_followers()
+        rnd.answer_parked_fetches()
         if scenario == "isr-shrink":
-            _wait_partitions(list(topics), repeats, [leader], lambda v: v[1] == [leader],
-                             f"ISR = [{leader}] on every partition (followers fenced or lagging)", timeout_s)
-            mark(f"ISR shrank to [{leader}]")
-            # The broker shows a metadata change in its metadata cache a moment before its
-            # partitions apply it, and applies one change fully before it shows the next (KRaft
-            # BrokerMetadataPublisher). A topic created now and seen by the leader is a barrier:
-            # once it shows, every partition of the leader runs with ISR = [leader].
-            _create_topics({barrier_topic: Setting("1", 1)}, [leader], 1, timeout_s, via=[leader])
-            wait_until(lambda: barrier_topic in metadata_from([leader]).topics, timeout_s=timeout_s,
-                       what=f"broker {leader} applied the ISR change (barrier topic visible)")
-            shrunk_text = cluster.tool("kafka-topics", "--bootstrap-server", _client_port(leader), "--describe",
-                                       "--topic", topic_pattern, timeout_s=timeout_s).stdout
-            mark("kafka-topics --describe with the ISR shrunk")
-        producers.go()
-        mark("the programs send (lab.wait_for_fault() returned)")
-        sent = {s.label: messages * repeats for s in settings}
-        # acks=all in leader-crash cannot be acknowledged while the followers sleep
-        waiting_for = [s.label for s in settings if not (scenario == "leader-crash" and s.acks == "all")]
-        producers.wait_reports(waiting_for, sent, timeout_s)
-        refused = producers.refused()
-        # A broker handles one request per connection at a time (it mutes the connection until
-        # it answers), so an acks=all request waiting for paused followers holds back that
-        # producer's later requests: in leader-crash only its first request reaches the log.
-        # Those records are never acknowledged before the kill, so they are not waited for.
-        held_back = {t for t, s in topics.items() if scenario == "leader-crash" and s.acks == "all"}
-        expected_leo = {(t, p): warmup + (0 if t in held_back else messages - refused[(t, p)]) for t, p in parts}
-        last_leo: dict = {}
-
-        def appended() -> bool:
-            for t, p in parts:
-                last_leo[(t, p)] = log_on_disk(leader, t, p)[0]
-            return all(last_leo[tp] >= expected_leo[tp] for tp in parts)
-
-        wait_until(appended, timeout_s=timeout_s, interval_s=0.05,
-                   what=f"every record that was not refused in broker {leader}'s log on disk",
-                   on_timeout=lambda: f"LEO {last_leo}, expected {expected_leo}")
-        hw_at_kill = admin.list_offsets(parts, brokers=[leader])
-        isr_at_kill = partition_states(metadata_from([leader]), list(topics))
-        leo_at_kill = dict(last_leo)
-        mark(f"records in broker {leader}'s log: HW {min(hw_at_kill.values())}-{max(hw_at_kill.values())}, "
-             f"LEO {min(leo_at_kill.values())}-{max(leo_at_kill.values())}")
-        cluster.kill(leader)
-        t_kill = time.monotonic()
-        mark(f"leader {leader} killed ({cluster.fault_name('kill')})")
-        for f in followers:
-            cluster.resume(f)
-        mark(f"followers {followers} resumed ({cluster.fault_name('resume')})")
-        monitor = AvailabilityMonitor(list(topics), followers, t_kill)
-
-        # the election: the dead leader fenced, the followers registered, nobody names it leader
-        wait_until(lambda: leader not in cluster.registered_brokers(_followers_bootstrap(followers))
-                   and set(followers) <= cluster.registered_brokers(_followers_bootstrap(followers)),
-                   timeout_s=timeout_s, interval_s=0.2,
-                   what=f"broker {leader} fenced and brokers {followers} registered")
-        _wait_partitions(list(topics), repeats, followers, lambda v: v[0] != leader,
-                         f"no partition led by the dead broker {leader}", timeout_s)
-        mark(f"broker {leader} fenced; controller decided every partition")
-        describe_text = ""
-        if scenario == "isr-shrink":  # a JVM start (2-5 s): only where the notebook reads it
-            describe_text = cluster.tool("kafka-topics", "--bootstrap-server", _followers_bootstrap(followers),
-                                         "--describe", "--topic", topic_pattern, timeout_s=timeout_s).stdout
-            mark("kafka-topics --describe while the old leader is down")
-        described = parse_describe(describe_text)
-        if scenario == "leader-crash":
-            producers.wait_reports([s.label for s in settings], sent, timeout_s)  # acks=all: retried to the new leader
-            mark("every delivery report in")
-        dead_leo = {tp: log_on_disk(leader, *tp)[0] for tp in parts}
-
-        cluster.cluster().start(leader, timeout_s=timeout_s)
-        back_after_s = time.monotonic() - t_kill
-        mark(f"broker {leader} restarted and registered")
-        _wait_partitions(list(topics), repeats, all_brokers, lambda v: v[0] >= 0 and len(v[1]) == 3,
-                         f"every partition led and its ISR full again (broker {leader} rejoined)", timeout_s)
-        mark("ISR full again")
-        samples = monitor.stop()
-        monitor = None
-        producers.wait_ended(timeout_s)
-        producers.copy_into(ledger)
-        rejoined_leo = {tp: log_on_disk(leader, *tp)[0] for tp in parts}
-        contents = read_partitions(parts, timeout_s)
-        for (t, p), recs in contents.items():
-            for off, value in recs:
-                ledger.record("consumed", topic=t, partition=p, offset=off, value=value,
-                              key=value.split("/")[-2] if value.count("/") >= 3 else None, client_id="final-read")
-        mark("every partition read to its high watermark")
+            rnd.shrink_isr()
+        expected_leo = rnd.send_during_fault()
+        rnd.wait_leader_log(expected_leo)
+        rnd.crash_leader()
+        rnd.wait_election()
+        rnd.restart_old_leader()
+        rnd.collect_reports()
+        rnd.read_back()
     finally:
-        if monitor is not None:
-            monitor.stop()
-        if producers is not None:
-            producers.stop()
-        ledger.close()
-        cluster.restore(max(timeout_s, 60.0))
-        admin.delete_topics([fence_topic, barrier_topic] + ([] if keep_topics else list(topics)))
-    if keep_topics:  # the caller reads them next: every broker names the restored leader
-        wait_brokers_agree(list(topics), repeats, lambda v: v[0] == leader and len(v[1]) == 3,
-                           f"broker {leader} leading every partition with a full ISR", timeout_s)
-        wait_leaders_serving(parts, timeout_s)
-
-    events = read_events(ledger_path)
-    unavailable, elected = unavailable_seconds(samples, leader, back_after_s)
-    outcomes = []
-    for t, p in parts:
-        s = topics[t]
-        mine = [e for e in events if e.topic == t and e.partition == p]
-        errs = Counter(e.error for e in mine if e.kind == "acked" and e.key == "during" and e.error)
-        outcomes.append(PartitionOutcome(
-            topic=t, partition=p, setting=s.label,
-            classification=classify_records(mine),
-            produce_errors=dict(errs),
-            hw_at_kill=hw_at_kill[(t, p)], leo_at_kill=leo_at_kill[(t, p)],
-            isr_at_kill=isr_at_kill.get((t, p), (-1, []))[1],
-            elected=elected.get((t, p), -1), unavailable_s=round(unavailable.get((t, p), float("nan")), 2),
-            old_leader_leo_dead=dead_leo[(t, p)], old_leader_leo_rejoined=rejoined_leo[(t, p)],
-            final_hw=len(contents[(t, p)]), describe=described.get((t, p), {}),
-            describe_shrunk=parse_describe(shrunk_text).get((t, p), {}),
-        ))
-    return RoundResult(rid, scenario, messages, repeats, warmup, leader, followers,
-                       {s.label: t for t, s in topics.items()}, outcomes, timeline, str(ledger_path),
-                       describe_text, round(time.monotonic() - t0, 1), shrunk_text)
+        rnd.clean_up(keep_topics)
+    if keep_topics:
+        rnd.wait_restored_leader()
+    return rnd.count()
 
 
 # ----------------------------------------------------------------------------- failures a partition survives

@@ -374,6 +374,151 @@ def compare_consumer_group(program: Program, run: RunScope, topic: str, partitio
         _terminate_all(procs)
 
 
+class _ShareGroupRun:
+    """One ``run_share_group``: its topic, share group, member processes and ledgers, and one
+    method per phase, called in this order: ``start_members``, ``wait_joined``,
+    ``produce_records``, ``wait_final`` (which calls ``describe_held`` with
+    ``ShareRun.describe_held``), ``watch_one_more_lock`` (only if a record is released or
+    rejected), ``check_crash_points``, ``stop_all``. ``run.cleanup()`` (always) stops every
+    member (``stop_all``) and deletes the topic and group. What a phase finds is an attribute
+    the later phases read."""
+
+    # set by the phases, in this order
+    topic: str
+    group: str
+    folder: Path
+    produced: set[str]
+    places: dict[str, tuple[int, int]]
+    gone: set[str]
+    frozen: list[str]
+
+    def __init__(self, cfg: ShareRun):
+        self.cfg = cfg
+        self.run = RunScope("share")
+        self.procs: dict[str, workloads.Worker] = {}
+        self.held_window: dict[str, dict] | None = None
+        self.run.on_cleanup(self.stop_all)
+
+    def role(self, name: str) -> str:
+        """Member ``name``'s (``share-<i>``) part: ``crash``, ``freeze`` or ``run`` (``ShareRun.role``)."""
+        return self.cfg.role(int(name.rsplit("-", 1)[1]))
+
+    def stop_all(self) -> None:
+        """The frozen members SIGKILLed (a stopped process acts on no SIGTERM until it is
+        continued), every other one terminated (``_terminate_all``)."""
+        frozen = [w for name, w in self.procs.items() if self.role(name) == "freeze"]
+        for w in frozen:
+            w.kill()
+        _terminate_all([w for w in self.procs.values() if w not in frozen])
+
+    def start_members(self, program: Program) -> None:
+        """The share group's configs set, the topic created, one process of ``program`` per
+        member (``_member_spec``)."""
+        self.topic, self.group = self.run.topic("queue"), self.run.group("share")
+        self.folder = workloads.run_dir(self.run.run_id)
+        # Group configs first: a broker that knows the topic (create_topics waits for all) has
+        # also applied them, so every share-partition starts with this run's lock and limit.
+        admin.alter_group_config(self.group, group_configs(self.cfg))
+        admin.create_topics({self.topic: self.cfg.partitions})
+        for i in range(self.cfg.consumers):
+            spec = _member_spec(self.cfg, program, self.run.run_id, self.folder, self.group, self.topic, i)
+            self.procs[spec.name] = workloads.spawn(spec)
+
+    def wait_joined(self, timeout_s: float) -> list:
+        """Until the coordinator lists every member, each with an assignment; returns its members
+        (``admin.share_group_members``).
+
+        Raises:
+            KafkalabError: a member exited before the group formed.
+            WaitTimeout: not all members with an assignment within ``timeout_s`` seconds.
+        """
+        def joined():
+            for name, w in self.procs.items():
+                if not w.alive:
+                    raise KafkalabError(f"{name} exited {w.returncode} before the group formed:\n{w.log_tail()}")
+            ms = admin.share_group_members(self.group)
+            return ms if len(ms) == self.cfg.consumers and all(m.partitions for m in ms) else None
+
+        return wait_until(joined, timeout_s=timeout_s, interval_s=0.5,
+                          what=f"{self.cfg.consumers} members of share group {self.group}, each with an assignment")
+
+    def produce_records(self) -> None:
+        """The workload records produced, one per batch, each an ``acked`` line of the
+        producer's ledger; ``produced`` (values) and ``places`` (value -> (partition, offset))."""
+        records = _records(self.cfg)
+        placed = workloads.produce(self.topic, records, conf={"log_level": 3, "linger.ms": 0, "batch.num.messages": 1})
+        with ledger.Ledger(self.folder / "producer.jsonl", self.run.run_id) as book:
+            for (key, value, _, _), (p, off) in zip(records, placed):
+                book.record("acked", topic=self.topic, partition=p, offset=off, key=key.decode(), value=value.decode(),
+                            client_id="producer")
+        self.produced = {v.decode() for _, v, _, _ in records}
+        self.places = {v.decode(): where for (_, v, _, _), where in zip(records, placed)}
+        self.gone = {name for name in self.procs if self.role(name) != "run"}
+        self.frozen = sorted(name for name in self.gone if self.role(name) == "freeze")
+
+    def describe_held(self) -> None:
+        """Once every frozen member stopped at its crash point and everything else is settled
+        (the records still in flight are exactly the held ones): the share-partitions described
+        (``held_window``), then the frozen members SIGKILLed. Does nothing before that."""
+        events = _events(self.folder)
+        held = held_offsets(events, set(self.frozen))
+        if not all(self.procs[n].stopped for n in self.frozen) or not held:
+            return
+        settled = final_values(events, self.cfg.delivery_count_limit, set())
+        if not self.produced - settled <= {v for v, (p, o) in self.places.items() if o in held.get(p, [])}:
+            return
+        described = admin.share_group_offsets(self.group)
+        events = _events(self.folder)  # the frozen members hold theirs still: nothing moved below them
+        accepted = {(e.partition, e.offset) for e in events if e.kind == "acknowledged" and e.ack == "ACCEPT"}
+        self.held_window = {str(p): {**described[(self.topic, p)], "held": offs,
+                                     "end_offset": 1 + max(o for q, o in self.places.values() if q == p),
+                                     "accepted_above": sum(1 for q, o in accepted if q == p and o > offs[0])}
+                            for p, offs in held.items()}
+        for n in self.frozen:
+            self.procs[n].kill()
+
+    def not_final(self) -> set[str]:
+        """The produced values not yet in a final state (``final_values``)."""
+        return self.produced - final_values(_events(self.folder), self.cfg.delivery_count_limit, self.gone)
+
+    def wait_final(self, timeout_s: float) -> None:
+        """Until the ledgers show every record accepted, rejected or archived.
+
+        Raises:
+            KafkalabError: a member that was to keep running exited.
+            WaitTimeout: records not final within ``timeout_s`` seconds.
+        """
+        def final():
+            for name, w in self.procs.items():
+                if not w.alive and name not in self.gone:
+                    raise KafkalabError(f"{name} exited {w.returncode}:\n{w.log_tail()}")
+            if self.cfg.describe_held and self.held_window is None:
+                self.describe_held()
+            return not self.not_final()
+
+        wait_until(final, timeout_s=timeout_s, interval_s=0.3,
+                   what=f"all {self.cfg.messages} records of {self.topic} accepted, rejected or archived",
+                   on_timeout=lambda: f"{len(self.not_final())} not final")
+
+    def watch_one_more_lock(self) -> None:
+        """One more acquisition lock (``lock_ms``): a rejected or archived record must not be
+        delivered again. Ends early if one is delivered past the limit (the audit then reports it)."""
+        end = time.monotonic() + self.cfg.lock_ms / 1000
+        wait_until(lambda: time.monotonic() >= end or past_limit(_events(self.folder), self.cfg.delivery_count_limit),
+                   timeout_s=self.cfg.lock_ms / 1000 + 5, interval_s=0.2,
+                   what="one acquisition lock after the last record was settled")
+
+    def check_crash_points(self) -> None:
+        """Raises KafkalabError if a crashed or frozen member processed fewer than
+        ``crash_after`` records (it never reached its crash point)."""
+        missed = crash_points_missed(_events(self.folder), self.cfg.crash_after, self.gone)
+        if missed:
+            raise KafkalabError(f"{', '.join(missed)} processed fewer than crash_after={self.cfg.crash_after} records, "
+                                f"so never crashed or froze: give each consumer more records (messages) or a lower "
+                                f"crash_after")
+
+
+
 def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=None) -> ShareGroupResult:
     """Run one share group experiment (module docstring) and audit it.
 
@@ -397,113 +542,36 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
     program = cfg.program or share_program()
     member = cfg.group_program or (group_program() if cfg.compare_consumer_group else None)
     t0 = time.monotonic()
-    run = RunScope("share")
-    procs: dict[str, workloads.Worker] = {}
-
-    def stop_all() -> None:
-        frozen = [w for name, w in procs.items() if cfg.role(int(name.rsplit("-", 1)[1])) == "freeze"]
-        for w in frozen:
-            w.kill()
-        _terminate_all([w for w in procs.values() if w not in frozen])
-
-    run.on_cleanup(stop_all)
+    sg = _ShareGroupRun(cfg)
     try:
-        topic, group = run.topic("queue"), run.group("share")
-        folder = workloads.run_dir(run.run_id)
-        # Group configs first: a broker that knows the topic (create_topics waits for all) has
-        # also applied them, so every share-partition starts with this run's lock and limit.
-        admin.alter_group_config(group, group_configs(cfg))
-        admin.create_topics({topic: cfg.partitions})
-        for i in range(cfg.consumers):
-            spec = _member_spec(cfg, program, run.run_id, folder, group, topic, i)
-            procs[spec.name] = workloads.spawn(spec)
-
-        def joined():
-            for name, w in procs.items():
-                if not w.alive:
-                    raise KafkalabError(f"{name} exited {w.returncode} before the group formed:\n{w.log_tail()}")
-            ms = admin.share_group_members(group)
-            return ms if len(ms) == cfg.consumers and all(m.partitions for m in ms) else None
-
-        at_start = wait_until(joined, timeout_s=timeout_s, interval_s=0.5,
-                              what=f"{cfg.consumers} members of share group {group}, each with an assignment")
-        records = _records(cfg)
-        placed = workloads.produce(topic, records, conf={"log_level": 3, "linger.ms": 0, "batch.num.messages": 1})
-        with ledger.Ledger(folder / "producer.jsonl", run.run_id) as book:
-            for (key, value, _, _), (p, off) in zip(records, placed):
-                book.record("acked", topic=topic, partition=p, offset=off, key=key.decode(), value=value.decode(),
-                            client_id="producer")
-        produced = {v.decode() for _, v, _, _ in records}
-        places = {v.decode(): where for (_, v, _, _), where in zip(records, placed)}  # value -> (partition, offset)
-
-        gone = {name for name in procs if cfg.role(int(name.rsplit("-", 1)[1])) != "run"}
-        frozen = sorted(name for name in gone if cfg.role(int(name.rsplit("-", 1)[1])) == "freeze")
-        held_window: dict[str, dict] | None = None
-
-        def describe_held() -> None:
-            # Every frozen member stopped at its crash point, and everything else is settled:
-            # the records still in flight are exactly the held ones.
-            nonlocal held_window
-            events = _events(folder)
-            held = held_offsets(events, set(frozen))
-            if not all(procs[n].stopped for n in frozen) or not held:
-                return
-            settled = final_values(events, cfg.delivery_count_limit, set())
-            if not produced - settled <= {v for v, (p, o) in places.items() if o in held.get(p, [])}:
-                return
-            described = admin.share_group_offsets(group)
-            events = _events(folder)  # the frozen members hold theirs still: nothing moved below them
-            accepted = {(e.partition, e.offset) for e in events if e.kind == "acknowledged" and e.ack == "ACCEPT"}
-            held_window = {str(p): {**described[(topic, p)], "held": offs,
-                                    "end_offset": 1 + max(o for q, o in places.values() if q == p),
-                                    "accepted_above": sum(1 for q, o in accepted if q == p and o > offs[0])}
-                           for p, offs in held.items()}
-            for n in frozen:
-                procs[n].kill()
-
-        def final():
-            for name, w in procs.items():
-                if not w.alive and name not in gone:
-                    raise KafkalabError(f"{name} exited {w.returncode}:\n{w.log_tail()}")
-            if cfg.describe_held and held_window is None:
-                describe_held()
-            return produced <= final_values(_events(folder), cfg.delivery_count_limit, gone)
-
-        wait_until(final, timeout_s=timeout_s, interval_s=0.3,
-                   what=f"all {cfg.messages} records of {topic} accepted, rejected or archived",
-                   on_timeout=lambda: f"{len(produced - final_values(_events(folder), cfg.delivery_count_limit, gone))} "
-                                      f"not final")
+        sg.start_members(program)
+        at_start = sg.wait_joined(timeout_s)
+        sg.produce_records()
+        sg.wait_final(timeout_s)
         if cfg.release_every or cfg.reject_every:
-            # Watch one more acquisition lock: a rejected or archived record must not be delivered
-            # again. Ends early if one is delivered past the limit (the audit then reports it).
-            end = time.monotonic() + cfg.lock_ms / 1000
-            wait_until(lambda: time.monotonic() >= end or past_limit(_events(folder), cfg.delivery_count_limit),
-                       timeout_s=cfg.lock_ms / 1000 + 5, interval_s=0.2,
-                       what="one acquisition lock after the last record was settled")
-        missed = crash_points_missed(_events(folder), cfg.crash_after, gone)
-        if missed:
-            raise KafkalabError(f"{', '.join(missed)} processed fewer than crash_after={cfg.crash_after} records, so "
-                                f"never crashed or froze: give each consumer more records (messages) or a lower crash_after")
-        share_offsets = admin.share_group_offsets(group)
-        described = admin.describe_config("group", group, list(group_configs(cfg)))
+            sg.watch_one_more_lock()
+        sg.check_crash_points()
+        share_offsets = admin.share_group_offsets(sg.group)
+        described = admin.describe_config("group", sg.group, list(group_configs(cfg)))
         compared = None
         if cfg.compare_consumer_group:
-            compared = compare_consumer_group(member, run, topic, cfg.partitions, cfg.consumers, timeout_s)
-        stop_all()
-        procs_roles = {name: cfg.role(int(name.rsplit("-", 1)[1])) for name in procs}
-        counts = account(folder, cfg.delivery_count_limit, procs_roles, spark=spark)
+            compared = compare_consumer_group(member, sg.run, sg.topic, cfg.partitions, cfg.consumers, timeout_s)
+        sg.stop_all()
+        roles = {name: sg.role(name) for name in sg.procs}
+        counts = account(sg.folder, cfg.delivery_count_limit, roles, spark=spark)
         return ShareGroupResult(
-            topic=topic, group=group, config=cfg.to_json() | {"program": f"{program.name} ({program.origin})",
-                                                               "group_program": member and f"{member.name} ({member.origin})"},
-            **counts, roles=procs_roles,
+            topic=sg.topic, group=sg.group,
+            config=cfg.to_json() | {"program": f"{program.name} ({program.origin})",
+                                    "group_program": member and f"{member.name} ({member.origin})"},
+            **counts, roles=roles,
             members_at_start={m.client_id: sorted(p for _, p in m.partitions) for m in at_start},
             consumer_group_members_with_partitions=compared,
             share_offsets={str(p): v for (_, p), v in sorted(share_offsets.items())},
-            group_configs={k: v.value for k, v in described.items()}, held_window=held_window,
-            lab_conf=lab_conf("share-0", group), elapsed_ms=int((time.monotonic() - t0) * 1000),
-            ledger_dir=str(folder))
+            group_configs={k: v.value for k, v in described.items()}, held_window=sg.held_window,
+            lab_conf=lab_conf("share-0", sg.group), elapsed_ms=int((time.monotonic() - t0) * 1000),
+            ledger_dir=str(sg.folder))
     finally:
-        run.cleanup()
+        sg.run.cleanup()
 
 
 from ..clickutil import show_programs, shows_programs  # noqa: E402  (the CLI's own helpers)
