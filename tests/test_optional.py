@@ -82,6 +82,7 @@ def test_kafkalab_extras_prints_the_note_or_nothing(monkeypatch) -> None:
     assert CliRunner().invoke(main, ["extras"]).output == ""
 
 
+@pytest.mark.subprocess  # fc-list, strace -V, chromium --version: what `kafkalab extras` asks
 def test_on_ci_nothing_optional_is_missing() -> None:
     if not optional.on_ci():
         pytest.skip("not CI: what is missing here is skipped with a note (kafkalab extras)")
