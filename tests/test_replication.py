@@ -29,7 +29,7 @@ def test_setting_label_round_trips_and_renders_topic_configs() -> None:
     s = repl.Setting("all", 2, False)
     assert s.label == "acks=all minISR=2 unclean=false"
     assert repl.Setting.parse(s.label) == s
-    assert s.topic_config() == {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
+    assert s.creation_configs() == {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
     assert repl.Setting(1, 1, True).acks == "1"
 
 

@@ -114,7 +114,7 @@ class Setting:
         return (f"acks={self.acks} minISR={self.min_insync_replicas} "
                 f"unclean={str(self.unclean_leader_election).lower()}")
 
-    def topic_config(self) -> dict[str, str]:
+    def creation_configs(self) -> dict[str, str]:
         """Topic-level configs for ``create_topics``."""
         return {"min.insync.replicas": str(self.min_insync_replicas),
                 "unclean.leader.election.enable": str(self.unclean_leader_election).lower()}
@@ -447,7 +447,7 @@ def _create_topics(topics: dict[str, Setting], replicas: list[int], repeats: int
     a = workloads.admin() if via is None else AdminClient(
         {"bootstrap.servers": ",".join(_client_port(b) for b in via), "log_level": 0})
     futs = a.create_topics([NewTopic(t, repeats, -1, replica_assignment=[list(replicas)] * repeats,
-                                     config=s.topic_config()) for t, s in topics.items()],
+                                     config=s.creation_configs()) for t, s in topics.items()],
                            operation_timeout=timeout_s, request_timeout=timeout_s)
     for name, f in futs.items():
         try:
@@ -893,7 +893,7 @@ def run_round(scenario: str, runs: Mapping[Setting, Program], messages: int = 10
         keep_topics: keep the topics (for Spark; delete them with ``kafkalab.admin.delete_topics``).
         topics: setting -> a topic the caller created (``repeats`` partitions, replicas
             ``[leader, followers...]``, the setting's topic configs: notebook 08 does it with
-            its own AdminClient call); None: the round creates them (``Setting.topic_config``).
+            its own AdminClient call); None: the round creates them (``ReplicationSetting.creation_configs``).
         timeout_s: upper bound of each wait, seconds (elections, restart, ISR full).
 
     Returns:
