@@ -47,21 +47,24 @@ def test_failure_budget_needs_a_valid_min_insync_replicas() -> None:
 
 
 def test_failure_budget_prints_each_step_and_its_json(monkeypatch) -> None:
-    """``kafkalab run failure-budget`` (notebook 08's ``run_failure_budget``) prints one line per
-    step, or the result's JSON; the experiment and the precondition are stubbed here."""
-    from kafkalab import runscope
-    from kafkalab.experiments import replication
+    """``kafkalab run failure-budget`` (notebook 08's ``run_failure_budget``) runs notebook 08's
+    ``budget_writer`` program as saved, shows it with ``--show``, and prints one line per step,
+    or the result's JSON; the experiment and the precondition are stubbed here."""
+    from kafkalab import programs, runscope
+    from kafkalab.experiments import replication_scenarios as scenarios
 
-    budget = replication.FailureBudget("failures-r1-t", 2, [1, 2, 3], [
-        replication.FailureStep([], [1, 2, 3], None, 1),
-        replication.FailureStep([3], [1, 2], None, 2),
-        replication.FailureStep([3, 2], [1], "NOT_ENOUGH_REPLICAS", 2)])
+    budget = scenarios.FailureBudget("failures-r1-t", 2, [1, 2, 3], [
+        scenarios.FailureStep([], [1, 2, 3], None, 1),
+        scenarios.FailureStep([3], [1, 2], None, 2),
+        scenarios.FailureStep([3, 2], [1], "NOT_ENOUGH_REPLICAS", 2)])
     asked = []
     monkeypatch.setattr(runscope, "require_for_cli", lambda: None)
-    monkeypatch.setattr(replication, "run_failure_budget",
-                        lambda min_insync_replicas, timeout_s: asked.append(min_insync_replicas) or budget)
-    r = invoke("run", "failure-budget")
+    monkeypatch.setattr(scenarios, "run_failure_budget",
+                        lambda program, min_insync_replicas, timeout_s: asked.append(min_insync_replicas) or budget)
+    r = invoke("run", "failure-budget", "--show")
     assert r.exit_code == 0 and asked == [2], "min.insync.replicas defaults to 2, as in notebook 08"
+    writer = programs.from_notebook("08_replication", "budget_writer")
+    assert writer.source.rstrip() in r.output and "%%program budget_writer (08_replication.ipynb" in r.output
     assert "2 down [3, 2]: ISR [1], acks=all write NOT_ENOUGH_REPLICAS, records read 2" in r.output
     assert "1 down [3]: ISR [1, 2], acks=all write acknowledged" in r.output
     d = json.loads(invoke("run", "failure-budget", "--min-insync-replicas", "1", "--json").output)

@@ -17,6 +17,8 @@ from kafkalab.cli import main
 from kafkalab.experiments import replication as repl
 from kafkalab.experiments import replication_analysis as ra
 from kafkalab.experiments import replication_plots as rp
+from kafkalab.experiments import replication_scenarios as scenarios
+from kafkalab.experiments.replication_scenarios import NOTEBOOK
 from kafkalab.ledger import Event
 
 
@@ -182,26 +184,36 @@ def test_cli_rejects_an_unknown_acks_value() -> None:
 
 def test_run_failure_budget_refuses_an_impossible_min_insync_replicas() -> None:
     from kafkalab.errors import KafkalabError
-    from kafkalab.experiments.replication import run_failure_budget
 
     with pytest.raises(KafkalabError, match="min_insync_replicas must be 1, 2 or 3"):
-        run_failure_budget(min_insync_replicas=4)
+        scenarios.run_failure_budget(scenarios.programs.from_notebook(NOTEBOOK, "budget_writer"), min_insync_replicas=4)
 
 
-def test_failure_budget_table_has_one_row_per_step() -> None:
-    from kafkalab.experiments.replication import FailureBudget, FailureStep
+def test_the_budget_writer_is_on_screen_with_the_settings_the_notebook_explains() -> None:
+    """Notebook 08's failure budget runs its budget_writer program; the Explain names its
+    acks=all, retries=0 and request.timeout.ms=5000, read from the program's text."""
+    program = scenarios.programs.from_notebook(NOTEBOOK, "budget_writer")
+    settings = scenarios.programs.program_settings(program.source)
+    assert {k: settings[k] for k in ("acks", "retries", "request.timeout.ms")} == {
+        "acks": "all", "retries": 0, "request.timeout.ms": 5000}
+
+
+def test_failure_budget_table_has_one_row_per_step_and_names_the_programs_acks() -> None:
+    from kafkalab.experiments.replication_scenarios import FailureBudget, FailureStep
 
     b = FailureBudget("t", 2, [1, 2, 3], [FailureStep([], [1, 2, 3], None, 1), FailureStep([3], [1, 2], None, 2),
                                           FailureStep([3, 2], [1], "NOT_ENOUGH_REPLICAS", 2)])
     t = b.table()
     assert list(t["acks=all write"]) == ["acknowledged", "acknowledged", "NOT_ENOUGH_REPLICAS"]
     assert list(t.index) == [0, 1, 2] and b.to_json()["steps"][2]["isr"] == [1]
+    edited = FailureBudget("t", 2, [1, 2, 3], b.steps, "budget_writer", {"acks": "1"})
+    assert "acks=1 write" in edited.table(), "a learner's edit of acks shows in the table"
 
 
 def test_fetch_brokers_reads_the_programs_statistics_lines() -> None:
     log = ("%7|123|INIT|rdkafka| something\nfetching from broker -1\nfetching from broker 1\n"
            "fetching from broker 3\nnot fetching from broker 2\n")
-    assert repl.fetch_brokers(log) == [1, 3]
+    assert scenarios.fetch_brokers(log) == [1, 3]
 
 
 def test_the_rack_reader_is_on_screen_and_its_edit_drops_client_rack() -> None:
@@ -211,9 +223,9 @@ def test_the_rack_reader_is_on_screen_and_its_edit_drops_client_rack() -> None:
 
 
 def test_failover_retry_table_has_one_row_per_attempt() -> None:
-    r = repl.FailoverRetry("t", "p", 1, 2, ["r0"], [[0, "r0"]], 0, [["r0", 0, None]],
-                           [repl.ProduceAttempt(1, 7, 0, 0, 1, "dropped", "NONE", 0),
-                            repl.ProduceAttempt(2, 7, 0, 0, 1, "forwarded", "NONE", 0)], [[0, 7, 0, 0, 1]], {})
+    r = scenarios.FailoverRetry("t", "p", 1, 2, ["r0"], [[0, "r0"]], 0, [["r0", 0, None]],
+                                [scenarios.ProduceAttempt(1, 7, 0, 0, 1, "dropped", "NONE", 0),
+                                 scenarios.ProduceAttempt(2, 7, 0, 0, 1, "forwarded", "NONE", 0)], [[0, 7, 0, 0, 1]], {})
     t = r.attempts_table()
     assert list(t["broker"]) == [1, 2] and list(t["answer"]) == ["dropped", "forwarded"]
     assert json.loads(json.dumps(r.to_json()))["attempts"][1]["broker"] == 2

@@ -1,5 +1,6 @@
-"""Topic and group administration: create topics, delete topics, delete groups (consumer and
-share groups), describe and alter configs, list offsets, describe a share group.
+"""Topic and group administration: create topics (placed on given brokers or not), delete topics,
+delete groups (consumer and share groups), describe and alter configs, list offsets, describe a
+share group; the leader and ISR each broker reports, and waits until they agree.
 
 One of each, used by every experiment, notebook and test. They go through the shared
 AdminClient ``kafkalab.workloads.admin()`` (kept alive on purpose: the futures of an
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable, Mapping, Sequence
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, OffsetSpec, ResourceType
@@ -98,6 +99,123 @@ def create_topics(
 
     wait_until(lambda: _every_broker(known), timeout_s=timeout_s,
                what=f"leaders for every partition of {sorted(topics)} on every broker")
+
+
+def create_placed_topics(topics: Mapping[str, Mapping[str, str]], replicas: Sequence[int], partitions: int = 1,
+                         timeout_s: float = 30.0, brokers: Iterable[int] | None = None) -> None:
+    """Create ``topics`` (name -> its topic-level configs, ``{}`` for none) with ``partitions``
+    partitions each, every partition placed on the broker ids ``replicas`` in this order: the
+    first is the preferred leader (an explicit replica assignment, CreateTopics). It returns
+    once the controller created them; unlike ``create_topics`` it does not wait for the
+    brokers' metadata, since the caller waits for the leader and ISR it placed (a placement
+    on a broker that is down or paused leaves a partition without a leader or a full ISR).
+
+    Args:
+        replicas: broker ids (int), leader first.
+        timeout_s: bound of the CreateTopics request, seconds.
+        brokers: send the request through these broker ids only (``client_for``: others may
+            be paused or down); None: the shared AdminClient.
+
+    Raises:
+        KafkalabError: a topic could not be created (it exists, a config or a broker id is
+            refused, no answer within ``timeout_s``), with the broker's message.
+
+    Source: Kafka protocol CreateTopics (``Assignments``: "the manual partition assignment");
+    confluent-kafka ``NewTopic(replica_assignment=...)``.
+    """
+    a = admin() if brokers is None else client_for(brokers)
+    futures = a.create_topics([NewTopic(t, partitions, replica_assignment=[list(replicas)] * partitions,
+                                        config=dict(conf)) for t, conf in topics.items()],
+                              operation_timeout=timeout_s, request_timeout=timeout_s)
+    for name, fut in futures.items():
+        try:
+            fut.result()
+        except KafkaException as e:
+            raise KafkalabError(f"could not create topic {name!r}: {e.args[0].str()}") from None
+
+
+def bootstrap_of(brokers: Iterable[int]) -> str:
+    """``bootstrap.servers`` naming the CLIENT listeners of ``brokers`` (ids) only."""
+    return ",".join(config.Topology().node(b).listeners()["CLIENT"] for b in brokers)
+
+
+def client_for(brokers: Iterable[int]) -> AdminClient:
+    """A fresh AdminClient bootstrapped on the CLIENT listeners of ``brokers`` (ids) only: for
+    when other brokers are paused (a paused broker accepts connections and never answers, so a
+    client that knows it may wait on it) or down."""
+    return AdminClient({"log_level": 0, "socket.connection.setup.timeout.ms": 2000,
+                        "bootstrap.servers": bootstrap_of(brokers)})
+
+
+def partition_states(brokers: Iterable[int], topics: Iterable[str],
+                     timeout_s: float = 3.0) -> dict[tuple[str, int], tuple[int, list[int]]]:
+    """``(topic, partition) -> (leader, ISR)`` of ``topics`` as ``brokers`` (ids) alone report
+    them (``client_for``); leader -1: none. A topic they do not know is left out.
+
+    Raises:
+        KafkaException: no answer within ``timeout_s`` (seconds).
+    """
+    md = client_for(brokers).list_topics(timeout=timeout_s)
+    return {(t, p.id): (p.leader, sorted(p.isrs)) for t in topics
+            if (tm := md.topics.get(t)) is not None and tm.error is None for p in tm.partitions.values()}
+
+
+def wait_partitions(topics: list[str], partitions: int, brokers: list[int], condition: Callable[[tuple], bool],
+                    what: str, timeout_s: float) -> dict[tuple[str, int], tuple[int, list[int]]]:
+    """Until ``brokers`` (ids) list all ``partitions`` partitions of each of ``topics`` and
+    ``condition((leader, isr))`` holds for each (``partition_states``); returns those states.
+
+    Raises:
+        WaitTimeout: not within ``timeout_s`` (seconds); the message names ``what`` and the last
+            states seen.
+    """
+    last: dict = {}
+
+    def check():
+        nonlocal last
+        try:
+            last = partition_states(brokers, topics, timeout_s=2.0)
+        except KafkaException:
+            return None
+        ok = len(last) == len(topics) * partitions and all(condition(v) for v in last.values())
+        return last if ok else None
+
+    return wait_until(check, timeout_s=timeout_s, interval_s=0.2, what=what,
+                      on_timeout=lambda: f"last seen (leader, isr): {last}")
+
+
+def wait_brokers_agree(topics: list[str], partitions: int, condition: Callable[[tuple], bool] = lambda v: True,
+                       what: str = "", timeout_s: float = 60.0) -> None:
+    """Until every broker, asked one by one, lists every partition of ``topics`` and ``condition``
+    holds for each (leader, ISR): a broker learns a new topic, or a new leader, a moment after the
+    controller decided it (KRaft metadata propagation), and a client that asked a broker still
+    behind would act on the old state (DescribeConfigs: UNKNOWN_TOPIC_OR_PARTITION; a fresh
+    consumer: the old leader, NOT_LEADER_OR_FOLLOWER).
+
+    Raises:
+        WaitTimeout: some broker did not show it within ``timeout_s`` (seconds).
+    """
+    for b in config.BROKER_IDS:
+        wait_partitions(topics, partitions, [b], condition, f"broker {b} showing {what or 'the topics'}", timeout_s)
+
+
+def wait_leaders_serving(partitions: list[tuple[str, int]], timeout_s: float = 60.0) -> None:
+    """Until the leader of every partition answers ListOffsets as its leader. A broker names
+    itself leader in its metadata a moment before its partition applies the change (KRaft
+    ``BrokerMetadataPublisher``), and answers NOT_LEADER_OR_FOLLOWER meanwhile; a fresh client
+    that asks then would see the error (librdkafka's ``get_watermark_offsets`` does not retry it).
+
+    Raises:
+        WaitTimeout: some leader did not answer within ``timeout_s`` (seconds).
+    """
+    def serving() -> bool:
+        try:
+            list_offsets(partitions, brokers=config.BROKER_IDS, timeout_s=5.0)
+            return True
+        except KafkaException:
+            return False
+
+    wait_until(serving, timeout_s=timeout_s, interval_s=0.2, what=f"the leaders of {partitions} serving ListOffsets")
 
 
 def delete_topics(names: Iterable[str], timeout_s: float = 30.0, wait_gone: bool = True) -> None:
@@ -269,15 +387,14 @@ def list_offsets(partitions: Iterable[tuple[str, int]], spec: str = "latest", is
     log start offset) or "latest": the high watermark (one past the last replicated record) for
     ``isolation_level`` "read_uncommitted", the last stable offset for "read_committed" (KIP-98).
     ``brokers``: ask through these broker ids only (a fresh client bootstrapped on their CLIENT
-    listeners, for when others are down or paused); None: the shared AdminClient.
+    listeners, ``client_for``); None: the shared AdminClient.
     ``timeout_s``: seconds. A consumer's own query of one partition is ``consumers.watermarks``.
 
     Raises:
         KafkaException: no such topic or partition, a leader that does not answer as leader
             (NOT_LEADER_OR_FOLLOWER), or no answer within ``timeout_s``.
     """
-    a = admin() if brokers is None else AdminClient({"log_level": 0, "bootstrap.servers": ",".join(
-        config.Topology().node(b).listeners()["CLIENT"] for b in brokers)})
+    a = admin() if brokers is None else client_for(brokers)
     futs = a.list_offsets({TopicPartition(t, p): OFFSET_SPECS[spec]() for t, p in partitions},
                           isolation_level=ISOLATION_LEVELS[isolation_level], request_timeout=timeout_s)
     return {(tp.topic, tp.partition): f.result(timeout=timeout_s + 5).offset for tp, f in futs.items()}

@@ -256,36 +256,12 @@ def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | 
             click.echo(f"  {name}: {', '.join(parts) or '(idle)'}")
 
 
-@run.command("failure-budget")
-@click.option("--min-insync-replicas", "min_isr", type=click.IntRange(1, 3), default=2, show_default=True,
-              help="Topic-level min.insync.replicas.")
-@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Upper bound of each wait, s.")
-@shows_programs
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def run_failure_budget_cmd(min_isr: int, timeout_s: float, as_json: bool) -> None:
-    """How many broker failures one partition survives (notebook 08, "How many failures a
-    partition survives"): one partition on brokers 1, 2, 3 (1 leads); brokers 3 and then 2 are
-    killed, and after each kill one acks=all write and a read from the log start. The killed
-    brokers are started again before it returns (``replication.run_failure_budget``)."""
-    from .experiments.replication import run_failure_budget
-
-    show_programs(also="no client program: the lab's own probe writes each record (acks=all, retries=0) and reads "
-                       "the partition back (replication.run_failure_budget)")
-    budget = run_failure_budget(min_insync_replicas=min_isr, timeout_s=timeout_s)
-    if as_json:
-        click.echo(json.dumps(budget.to_json(), indent=2))
-        return
-    click.echo(f"{budget.topic}: replicas {budget.replicas}, min.insync.replicas {budget.min_insync_replicas}")
-    for s in budget.steps:
-        click.echo(f"  {len(s.brokers_down)} down {s.brokers_down}: ISR {s.isr}, "
-                   f"acks=all write {s.write_error or 'acknowledged'}, records read {s.readable}")
-
-
 #: Experiment modules under kafkalab.experiments that define ``cli_command`` (a click.Command
 #: named like the experiment, e.g. "rebalance"), or ``cli_commands`` (several); each becomes
 #: ``kafkalab run <name>``.
 EXPERIMENT_MODULES = ("tour", "rebalance", "offset_commit", "idempotence", "transactions", "segments_demo",
-                      "ordering", "replication", "share_groups", "performance", "late_txn")
+                      "ordering", "replication", "replication_scenarios", "share_groups", "performance",
+                      "late_txn")
 
 
 def _register_experiments() -> None:

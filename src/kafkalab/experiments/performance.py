@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 import click
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from .. import admin, cluster, config, coordinators, perf, runscope, segments, workloads
 from ..errors import KafkalabError
@@ -554,14 +554,12 @@ class _FollowerWaitRun:
         each is led by the leader with a full ISR.
 
         Raises:
-            KafkaException: a topic could not be created.
+            KafkalabError: a topic could not be created.
             WaitTimeout: not led by the leader with a full ISR within ``timeout_s``.
         """
         self.topics = {m: self.run.topic(f"minisr{m}") for m in sorted({m for _, m in cases.values()})}
-        a = workloads.admin()
-        for m, t in self.topics.items():
-            a.create_topics([NewTopic(t, num_partitions=1, replica_assignment=[replicas],
-                                      config={"min.insync.replicas": str(m)})])[t].result(timeout=self.timeout_s)
+        admin.create_placed_topics({t: {"min.insync.replicas": str(m)} for m, t in self.topics.items()}, replicas,
+                                   timeout_s=self.timeout_s)
         wait_until(lambda: all(self.leader_state(t) == (self.leader, sorted(replicas)) for t in self.topics.values()),
                    timeout_s=self.timeout_s,
                    what=f"both topics led by broker {self.leader} with a full ISR {sorted(replicas)}")

@@ -34,9 +34,8 @@ shown; the program's ``acks`` is the setting's (``program_acks``). The programs 
 the fault and wait at ``lab.wait_for_fault()``; the harness pauses the followers, then opens
 the gate, so every record is sent during the fault.
 
-``run_failover_retry`` (notebook 08, "An idempotent producer's retry"): an idempotent producer
-program's first ack is lost at the fault proxy, the program is frozen, the leader killed, a
-follower elected, the program resumed: its retry reaches the new leader, which recognises it.
+Notebook 08's one-partition experiments (an idempotent retry across an election, the failure
+budget, follower fetching) are ``kafkalab.experiments.replication_scenarios``.
 
 Each record is one ledger line when produced and one when its delivery report arrives
 (``kafkalab.ledger``; the programs' ledgers, copied into the round's); after the cluster has recovered (all three replicas in the ISR) every
@@ -66,12 +65,11 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 import click
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaException, Producer
 
-from .. import admin, cluster, config, consumers, programs, runscope, segments, workloads
+from .. import admin, cluster, config, programs, runscope, segments, workloads
+from ..clickutil import show_programs, shows_programs
 from ..errors import KafkalabError
-from ..faults import FaultProxy, Rule
 from ..instruments import fault_gate
 from ..ledger import Ledger, read_events
 from ..programs import Program
@@ -244,35 +242,6 @@ class RoundResult:
 # ----------------------------------------------------------------------------- observing
 
 
-def _client_port(broker: int) -> str:
-    return f"127.0.0.1:{config.Topology().node(broker).client_port}"
-
-
-def metadata_from(brokers: Iterable[int], timeout_s: float = 3.0):
-    """Cluster metadata asked of ``brokers`` only, by a fresh AdminClient bootstrapped on
-    their CLIENT listeners (a paused broker accepts connections but never answers, so a
-    client that knows it may wait on it). Returns ``ClusterMetadata``.
-
-    Raises:
-        KafkaException: no answer within ``timeout_s``.
-    """
-    a = AdminClient({"bootstrap.servers": ",".join(_client_port(b) for b in brokers), "log_level": 0,
-                     "socket.connection.setup.timeout.ms": 2000})
-    return a.list_topics(timeout=timeout_s)
-
-
-def partition_states(md, topics: Iterable[str]) -> dict[tuple[str, int], tuple[int, list[int]]]:
-    """(topic, partition) -> (leader, ISR) from a ``ClusterMetadata``; leader -1 = none."""
-    out = {}
-    for t in topics:
-        tm = md.topics.get(t)
-        if tm is None or tm.error is not None:
-            continue
-        for p in tm.partitions.values():
-            out[(t, p.id)] = (p.leader, sorted(p.isrs))
-    return out
-
-
 def log_on_disk(broker: int, topic: str, partition: int) -> tuple[int, list[tuple[int, str]]]:
     """(log end offset, [(offset, value)...]) of one replica, read from the broker's segment
     files (``kafkalab.segments``; works while the broker is down). (0, []) if it has no folder."""
@@ -323,8 +292,7 @@ class AvailabilityMonitor:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                md = metadata_from(self.brokers, timeout_s=2.0)
-                self.samples.append((time.monotonic() - self.t0, partition_states(md, self.topics)))
+                self.samples.append((time.monotonic() - self.t0, admin.partition_states(self.brokers, self.topics, 2.0)))
             except KafkaException:
                 pass
             self._stop.wait(MONITOR_INTERVAL_S)
@@ -440,100 +408,6 @@ class _ProgramRuns:
                 w.kill()
 
 
-def _create_topics(topics: dict[str, Setting], replicas: list[int], repeats: int, timeout_s: float,
-                   via: list[int] | None = None) -> None:
-    """Create ``topics`` with ``repeats`` partitions of replicas ``replicas`` (leader first);
-    ``via``: ask only these brokers (others may be paused)."""
-    a = workloads.admin() if via is None else AdminClient(
-        {"bootstrap.servers": ",".join(_client_port(b) for b in via), "log_level": 0})
-    futs = a.create_topics([NewTopic(t, repeats, -1, replica_assignment=[list(replicas)] * repeats,
-                                     config=s.creation_configs()) for t, s in topics.items()],
-                           operation_timeout=timeout_s, request_timeout=timeout_s)
-    for name, f in futs.items():
-        try:
-            f.result()
-        except KafkaException as e:
-            raise KafkalabError(f"could not create topic {name!r}: {e.args[0].str()}") from None
-
-
-def _wait_partitions(topics: list[str], repeats: int, brokers: list[int], condition, what: str,
-                     timeout_s: float) -> dict:
-    last: dict = {}
-
-    def check():
-        nonlocal last
-        try:
-            states = partition_states(metadata_from(brokers, timeout_s=2.0), topics)
-        except KafkaException:
-            return None
-        last = states
-        if len(states) != len(topics) * repeats:
-            return None
-        return states if all(condition(v) for v in states.values()) else None
-
-    return wait_until(check, timeout_s=timeout_s, interval_s=0.2, what=what,
-                      on_timeout=lambda: f"last seen (leader, isr): {last}")
-
-
-def wait_brokers_agree(topics: list[str], partitions: int, condition=lambda v: True, what: str = "",
-                       timeout_s: float = 60.0) -> None:
-    """Until every broker, asked one by one, lists every partition of ``topics`` and ``condition``
-    holds for each (leader, ISR): a broker learns a new topic, or a new leader, a moment after the
-    controller decided it (KRaft metadata propagation), and a client that asked a broker still
-    behind would act on the old state (DescribeConfigs: UNKNOWN_TOPIC_OR_PARTITION; a fresh
-    consumer: the old leader, NOT_LEADER_OR_FOLLOWER).
-
-    Raises:
-        WaitTimeout: some broker did not show it within ``timeout_s``.
-    """
-    for b in config.BROKER_IDS:
-        _wait_partitions(topics, partitions, [b], condition, f"broker {b} showing {what or 'the topics'}", timeout_s)
-
-
-def wait_leaders_serving(partitions: list[tuple[str, int]], timeout_s: float = 60.0) -> None:
-    """Until the leader of every partition answers ListOffsets as its leader. A broker names
-    itself leader in its metadata a moment before its partition applies the change (KRaft
-    ``BrokerMetadataPublisher``), and answers NOT_LEADER_OR_FOLLOWER meanwhile; a fresh client
-    that asks then would see the error (librdkafka's ``get_watermark_offsets`` does not retry it).
-
-    Raises:
-        WaitTimeout: some leader did not answer within ``timeout_s``.
-    """
-    def serving() -> bool:
-        try:
-            admin.list_offsets(partitions, brokers=config.BROKER_IDS, timeout_s=5.0)
-            return True
-        except KafkaException:
-            return False
-
-    wait_until(serving, timeout_s=timeout_s, interval_s=0.2, what=f"the leaders of {partitions} serving ListOffsets")
-
-
-def read_partitions(partitions: list[tuple[str, int]], timeout_s: float = 30.0) -> dict[tuple[str, int], list[tuple[int, str]]]:
-    """Every record of each partition from offset 0 to its high watermark: (offset, value) lists."""
-    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": "kafkalab-replication-read",
-                  "enable.auto.commit": False, "log_level": 0, "enable.partition.eof": True})
-    try:
-        hws = {tp: consumers.watermarks(c, *tp)[1] for tp in partitions}
-        out: dict[tuple[str, int], list[tuple[int, str]]] = {tp: [] for tp in partitions}
-        todo = {tp for tp, hw in hws.items() if hw > 0}
-        c.assign([TopicPartition(t, p, 0) for t, p in todo])
-        deadline = time.monotonic() + timeout_s
-        while todo:
-            if time.monotonic() > deadline:
-                raise KafkalabError(f"reading {sorted(todo)} to their high watermarks took over {timeout_s} s")
-            m = c.poll(0.5)
-            if m is None or m.error() is not None:
-                continue
-            tp = (m.topic(), m.partition())
-            out[tp].append((m.offset(), (m.value() or b"").decode()))
-            if m.offset() + 1 >= hws[tp]:
-                todo.discard(tp)
-        return out
-    finally:
-        c.close()
-
-
 def _check_round(scenario: str, runs: Mapping[Setting, Program], messages: int, repeats: int, warmup: int,
                  leader: int, topics: Mapping[Setting, str] | None) -> dict[Setting, Program]:
     """``run_round``'s arguments, checked before the cluster is touched; ``runs`` as a dict.
@@ -621,9 +495,9 @@ class _Round:
         """The topics created (the fence-post topic, and the round's unless the caller made them),
         every partition led by ``leader`` with a full ISR."""
         cluster.wait_healthy(self.timeout_s)
-        _create_topics({self.fence_topic: Setting("1", 1)} | ({} if self.caller_topics else self.topics),
-                       self.replicas, self.repeats, self.timeout_s)
-        _wait_partitions([*self.topics, self.fence_topic], self.repeats, self.all_brokers,
+        topics = {} if self.caller_topics else {t: s.creation_configs() for t, s in self.topics.items()}
+        admin.create_placed_topics({self.fence_topic: {}} | topics, self.replicas, self.repeats, self.timeout_s)
+        admin.wait_partitions([*self.topics, self.fence_topic], self.repeats, self.all_brokers,
                          lambda v: v[0] == self.leader and len(v[1]) == 3,
                          f"every partition led by broker {self.leader} with a full ISR", self.timeout_s)
         self.mark(f"topics created, broker {self.leader} leads, ISR full")
@@ -658,7 +532,7 @@ class _Round:
                 raise KafkalabError("warm-up records were not delivered")
         wait_until(lambda: all(v >= warmup for v in admin.list_offsets(self.parts, brokers=self.all_brokers).values()),
                    timeout_s=timeout_s, what=f"high watermark {warmup} on every partition (warm-up replicated)")
-        _wait_partitions([*self.topics, self.fence_topic], self.repeats, self.all_brokers, lambda v: len(v[1]) == 3,
+        admin.wait_partitions([*self.topics, self.fence_topic], self.repeats, self.all_brokers, lambda v: len(v[1]) == 3,
                          "ISR full after warm-up", timeout_s)
         self.mark(f"{warmup} records per partition replicated to all 3 (high watermark {warmup})")
 
@@ -691,7 +565,7 @@ class _Round:
         Raises:
             KafkalabError: the leader did not acknowledge the fence-post record.
         """
-        fence = Producer({"bootstrap.servers": _client_port(self.leader), "acks": "1", "log_level": 0})
+        fence = Producer({"bootstrap.servers": admin.bootstrap_of([self.leader]), "acks": "1", "log_level": 0})
         fence_post: list = []
         fence.produce(self.fence_topic, value=b"fence-post", partition=0,
                       on_delivery=lambda err, msg: fence_post.append(err))
@@ -703,17 +577,18 @@ class _Round:
         """isr-shrink: until the ISR is the leader alone on every partition (the paused followers
         fenced or lagging), applied by the leader; then ``kafka-topics --describe``."""
         leader, timeout_s = self.leader, self.timeout_s
-        _wait_partitions(list(self.topics), self.repeats, [leader], lambda v: v[1] == [leader],
+        admin.wait_partitions(list(self.topics), self.repeats, [leader], lambda v: v[1] == [leader],
                          f"ISR = [{leader}] on every partition (followers fenced or lagging)", timeout_s)
         self.mark(f"ISR shrank to [{leader}]")
         # The broker shows a metadata change in its metadata cache a moment before its
         # partitions apply it, and applies one change fully before it shows the next (KRaft
         # BrokerMetadataPublisher). A topic created now and seen by the leader is a barrier:
         # once it shows, every partition of the leader runs with ISR = [leader].
-        _create_topics({self.barrier_topic: Setting("1", 1)}, [leader], 1, timeout_s, via=[leader])
-        wait_until(lambda: self.barrier_topic in metadata_from([leader]).topics, timeout_s=timeout_s,
+        admin.create_placed_topics({self.barrier_topic: {}}, [leader], 1, timeout_s, brokers=[leader])
+        wait_until(lambda: self.barrier_topic in admin.client_for([leader]).list_topics(timeout=3).topics,
+                   timeout_s=timeout_s,
                    what=f"broker {leader} applied the ISR change (barrier topic visible)")
-        self.shrunk_text = cluster.tool("kafka-topics", "--bootstrap-server", _client_port(leader), "--describe",
+        self.shrunk_text = cluster.tool("kafka-topics", "--bootstrap-server", admin.bootstrap_of([leader]), "--describe",
                                         "--topic", self.topic_pattern, timeout_s=timeout_s).stdout
         self.mark("kafka-topics --describe with the ISR shrunk")
 
@@ -755,7 +630,7 @@ class _Round:
                    what=f"every record that was not refused in broker {leader}'s log on disk",
                    on_timeout=lambda: f"LEO {last_leo}, expected {expected_leo}")
         self.hw_at_kill = admin.list_offsets(parts, brokers=[leader])
-        self.isr_at_kill = partition_states(metadata_from([leader]), list(self.topics))
+        self.isr_at_kill = admin.partition_states([leader], list(self.topics))
         self.leo_at_kill = dict(last_leo)
         self.mark(f"records in broker {leader}'s log: HW {min(self.hw_at_kill.values())}-"
                   f"{max(self.hw_at_kill.values())}, LEO {min(self.leo_at_kill.values())}-"
@@ -776,15 +651,15 @@ class _Round:
         leader; isr-shrink: ``kafka-topics --describe`` meanwhile; leader-crash: every delivery
         report in (acks=all: retried to the new leader). Then the dead leader's log end offsets."""
         leader, followers, timeout_s = self.leader, self.followers, self.timeout_s
-        wait_until(lambda: leader not in cluster.registered_brokers(_followers_bootstrap(followers))
-                   and set(followers) <= cluster.registered_brokers(_followers_bootstrap(followers)),
+        wait_until(lambda: leader not in cluster.registered_brokers(admin.bootstrap_of(followers))
+                   and set(followers) <= cluster.registered_brokers(admin.bootstrap_of(followers)),
                    timeout_s=timeout_s, interval_s=0.2,
                    what=f"broker {leader} fenced and brokers {followers} registered")
-        _wait_partitions(list(self.topics), self.repeats, followers, lambda v: v[0] != leader,
+        admin.wait_partitions(list(self.topics), self.repeats, followers, lambda v: v[0] != leader,
                          f"no partition led by the dead broker {leader}", timeout_s)
         self.mark(f"broker {leader} fenced; controller decided every partition")
         if self.scenario == "isr-shrink":  # a JVM start (2-5 s): only where the notebook reads it
-            self.describe_text = cluster.tool("kafka-topics", "--bootstrap-server", _followers_bootstrap(followers),
+            self.describe_text = cluster.tool("kafka-topics", "--bootstrap-server", admin.bootstrap_of(followers),
                                               "--describe", "--topic", self.topic_pattern, timeout_s=timeout_s).stdout
             self.mark("kafka-topics --describe while the old leader is down")
         self.described = parse_describe(self.describe_text)
@@ -799,7 +674,7 @@ class _Round:
         cluster.cluster().start(self.leader, timeout_s=self.timeout_s)
         self.back_after_s = time.monotonic() - self.t_kill
         self.mark(f"broker {self.leader} restarted and registered")
-        _wait_partitions(list(self.topics), self.repeats, self.all_brokers, lambda v: v[0] >= 0 and len(v[1]) == 3,
+        admin.wait_partitions(list(self.topics), self.repeats, self.all_brokers, lambda v: v[0] >= 0 and len(v[1]) == 3,
                          f"every partition led and its ISR full again (broker {self.leader} rejoined)",
                          self.timeout_s)
         self.mark("ISR full again")
@@ -820,7 +695,10 @@ class _Round:
         """The rejoined leader's log end offsets; every partition read from offset 0 to its high
         watermark, each record a ``consumed`` ledger line."""
         self.rejoined_leo = {tp: log_on_disk(self.leader, *tp)[0] for tp in self.parts}
-        self.contents = read_partitions(self.parts, self.timeout_s)
+        self.contents = {tp: [] for tp in self.parts}
+        for t in self.topics:
+            for c in workloads.read_topic(t, self.repeats, timeout_s=self.timeout_s):
+                self.contents[(t, c.partition)].append((c.offset, c.value))
         for (t, p), recs in self.contents.items():
             for off, value in recs:
                 self.ledger.record("consumed", topic=t, partition=p, offset=off, value=value,
@@ -843,9 +721,9 @@ class _Round:
         """keep_topics: the caller reads them next, so until every broker names the restored
         leader with a full ISR and every leader serves ListOffsets."""
         leader = self.leader
-        wait_brokers_agree(list(self.topics), self.repeats, lambda v: v[0] == leader and len(v[1]) == 3,
+        admin.wait_brokers_agree(list(self.topics), self.repeats, lambda v: v[0] == leader and len(v[1]) == 3,
                            f"broker {leader} leading every partition with a full ISR", self.timeout_s)
-        wait_leaders_serving(self.parts, self.timeout_s)
+        admin.wait_leaders_serving(self.parts, self.timeout_s)
 
     def count(self) -> RoundResult:
         """Each partition's records classified (``classify_records`` over the round's ledger),
@@ -934,410 +812,6 @@ def run_round(scenario: str, runs: Mapping[Setting, Program], messages: int = 10
     return rnd.count()
 
 
-# ----------------------------------------------------------------------------- failures a partition survives
-
-
-@dataclass
-class FailureStep:
-    """The partition after ``brokers_down`` were killed: its ISR, what one ``acks=all`` write
-    got (None: acknowledged; else the error name), and how many records a read from the log
-    start returned."""
-
-    brokers_down: list[int]
-    isr: list[int]
-    write_error: str | None
-    readable: int
-
-
-@dataclass
-class FailureBudget:
-    """``run_failure_budget``: one partition of replication factor 3, its followers killed one
-    after the other."""
-
-    topic: str
-    min_insync_replicas: int
-    replicas: list[int]
-    steps: list[FailureStep]
-
-    def table(self) -> "object":
-        import pandas as pd
-
-        return pd.DataFrame([{"brokers down": len(s.brokers_down), "killed": s.brokers_down, "ISR": s.isr,
-                              "acks=all write": s.write_error or "acknowledged", "records read": s.readable}
-                             for s in self.steps]).set_index("brokers down")
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-#: The leader's two answers to an acks=all write while the ISR is below min.insync.replicas:
-#: refused before the append, or appended and refused when the ISR shrank (Kafka protocol
-#: error codes 19 and 20).
-# What the leader answers an acks=all write below min.insync.replicas: NOT_ENOUGH_REPLICAS at
-# once, or, for a write appended a moment before the leader applied the ISR shrink,
-# REQUEST_TIMED_OUT when the request's timeout (librdkafka request.timeout.ms) runs out: under
-# min.insync.replicas the high watermark does not advance (Kafka 4.3 Partition.maybeIncrementLeaderHW,
-# KIP-966), so the write is never acknowledged. Measured: a write sent while the ISR still named
-# two just-killed followers got REQUEST_TIMED_OUT after request.timeout.ms=3000 (3.01 s).
-REFUSALS = ("NOT_ENOUGH_REPLICAS", "REQUEST_TIMED_OUT")
-
-# The probe's request.timeout.ms (librdkafka default 30000): bounds the wait of a write that the
-# leader appended before it applied the shrink.
-PROBE_REQUEST_TIMEOUT_MS = 5000
-
-
-def run_failure_budget(min_insync_replicas: int = 2, timeout_s: float = 60.0) -> FailureBudget:
-    """How many broker failures one partition survives, for writes and for reads. A topic of
-    one partition, replicas ``[1, 2, 3]`` (broker 1 leads), ``min.insync.replicas`` as given.
-    With all brokers up, then after SIGKILLing broker 3, then broker 2 as well: wait until the
-    controller has fenced the dead broker and the leader has shrunk the ISR, write one record
-    with ``acks=all`` (``retries=0``, so the broker's refusal is the answer), and read the
-    partition from its log start. Below ``min.insync.replicas`` the leader refuses with
-    NOT_ENOUGH_REPLICAS; a write that reached it a moment before it applied the ISR shrink that
-    the metadata already shows (a broker publishes a new metadata image to its metadata cache
-    before its partitions apply it) is appended, and the high watermark, held below
-    ``min.insync.replicas`` (KIP-966), never reaches it: the answer is REQUEST_TIMED_OUT after
-    ``PROBE_REQUEST_TIMEOUT_MS``. Never acknowledged either way (``REFUSALS``). The cluster is
-    restored (``cluster.restore``) before this returns or raises.
-
-    Raises:
-        KafkalabError: bad ``min_insync_replicas``, or a step failed.
-        WaitTimeout: the ISR did not shrink within ``timeout_s`` (fencing takes
-            ``broker.session.timeout.ms``, 6 s here).
-
-    Sources: Kafka documentation 4.3, Design > Replication ("Availability and Durability
-    Guarantees": acks=all writes need ``min.insync.replicas`` in-sync replicas); Topic Configs.
-    """
-    if not 1 <= min_insync_replicas <= 3:
-        raise KafkalabError(f"min_insync_replicas must be 1, 2 or 3, not {min_insync_replicas}")
-    replicas = [1, 2, 3]
-    with runscope.RunScope("failures") as run:
-        topic = run.topic("t")
-        a = workloads.admin()
-        fut = a.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas],
-                                        config={"min.insync.replicas": str(min_insync_replicas)})])[topic]
-        fut.result(timeout=timeout_s)
-
-        def isr() -> list[int] | None:
-            try:
-                md = a.list_topics(topic, timeout=5).topics[topic]
-            except KafkaException as e:
-                if e.args[0].code() == KafkaError._TIMED_OUT:  # sent to a broker just killed: ask again
-                    return None
-                raise
-            return sorted(md.partitions[0].isrs) if 0 in md.partitions else []
-
-        steps: list[FailureStep] = []
-        try:
-            down: list[int] = []
-            for victim in (None, 3, 2):
-                if victim is not None:
-                    cluster.kill(victim)
-                    down.append(victim)
-                expected = [b for b in replicas if b not in down]
-                wait_until(lambda: isr() == expected, timeout_s=timeout_s,
-                           what=f"the ISR of {topic}-0 to be {expected}", on_timeout=lambda: f"ISR now {isr()}")
-                p = Producer({"bootstrap.servers": config.bootstrap_servers(), "acks": "all", "retries": 0,
-                              "enable.idempotence": False, "message.timeout.ms": 60000,
-                              "request.timeout.ms": PROBE_REQUEST_TIMEOUT_MS, "log_level": 0})
-                errors: list = []
-                p.produce(topic, value=f"after {len(down)} down".encode(), partition=0,
-                          on_delivery=lambda err, msg: errors.append(err))
-                if p.flush(timeout_s):
-                    raise KafkalabError(f"no delivery report within {timeout_s} s")
-                write_error = errors[0].name() if errors and errors[0] is not None else None
-                readable = len(workloads.read_topic(topic, 1, timeout_s=timeout_s))
-                now = wait_until(lambda: (lambda v: None if v is None else (v,))(isr()), timeout_s=timeout_s,
-                                 what=f"an answer to a Metadata request for {topic}")[0]  # ask again after a timeout
-                steps.append(FailureStep(list(down), now, write_error, readable))
-        finally:
-            cluster.restore(max(timeout_s, 60.0))
-        return FailureBudget(topic, min_insync_replicas, replicas, steps)
-
-
-# ----------------------------------------------------------------------------- an idempotent retry across an election
-
-
-@dataclass
-class ProduceAttempt:
-    """One Produce request of the program and its answer as the fault proxy saw them: the
-    broker it went to, the batch's producer id, epoch and base sequence, the records in it, and
-    what happened to the answer (``dropped`` by the proxy, ``forwarded``, or ``none``: the
-    connection closed first), with the broker's error and base offset."""
-
-    broker: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records: int
-    answer: str
-    error: str | None
-    base_offset: int | None
-
-
-@dataclass
-class FailoverRetry:
-    """``run_failover_retry``: a producer program's first record appended and replicated, its
-    ack lost, the leader killed, the record sent again to the new leader.
-
-    Attributes:
-        values: the records the program sent, in order.
-        log: the partition read back from offset 0 after the cluster recovered, ``[offset, value]``.
-        duplicates: records in the log minus distinct values.
-        deliveries: the delivery reports, ``[value, offset or None, error or None]``.
-        attempts: the program's Produce requests, oldest first (``ProduceAttempt``).
-        batches: the new leader's log on disk, ``[base offset, producer id, epoch, base sequence,
-            records]`` per batch.
-        elected: the new leader (a follower of the killed broker ``leader``).
-        lab_conf: what the harness added to the program's settings.
-    """
-
-    topic: str
-    program: str
-    leader: int
-    elected: int
-    values: list[str]
-    log: list[list]
-    duplicates: int
-    deliveries: list[list]
-    attempts: list[ProduceAttempt]
-    batches: list[list[int]]
-    lab_conf: dict[str, str]
-
-    def attempts_table(self) -> "object":
-        import pandas as pd
-
-        return pd.DataFrame([asdict(a) for a in self.attempts]).rename_axis("attempt")
-
-    def resends(self) -> list[ProduceAttempt]:
-        """The first record's attempts after the first one (whose answer the proxy dropped), up
-        to and including the first answered ``NONE``. More than one when the new leader, asked
-        before it had applied its election, answered ``NOT_LEADER_OR_FOLLOWER`` (appending
-        nothing) and the producer sent again after a metadata refresh."""
-        out = []
-        for a in self.attempts[1:]:
-            out.append(a)
-            if a.answer == "forwarded" and a.error == "NONE":
-                break
-        return out
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-def _attempts(proxy: FaultProxy, client_id: str) -> list[ProduceAttempt]:
-    """The Produce requests of ``client_id`` with their answers (``ProduceAttempt``)."""
-    events = proxy.events(api="Produce", client_id=client_id)
-    answers = {(e.conn, e.correlation_id): e for e in events if e.kind == "response"}
-    out = []
-    for e in events:
-        if e.kind != "request" or not e.batches:
-            continue
-        b, ans = e.batches[0], answers.get((e.conn, e.correlation_id))
-        res = ans.results[0] if ans is not None and ans.results else {}
-        out.append(ProduceAttempt(e.broker, b["producer_id"], b["producer_epoch"], b["base_sequence"], e.records,
-                                  ans.action if ans is not None else "none", res.get("error"), res.get("base_offset")))
-    return out
-
-
-def run_failover_retry(program: Program, records: int = 3, leader: int = 1, proxy: FaultProxy | None = None,
-                       keep_topic: bool = False, timeout_s: float = 60.0) -> FailoverRetry:
-    """Does a new leader recognise an idempotent producer's retry? A topic of one partition,
-    replicas ``[leader, followers]``, ``min.insync.replicas=2``. The producer ``program`` (role
-    ``producer``, bootstrapped on the fault proxy) sends ``records`` records one request each.
-    The proxy forwards the first Produce request and drops its answer (``Rule("drop_response",
-    times=1)``): the leader appended the record, and (``acks=all``, answer NONE, seen by the
-    proxy) every ISR member has it. Then, each step waiting for the one before:
-
-    1. the program is frozen (SIGSTOP), so it can send nothing until step 3: its retry cannot
-       reach the old leader, whatever its timers;
-    2. the leader is killed (SIGKILL), and the controller elects a follower (clean: it has the
-       record);
-    3. the program resumes (SIGCONT): its connection to the dead leader is gone, it learns the
-       new leader from the metadata and sends the record again there.
-
-    Then the cluster is restored and the partition read from offset 0 (``keep_topic``: the topic
-    stays, for the caller to read and delete). With
-    ``enable.idempotence=true`` the new leader knows the producer id and its last sequence from
-    the replicated log (its producer state is rebuilt from the batches it replicated), so the
-    retry is a duplicate it does not append; without, it is appended a second time.
-
-    Raises:
-        KafkalabError: the program failed, or the retry did not go to the new leader.
-        WaitTimeout: a step did not happen within ``timeout_s``.
-
-    Sources: KIP-98 (idempotent producer: producer id, epoch, per-partition sequence numbers,
-    the broker's duplicate check); Kafka 4.3 ``ProducerStateManager`` (the last 5 batches per
-    producer, kept on followers too, snapshotted with the log); librdkafka CONFIGURATION.md
-    (v2.16: ``enable.idempotence``, ``socket.timeout.ms``).
-    """
-    if leader not in config.BROKER_IDS or records < 1:
-        raise KafkalabError(f"need leader in {config.BROKER_IDS} and records >= 1, got {leader} and {records}")
-    followers = [b for b in config.BROKER_IDS if b != leader]
-    own_proxy = proxy is None
-    if own_proxy:
-        proxy = FaultProxy().start()
-    run = runscope.RunScope("failover")
-    child: workloads.Worker | None = None
-    try:
-        topic = run.topic("t")
-        cid = f"{run.run_id}-producer"
-        _create_topics({topic: Setting("all", 2)}, [leader, *followers], 1, timeout_s)
-        _wait_partitions([topic], 1, list(config.BROKER_IDS), lambda v: v[0] == leader and len(v[1]) == 3,
-                         f"{topic}-0 led by broker {leader} with a full ISR", timeout_s)
-        values = [f"r{i}" for i in range(records)]
-        conf = lab_conf(cid, bootstrap_servers=proxy.bootstrap_servers)
-        rule = proxy.add_rule(Rule("drop_response", "Produce", client_id=cid, times=1))
-        child = workloads.spawn(ProgramSpec(cid, run.run_id, str(workloads.run_dir(run.run_id) / f"{cid}.jsonl"),
-                                            "producer", program.name, program.source, conf=conf, topics=[topic],
-                                            options={"records": [["", v, 0] for v in values]}))
-
-        def ack_lost() -> bool:
-            if not child.alive:
-                raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
-            return any(a.answer == "dropped" and a.error == "NONE" for a in _attempts(proxy, cid))
-
-        wait_until(ack_lost, timeout_s=timeout_s, interval_s=0.02,
-                   what=f"broker {leader} answering NONE to the first record (answer dropped by the proxy)",
-                   on_timeout=lambda: f"the program's Produce requests as the proxy saw them: {_attempts(proxy, cid)}")
-        proxy.remove_rule(rule)
-        child.pause()
-        cluster.kill(leader)
-        new_leader = _wait_partitions([topic], 1, followers, lambda v: v[0] in followers,
-                                      f"a follower of broker {leader} elected", timeout_s)[(topic, 0)][0]
-        for b in followers:  # both followers, the new leader too, name it in their own metadata
-            _wait_partitions([topic], 1, [b], lambda v: v[0] == new_leader,
-                             f"broker {b} naming broker {new_leader} leader of {topic}-0", timeout_s)
-        child.resume()
-        if child.wait(timeout_s * 2) != 0:
-            raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
-        batches = [[b.base_offset, b.producer_id, b.producer_epoch, b.base_sequence, b.records_count]
-                   for seg in segments.read_partition(Path(cluster.status().brokers[new_leader].data_dir)
-                                                      / segments.partition_dir_name(topic, 0), check_crc=False)
-                   for b in seg.batches]
-        cluster.restore(max(timeout_s, 60.0))   # broker 1 back, and the preferred leader again
-        wait_brokers_agree([topic], 1, lambda v: v[0] == leader and len(v[1]) == 3,
-                           f"broker {leader} leading {topic}-0 with a full ISR", timeout_s)
-        wait_leaders_serving([(topic, 0)], timeout_s)
-        log = [[c.offset, c.value] for c in workloads.read_topic(topic, 1, timeout_s=timeout_s)]
-        deliveries = [[e.value, e.offset, e.error] for e in read_events(child.ledger) if e.kind == "acked"]
-        return FailoverRetry(topic, program.name, leader, new_leader, values, log,
-                             len(log) - len({v for _, v in log}), deliveries, _attempts(proxy, cid), batches, conf)
-    finally:
-        if child is not None and child.alive:
-            child.kill()
-        cluster.restore(max(timeout_s, 60.0))
-        if not keep_topic:
-            run.cleanup()
-        if own_proxy:
-            proxy.stop()
-
-
-# ----------------------------------------------------------------------------- follower fetching
-
-
-@dataclass
-class FollowerFetch:
-    """``run_follower_fetch``: which broker served the fetches of each consumer.
-
-    Attributes:
-        served_by: consumer label -> id of the broker its fetches went to, as librdkafka's
-            statistics report it (``partitions.<p>.broker``, STATISTICS.md).
-        records_read: consumer label -> records it read (all of them: ``records``).
-    """
-
-    topic: str
-    leader: int
-    replicas: list[int]
-    records: int
-    served_by: dict[str, int]
-    records_read: dict[str, int]
-
-    def table(self) -> "object":
-        import pandas as pd
-
-        return pd.DataFrame({"fetched from broker": self.served_by, "records read": self.records_read}
-                            ).rename_axis("consumer")
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-#: The line a follower-fetch consumer program prints from its statistics callback (notebook
-#: 08's ``rack_reader``): ``fetching from broker <id>``; the harness reads it from the worker's log.
-FETCHING_FROM = re.compile(r"^fetching from broker (-?\d+)$", re.M)
-
-
-def fetch_brokers(log_text: str) -> list[int]:
-    """The broker ids a consumer program's statistics named, oldest first (``FETCHING_FROM``
-    lines; -1, no broker yet, left out)."""
-    return [int(b) for b in FETCHING_FROM.findall(log_text) if int(b) >= 0]
-
-
-def run_follower_fetch(readers: Mapping[str, Program], records: int = 200, timeout_s: float = 60.0) -> FollowerFetch:
-    """Can a consumer read from a follower? A topic of one partition, replicas ``[1, 2, 3]``
-    (broker 1 leads), ``records`` records written with ``acks=all``. Each consumer program of
-    ``readers`` (label -> program, role ``consumer``, run as it is in a worker process: notebook
-    08's ``rack_reader`` and its edit without ``client.rack``) reads it from the start (assign, no
-    group) and prints ``fetching from broker <id>`` from librdkafka's statistics
-    (``partitions.<p>.broker``, STATISTICS.md). The harness waits until the program has read every
-    record and printed at least two statistics lines after that, stops it (SIGTERM) and keeps the
-    last broker named. The brokers run ``RackAwareReplicaSelector`` and each is its own rack
-    (``broker.rack=rack-<id>``, this lab's ``broker.properties``), so the leader answers a
-    consumer with ``client.rack=rack-3`` with a *preferred read replica*, broker 3.
-
-    Raises:
-        KafkalabError: a program failed, or its statistics never named a broker.
-        WaitTimeout: a program did not read every record within ``timeout_s``.
-
-    Sources: KIP-392 (fetch from closest replica); Kafka documentation 4.3, Broker Configs
-    (``broker.rack``, ``replica.selector.class``); librdkafka CONFIGURATION.md (``client.rack``)
-    and STATISTICS.md (``partitions.broker``).
-    """
-    replicas = [1, 2, 3]
-    with runscope.RunScope("follower") as run:
-        topic = run.topic("t")
-        a = workloads.admin()
-        a.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas])])[topic].result(timeout=timeout_s)
-
-        def led() -> bool:  # the metadata may list the topic before its partition
-            part = a.list_topics(topic, timeout=5).topics.get(topic)
-            return part is not None and 0 in part.partitions and part.partitions[0].leader == replicas[0]
-
-        wait_until(led, timeout_s=timeout_s, what=f"broker {replicas[0]} leading {topic}-0")
-        workloads.produce(topic, [(None, f"r{i}".encode()) for i in range(records)], conf={"acks": "all", "log_level": 3})
-        served_by: dict[str, int] = {}
-        read: dict[str, int] = {}
-        for i, (label, program) in enumerate(readers.items()):
-            cid = f"{run.run_id}-reader-{i}"
-            child = workloads.spawn(ProgramSpec(
-                cid, run.run_id, str(workloads.run_dir(run.run_id) / f"{cid}.jsonl"), "consumer", program.name,
-                program.source, conf=lab_conf(cid, run.name(f"reader-{i}")), topics=[topic]))
-            state = {"read": 0, "lines_when_read": None, "brokers": []}
-
-            def done() -> bool:
-                if not child.alive:
-                    raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
-                events = read_events(child.ledger) if child.ledger.exists() else []   # none before its first record
-                state["read"] = sum(1 for e in events if e.kind == "consumed" and e.error is None)
-                state["brokers"] = fetch_brokers(child.log_path.read_text(errors="replace")) if child.log_path.exists() else []
-                if state["read"] >= records and state["lines_when_read"] is None:
-                    state["lines_when_read"] = len(state["brokers"])
-                return state["lines_when_read"] is not None and len(state["brokers"]) >= state["lines_when_read"] + 2
-
-            try:
-                wait_until(done, timeout_s=timeout_s, interval_s=0.1, what=f"{label}: all {records} records read",
-                           on_timeout=lambda: f"read {state['read']}, statistics named brokers {state['brokers']}")
-            finally:
-                child.terminate()
-            served_by[label], read[label] = state["brokers"][-1], state["read"]
-        return FollowerFetch(topic, replicas[0], replicas, records, served_by, read)
-
-
-def _followers_bootstrap(followers: list[int]) -> str:
-    return ",".join(_client_port(b) for b in followers)
-
-
 #: The notebook whose ``%%program`` cells the CLI twin runs (``programs.from_notebook``).
 NOTEBOOK = "08_replication"
 
@@ -1372,8 +846,6 @@ def run_replication(scenario: str, acks: str, min_insync_replicas: int, unclean_
     return {"scenario": scenario, **totals, "program": program.name, "run_id": r.run_id, "elapsed_s": r.elapsed_s,
             "round": r.to_json()}
 
-
-from ..clickutil import show_programs, shows_programs  # noqa: E402  (the CLI's own helpers)
 
 
 @click.command("replication")
@@ -1411,28 +883,3 @@ def cli_command(scenario: str, acks: str, min_isr: int, unclean: str, messages: 
                f"elected {out['elected']}, no live leader for {out['unavailable_s']} s")
 
 
-@click.command("failover-retry")
-@click.option("--without-idempotence", "without", is_flag=True,
-              help="Run notebook 08's idempotent_producer with enable.idempotence edited to False (exercise 6).")
-@click.option("--messages", type=click.IntRange(1, 1000), default=3, show_default=True,
-              help="Records the producer sends, one request each (the first one's answer is dropped).")
-@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Upper bound of each wait, s.")
-@shows_programs
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def failover_command(without: bool, messages: int, timeout_s: float, as_json: bool) -> None:
-    """An idempotent producer's ack lost, its leader killed: does the new leader recognise the
-    retry? Runs notebook 08's idempotent_producer (programs.from_notebook)."""
-    program = programs.from_notebook(NOTEBOOK, "idempotent_producer")
-    if without:
-        program = program.replace('"enable.idempotence": True', '"enable.idempotence": False', name="plain_producer")
-    show_programs(program)
-    r = run_failover_retry(program, records=messages, timeout_s=timeout_s)
-    if as_json:
-        click.echo(json.dumps(r.to_json(), indent=2))
-        return
-    click.echo(f"{program.name}: r0 resent to broker {r.elected} (new leader) {len(r.resends())}x; "
-               f"log {[v for _, v in r.log]}, duplicates {r.duplicates}")
-
-
-#: ``kafkalab run replication`` and ``kafkalab run failover-retry``.
-cli_commands = [cli_command, failover_command]

@@ -52,7 +52,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 import click
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from .. import admin, cluster, coordinators, dumplog, programs, runscope, workloads
@@ -426,20 +426,13 @@ def create_topic_led_by(topic: str, avoid_leader: int, timeout_s: float = 30.0) 
         KafkalabError: fewer than two live brokers, or the topic could not be created.
         WaitTimeout: the chosen broker did not become leader within ``timeout_s``.
     """
-    from confluent_kafka.admin import NewTopic
-
     a = workloads.admin()
     live = sorted(a.list_topics(timeout=10).brokers)
     others = [b for b in live if b != avoid_leader]
     if not others:
         raise KafkalabError(f"no live broker other than {avoid_leader} (live: {live})")
     replicas = [others[0]] + [b for b in live if b != others[0]][:2]
-    fut = a.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas])],
-                          operation_timeout=timeout_s)[topic]
-    try:
-        fut.result()
-    except KafkaException as e:
-        raise KafkalabError(f"could not create topic {topic!r}: {e.args[0].str()}") from None
+    admin.create_placed_topics({topic: {}}, replicas, timeout_s=timeout_s)
     wait_until(lambda: coordinators.partition_leaders(topic).get(0) == others[0]
                if topic in a.list_topics(timeout=5).topics else False,
                timeout_s=timeout_s, what=f"broker {others[0]} leading {topic}-0")
