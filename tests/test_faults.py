@@ -16,7 +16,7 @@ import pytest
 from kafkalab.config import Topology
 from click.testing import CliRunner
 
-from kafkalab import faults
+from kafkalab import faults, faults_cli
 from kafkalab.faults import FaultProxy, Rule, RuleBook
 from kafkalab.protocol import BatchInfo, PartitionResult, ProduceRequestInfo
 
@@ -104,12 +104,12 @@ def test_control_commands_on_a_proxy_that_is_not_serving() -> None:
 @pytest.mark.socket
 def test_fault_cli_without_a_serving_proxy_says_how_to_start_one(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("KAFKALAB_STATE", str(tmp_path))
-    r = CliRunner().invoke(faults.cli_group, ["drop-acks", "2"])
+    r = CliRunner().invoke(faults_cli.cli_group, ["drop-acks", "2"])
     assert r.exit_code == 1 and "kafkalab fault serve" in r.output and "Traceback" not in r.output
 
 
 def test_fault_cli_lists_its_commands() -> None:
-    r = CliRunner().invoke(faults.cli_group, ["--help"])
+    r = CliRunner().invoke(faults_cli.cli_group, ["--help"])
     assert r.exit_code == 0
     for cmd in ("serve", "drop-acks", "blackhole", "add", "cut", "clear", "status", "events", "hold", "release"):
         assert cmd in r.output
@@ -270,24 +270,24 @@ def test_fault_serve_takes_rules_from_the_other_fault_commands(topic: str) -> No
     from kafkalab.waiting import wait_until
 
     server = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from kafkalab.faults import cli_group; cli_group(sys.argv[1:])",
+        [sys.executable, "-c", "import sys; from kafkalab.faults_cli import cli_group; cli_group(sys.argv[1:])",
          "serve", "--duration", "120"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     runner = CliRunner()
     try:
-        wait_until(lambda: faults.control_socket_path().exists(), timeout_s=20, what="kafkalab fault serve listening")
-        r = runner.invoke(faults.cli_group, ["drop-acks", "1", "--client-id", "cli"])
+        wait_until(lambda: faults_cli.control_socket_path().exists(), timeout_s=20, what="kafkalab fault serve listening")
+        r = runner.invoke(faults_cli.cli_group, ["drop-acks", "1", "--client-id", "cli"])
         assert r.exit_code == 0 and "drop_response Produce client cli every 2 1x" in r.output
         p = _producer(Topology().fault_bootstrap_servers, "cli", **{"socket.timeout.ms": 1000})
         err, offset = _send(p, topic, b"via serve")
         p.close()
         assert err is None and offset == 1
-        status = runner.invoke(faults.cli_group, ["status"]).output
+        status = runner.invoke(faults_cli.cli_group, ["status"]).output
         assert "matched 2, applied 1" in status and "lost_ack_records=1" in status
-        events = runner.invoke(faults.cli_group, ["events", "--last", "4"]).output
+        events = runner.invoke(faults_cli.cli_group, ["events", "--last", "4"]).output
         assert "dropped" in events and "NONE offset=0" in events
-        assert runner.invoke(faults.cli_group, ["clear"]).output.strip() == "rules cleared"
+        assert runner.invoke(faults_cli.cli_group, ["clear"]).output.strip() == "rules cleared"
     finally:
         server.send_signal(signal.SIGTERM)
         out, _ = server.communicate(timeout=20)
     assert server.returncode == 0 and "fault proxy stopped; counters:" in out
-    assert not faults.control_socket_path().exists()
+    assert not faults_cli.control_socket_path().exists()

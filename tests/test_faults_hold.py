@@ -125,7 +125,7 @@ def test_a_held_end_txn_reaches_the_broker_only_when_released_after_the_client_l
 
 
 def test_the_control_socket_holds_and_releases_like_the_fault_hold_and_release_commands(monkeypatch, tmp_path) -> None:
-    from kafkalab.faults import send_control
+    from kafkalab.faults_cli import send_control
 
     base = _free_base()
     monkeypatch.setenv("KAFKALAB_PORT_BASE", str(base))
@@ -134,7 +134,7 @@ def test_the_control_socket_holds_and_releases_like_the_fault_hold_and_release_c
     proxy = FaultProxy(brokers=[1], control_socket=tmp_path / "faults" / "control.sock").start()
     try:
         # the fault commands find the socket here: under $KAFKALAB_STATE
-        monkeypatch.setattr("kafkalab.faults.control_socket_path", lambda: tmp_path / "faults" / "control.sock")
+        monkeypatch.setattr("kafkalab.faults_cli.control_socket_path", lambda: tmp_path / "faults" / "control.sock")
         send_control({"op": "add", "rule": Rule("hold_request", api="EndTxn", times=1).to_json()})
         with socket.create_connection(("127.0.0.1", base + 4)) as client:
             client.sendall(encode_frame(end_txn_request(5, "txn-z", 7, 3, False, corr=21)))
@@ -147,7 +147,7 @@ def test_the_control_socket_holds_and_releases_like_the_fault_hold_and_release_c
 
         from click.testing import CliRunner
 
-        from kafkalab.faults import cli_group
+        from kafkalab.faults_cli import cli_group
 
         assert "nothing was held" in CliRunner().invoke(cli_group, ["release"]).output
         r = CliRunner().invoke(cli_group, ["hold", "--api", "EndTxn"])

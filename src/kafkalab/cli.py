@@ -324,7 +324,7 @@ def segments_command(topic: str, partition: int, broker: int | None, no_verify: 
 
 def _register_groups() -> None:
     """Top-level command groups that live beside their module (``kafkalab fault ...``)."""
-    from .faults import cli_group as fault_group
+    from .faults_cli import cli_group as fault_group
     from .i18n import cli_group as i18n_group
 
     main.add_command(fault_group)

@@ -36,8 +36,8 @@ Usage (a notebook)::
         ...  # a producer on proxy.bootstrap_servers
         proxy.stats()["lost_ack_records"]
 
-and from a terminal, ``kafkalab fault serve`` plus ``kafkalab fault drop-acks ...`` (see
-``cli_group``).
+and from a terminal, ``kafkalab fault serve`` plus ``kafkalab fault drop-acks ...``
+(``kafkalab.faults_cli``: the commands talk to the serving proxy over its control socket).
 
 Sources: Kafka protocol guide (kafka.apache.org/protocol, 4.3); message schemas
 ``RequestHeader.json``, ``ResponseHeader.json``, ``ProduceRequest.json`` (v3-v13; v9+ flexible;
@@ -54,8 +54,6 @@ import errno
 import itertools
 import json
 import os
-import signal
-import socket
 import threading
 import time
 from collections import deque
@@ -63,10 +61,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-import click
-
 from . import config
-from .clickutil import KafkalabGroup
 from .errors import KafkalabError, PortInUse
 from .protocol import (ADD_PARTITIONS_TO_TXN, END_TXN, PRODUCE, FrameReader, PartitionResult, ProduceRequestInfo,
                        ProtocolError, RequestHeader, TxnRequestInfo, TxnResponseInfo, api_key_of, api_name,
@@ -624,12 +619,7 @@ class FaultProxy:
             finally:
                 writer.close()
             key = api_key_of(h.api)
-            info = None
-            if key in (END_TXN, ADD_PARTITIONS_TO_TXN):
-                try:
-                    info = parse_txn_response(answer, key, h.api_version)
-                except ProtocolError:
-                    info = None
+            info = _parse_txn_answer(answer, key, h.api_version)
             h.answer = info
             h.answer_error_code = info.error_code if info else None
             self._bump(h.broker, key, "responses")
@@ -757,131 +747,113 @@ class FaultProxy:
                     h.client_closed_ms = now
 
     async def _pump_requests(self, conn: _Connection, reader: asyncio.StreamReader) -> None:
-        frames = FrameReader()
-        while True:
-            data = await reader.read(65536)
-            if not data:
-                return
-            for payload in frames.feed(data):
-                header, produce = _parse_request(payload)
-                txn = _parse_txn(payload, header)
-                if header is None:  # not even a header: pass it on untouched
-                    conn.upstream.write(encode_frame(payload))
-                    await conn.upstream.drain()
-                    continue
-                expects_response = not (produce is not None and produce.acks == 0)
-                with self._lock:
-                    rule = self.rules.decide(header.api_key, conn.broker, header.client_id, expects_response)
-                action = rule.action if rule else "forward"
-                self._bump(conn.broker, header.api_key, "requests")
-                event = ProxyEvent(self._now(), _wall_ms(), conn.broker, conn.number, "request", header.api,
-                                   header.api_version, header.correlation_id, header.client_id,
-                                   rule=rule.name if rule else None,
-                                   acks=produce.acks if produce else None,
-                                   timeout_ms=produce.timeout_ms if produce else None,
-                                   batches=[asdict(b) for b in produce.batches] if produce else [],
-                                   txn=asdict(txn) if txn else None)
-                if action == "hold_request":
-                    event.action = "held"
-                    self._record(event)
-                    self._bump(conn.broker, header.api_key, "held_requests")
-                    with self._lock:
-                        self._held.append(HeldRequest(len(self._held) + 1, conn.broker, conn.number, header.api,
-                                                      header.api_version, header.correlation_id, header.client_id,
-                                                      txn, event.t_ms, rule.name, payload))
-                    continue
-                if action == "cut":
-                    event.action = "cut"
-                    self._record(event)
-                    self._bump(conn.broker, header.api_key, "cuts")
-                    conn.close()
-                    return
-                if action == "drop_request":
-                    event.action = "dropped"
-                    event.in_flight = conn.produce_in_flight()
-                    self._record(event)
-                    self._bump(conn.broker, header.api_key, "dropped_requests")
-                    continue
-                if action == "delay_request":
-                    event.action = "delayed"
-                    self._bump(conn.broker, header.api_key, "delayed_requests")
-                    await asyncio.sleep(rule.delay_ms / 1000)
-                if expects_response:
-                    conn.pending[header.correlation_id] = _Pending(
-                        header, produce, rule if action in RESPONSE_ACTIONS else None, self._now())
-                event.in_flight = conn.produce_in_flight()
-                self._record(event)
-                self._bump(conn.broker, header.api_key, "forwarded")
-                if produce is not None:
-                    self._bump(conn.broker, header.api_key, "records_sent", produce.record_count)
-                    with self._lock:  # reset() may have emptied the table since the bump
-                        counts = self._stats.setdefault((conn.broker, header.api_key), {c: 0 for c in COUNTERS})
-                        counts["max_in_flight"] = max(counts["max_in_flight"], event.in_flight)
+        async for payload in _frames(reader):
+            header, produce = _parse_request(payload)
+            txn = _parse_txn(payload, header)
+            if header is None:  # not even a header: pass it on untouched
                 conn.upstream.write(encode_frame(payload))
                 await conn.upstream.drain()
+                continue
+            expects_response = not (produce is not None and produce.acks == 0)
+            with self._lock:
+                rule = self.rules.decide(header.api_key, conn.broker, header.client_id, expects_response)
+            action = rule.action if rule else "forward"
+            self._bump(conn.broker, header.api_key, "requests")
+            event = ProxyEvent(self._now(), _wall_ms(), conn.broker, conn.number, "request", header.api,
+                               header.api_version, header.correlation_id, header.client_id,
+                               rule=rule.name if rule else None,
+                               acks=produce.acks if produce else None,
+                               timeout_ms=produce.timeout_ms if produce else None,
+                               batches=[asdict(b) for b in produce.batches] if produce else [],
+                               txn=asdict(txn) if txn else None)
+            if action == "hold_request":
+                event.action = "held"
+                self._record(event)
+                self._bump(conn.broker, header.api_key, "held_requests")
+                with self._lock:
+                    self._held.append(HeldRequest(len(self._held) + 1, conn.broker, conn.number, header.api,
+                                                  header.api_version, header.correlation_id, header.client_id,
+                                                  txn, event.t_ms, rule.name, payload))
+                continue
+            if action == "cut":
+                event.action = "cut"
+                self._record(event)
+                self._bump(conn.broker, header.api_key, "cuts")
+                conn.close()
+                return
+            if action == "drop_request":
+                event.action = "dropped"
+                event.in_flight = conn.produce_in_flight()
+                self._record(event)
+                self._bump(conn.broker, header.api_key, "dropped_requests")
+                continue
+            if action == "delay_request":
+                event.action = "delayed"
+                self._bump(conn.broker, header.api_key, "delayed_requests")
+                await asyncio.sleep(rule.delay_ms / 1000)
+            if expects_response:
+                conn.pending[header.correlation_id] = _Pending(
+                    header, produce, rule if action in RESPONSE_ACTIONS else None, self._now())
+            event.in_flight = conn.produce_in_flight()
+            self._record(event)
+            self._bump(conn.broker, header.api_key, "forwarded")
+            if produce is not None:
+                self._bump(conn.broker, header.api_key, "records_sent", produce.record_count)
+                with self._lock:  # reset() may have emptied the table since the bump
+                    counts = self._stats.setdefault((conn.broker, header.api_key), {c: 0 for c in COUNTERS})
+                    counts["max_in_flight"] = max(counts["max_in_flight"], event.in_flight)
+            conn.upstream.write(encode_frame(payload))
+            await conn.upstream.drain()
 
     async def _pump_responses(self, conn: _Connection, reader: asyncio.StreamReader) -> None:
-        frames = FrameReader()
-        while True:
-            data = await reader.read(65536)
-            if not data:
-                return
-            for payload in frames.feed(data):
+        async for payload in _frames(reader):
+            try:
+                corr = response_correlation_id(payload)
+            except ProtocolError:
+                corr = None
+            pending = conn.pending.pop(corr, None)
+            if pending is None:  # unreadable, or not a request we saw (cannot happen with Kafka): pass it on
+                if not conn.client_gone:
+                    conn.client.write(encode_frame(payload))
+                    await conn.client.drain()
+                continue
+            h = pending.header
+            results: list[PartitionResult] = []
+            if h.api_key == PRODUCE:
                 try:
-                    corr = response_correlation_id(payload)
+                    results = parse_produce_response(payload, h.api_version)
                 except ProtocolError:
-                    if not conn.client_gone:
-                        conn.client.write(encode_frame(payload))
-                        await conn.client.drain()
-                    continue
-                pending = conn.pending.pop(corr, None)
-                if pending is None:  # not a request we saw (cannot happen with Kafka): pass it on
-                    if not conn.client_gone:
-                        conn.client.write(encode_frame(payload))
-                        await conn.client.drain()
-                    continue
-                h = pending.header
-                results: list[PartitionResult] = []
-                if h.api_key == PRODUCE:
-                    try:
-                        results = parse_produce_response(payload, h.api_version)
-                    except ProtocolError:
-                        results = []
-                txn_answer: TxnResponseInfo | None = None
-                if h.api_key in (END_TXN, ADD_PARTITIONS_TO_TXN):
-                    try:
-                        txn_answer = parse_txn_response(payload, h.api_key, h.api_version)
-                    except ProtocolError:
-                        txn_answer = None
-                rule = pending.rule
-                action = rule.action if rule else "forward"
-                self._bump(conn.broker, h.api_key, "responses")
-                event = ProxyEvent(self._now(), _wall_ms(), conn.broker, conn.number, "response", h.api,
-                                   h.api_version, corr, h.client_id, rule=rule.name if rule else None,
-                                   results=[asdict(r) | {"error": r.error} for r in results],
-                                   in_flight=conn.produce_in_flight(),
-                                   txn=asdict(txn_answer) if txn_answer else None,
-                                   error_code=txn_answer.error_code if txn_answer else None)
-                if action in ("drop_response", "cut_at_response"):
-                    event.action = "dropped" if action == "drop_response" else "cut"
-                    self._record(event)
-                    self._bump(conn.broker, h.api_key, "dropped_responses")
-                    if pending.produce is not None:
-                        self._bump(conn.broker, h.api_key, "lost_ack_records", _appended_records(pending.produce, results))
-                    if action == "cut_at_response":
-                        self._bump(conn.broker, h.api_key, "cuts")
-                        conn.close()
-                        return
-                    continue
-                if action == "delay_response":
-                    event.action = "delayed"
-                    self._bump(conn.broker, h.api_key, "delayed_responses")
-                    await asyncio.sleep(rule.delay_ms / 1000)
+                    results = []
+            txn_answer = _parse_txn_answer(payload, h.api_key, h.api_version)
+            rule = pending.rule
+            action = rule.action if rule else "forward"
+            self._bump(conn.broker, h.api_key, "responses")
+            event = ProxyEvent(self._now(), _wall_ms(), conn.broker, conn.number, "response", h.api,
+                               h.api_version, corr, h.client_id, rule=rule.name if rule else None,
+                               results=[asdict(r) | {"error": r.error} for r in results],
+                               in_flight=conn.produce_in_flight(),
+                               txn=asdict(txn_answer) if txn_answer else None,
+                               error_code=txn_answer.error_code if txn_answer else None)
+            if action in ("drop_response", "cut_at_response"):
+                event.action = "dropped" if action == "drop_response" else "cut"
                 self._record(event)
-                if conn.client_gone:
-                    continue
-                conn.client.write(encode_frame(payload))
-                await conn.client.drain()
+                self._bump(conn.broker, h.api_key, "dropped_responses")
+                if pending.produce is not None:
+                    self._bump(conn.broker, h.api_key, "lost_ack_records", _appended_records(pending.produce, results))
+                if action == "cut_at_response":
+                    self._bump(conn.broker, h.api_key, "cuts")
+                    conn.close()
+                    return
+                continue
+            if action == "delay_response":
+                event.action = "delayed"
+                self._bump(conn.broker, h.api_key, "delayed_responses")
+                await asyncio.sleep(rule.delay_ms / 1000)
+            self._record(event)
+            if conn.client_gone:
+                continue
+            conn.client.write(encode_frame(payload))
+            await conn.client.drain()
 
     # --- control socket (kafkalab fault serve)
     async def _serve_control(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -933,6 +905,14 @@ class FaultProxy:
         raise KafkalabError(f"unknown control op {op!r}")
 
 
+async def _frames(reader: asyncio.StreamReader):
+    """The Kafka frames (payloads) read from ``reader``, until the peer closes."""
+    frames = FrameReader()
+    while data := await reader.read(65536):
+        for payload in frames.feed(data):
+            yield payload
+
+
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -961,207 +941,18 @@ def _parse_txn(payload: bytes, header: RequestHeader | None) -> TxnRequestInfo |
         return None
 
 
+def _parse_txn_answer(payload: bytes, api_key: int, api_version: int) -> TxnResponseInfo | None:
+    """The answer to an EndTxn or AddPartitionsToTxn request (None for other apis or if unreadable)."""
+    if api_key not in (END_TXN, ADD_PARTITIONS_TO_TXN):
+        return None
+    try:
+        return parse_txn_response(payload, api_key, api_version)
+    except ProtocolError:
+        return None
+
+
 def _appended_records(request: ProduceRequestInfo, results: list[PartitionResult]) -> int:
     """Records of ``request`` in partitions the broker answered with error NONE (appended, or
     recognised as a duplicate of what it had appended before)."""
     ok = {(r.topic, r.partition) for r in results if r.error_code == 0}
     return sum(b.record_count for b in request.batches if (b.topic, b.partition) in ok)
-
-
-# ----------------------------------------------------------------------------- the command line
-
-
-def control_socket_path() -> Path:
-    """Where ``kafkalab fault serve`` listens for the other ``kafkalab fault`` commands."""
-    return config.state_dir() / "faults" / "control.sock"
-
-
-def send_control(cmd: dict, timeout_s: float = 5.0) -> dict:
-    """Send one command to the proxy of ``kafkalab fault serve`` and return its reply.
-
-    Raises:
-        KafkalabError: no proxy serves (start ``kafkalab fault serve``), or it refused the command.
-    """
-    path = control_socket_path()
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout_s)
-            s.connect(str(path))
-            s.sendall((json.dumps(cmd) + "\n").encode())
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-    except (FileNotFoundError, ConnectionRefusedError):
-        raise KafkalabError(f"no fault proxy is serving (no {path}); start one: kafkalab fault serve") from None
-    reply = json.loads(data)
-    if not reply.get("ok"):
-        raise KafkalabError(f"fault proxy refused {cmd.get('op')}: {reply.get('error')}")
-    return reply
-
-
-@click.group("fault", cls=KafkalabGroup)
-def cli_group() -> None:
-    """The fault proxy between clients and brokers (ports 9096/9196/9296 -> FAULT listeners).
-
-    Run `kafkalab fault serve` in one terminal; in another, point a client at
-    127.0.0.1:9096,127.0.0.1:9196,127.0.0.1:9296 and add rules: `kafkalab fault drop-acks 2`,
-    `kafkalab fault blackhole --broker 2`, `kafkalab fault hold --api EndTxn` then
-    `kafkalab fault release`, `kafkalab fault status`, `kafkalab fault clear`.
-    """
-
-
-def _print_stats(rows: list[dict]) -> None:
-    if not rows:
-        click.echo("  (no traffic)")
-    for r in rows:
-        shown = ", ".join(f"{c}={r[c]}" for c in COUNTERS if r[c])
-        click.echo(f"  broker {r['broker']} {r['api']}: {shown}")
-
-
-@cli_group.command("serve")
-@click.option("--broker", "brokers", type=int, multiple=True, help="Proxy only these brokers (default all).")
-@click.option("--duration", type=float, default=None, help="Stop after this many seconds (default: until Ctrl-C).")
-@click.option("--json", "as_json", is_flag=True, help="Print the final counters as JSON.")
-def serve_cmd(brokers: tuple[int, ...], duration: float | None, as_json: bool) -> None:
-    """Run the proxy in the foreground until Ctrl-C (or --duration); print counters at exit."""
-    proxy = FaultProxy(brokers or None, control_socket=control_socket_path())
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) if threading.current_thread() is threading.main_thread() else None
-    with proxy:
-        if not as_json:
-            for b, n in proxy.nodes.items():
-                click.echo(f"broker {b}: 127.0.0.1:{n.fault_proxy_port} -> 127.0.0.1:{n.ports['FAULT']}")
-            click.echo(f"bootstrap.servers={proxy.bootstrap_servers}; rules: kafkalab fault --help")
-        try:
-            stop.wait(duration)
-        except KeyboardInterrupt:
-            pass
-        table = proxy.stats_table()
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous)
-    if as_json:
-        click.echo(json.dumps({"stats": table}, indent=2))
-    else:
-        click.echo("fault proxy stopped; counters:")
-        _print_stats(table)
-
-
-def _add(rule: Rule) -> None:
-    r = send_control({"op": "add", "rule": rule.to_json()})["rule"]
-    click.echo(f"added rule: {r['name']}")
-
-
-@cli_group.command("drop-acks")
-@click.argument("count", type=click.IntRange(1))
-@click.option("--every", type=click.IntRange(1), default=2, show_default=True,
-              help="Lose one ack in EVERY Produce requests (2: each lost ack's retry gets through).")
-@click.option("--skip", type=click.IntRange(0), default=0, help="Produce requests to let through first.")
-@click.option("--broker", "brokers", type=int, multiple=True, help="Only requests to these brokers.")
-@click.option("--client-id", default=None, help="Only requests of this client.id.")
-def drop_acks_cmd(count: int, every: int, skip: int, brokers: tuple[int, ...], client_id: str | None) -> None:
-    """Forward COUNT Produce requests but drop their responses (the broker wrote; the client never hears)."""
-    _add(Rule("drop_response", "Produce", brokers or None, client_id, skip=skip, every=every, times=count))
-
-
-@cli_group.command("blackhole")
-@click.option("--broker", "brokers", type=int, multiple=True, required=True, help="Broker(s) to silence.")
-@click.option("--api", default="Produce", show_default=True, help="Api to swallow (name or key).")
-def blackhole_cmd(brokers: tuple[int, ...], api: str) -> None:
-    """Swallow every API request to the broker(s): no forward, no answer, until `fault clear`."""
-    _add(Rule("drop_request", api, brokers))
-
-
-@cli_group.command("add")
-@click.argument("action", type=click.Choice(list(ACTIONS)))
-@click.option("--api", default="Produce", show_default=True)
-@click.option("--broker", "brokers", type=int, multiple=True)
-@click.option("--client-id", default=None)
-@click.option("--skip", type=click.IntRange(0), default=0)
-@click.option("--every", type=click.IntRange(1), default=1)
-@click.option("--times", type=click.IntRange(0), default=None, help="Most applications (default: no limit).")
-@click.option("--delay-ms", type=click.IntRange(0), default=0)
-def add_cmd(action: str, api: str, brokers: tuple[int, ...], client_id: str | None, skip: int, every: int,
-            times: int | None, delay_ms: int) -> None:
-    """Add any rule (see kafkalab.faults.Rule): drop_response, drop_request, delay_request,
-    delay_response, cut, cut_at_response, hold_request."""
-    _add(Rule(action, api, brokers or None, client_id, skip=skip, every=every, times=times, delay_ms=delay_ms))
-
-
-@cli_group.command("cut")
-@click.option("--broker", type=int, default=None, help="Only this broker's connections (default all).")
-def cut_cmd(broker: int | None) -> None:
-    """Close the proxied connections now; clients reconnect through the proxy."""
-    n = send_control({"op": "cut", "broker": broker})["cut"]
-    click.echo(f"cut {n} connection(s)")
-
-
-@cli_group.command("hold")
-@click.option("--api", default="EndTxn", show_default=True, help="Api of the request to hold (name or key).")
-@click.option("--client-id", default=None, help="Only requests of this client.id.")
-@click.option("--skip", type=click.IntRange(0), default=0, help="Matching requests to let through first.")
-def hold_cmd(api: str, client_id: str | None, skip: int) -> None:
-    """Hold the next API request from the broker until `kafkalab fault release` (KAFKA-17754's late request)."""
-    _add(Rule("hold_request", api, None, client_id, skip=skip, times=1))
-
-
-@cli_group.command("release")
-@click.option("--timeout", "timeout_s", type=float, default=30.0, show_default=True,
-              help="Seconds to wait for the broker's answer to each.")
-def release_cmd(timeout_s: float) -> None:
-    """Deliver every held request to its broker now, late, and print the broker's answers."""
-    released = send_control({"op": "release", "timeout_s": timeout_s}, timeout_s=timeout_s + 5)["released"]
-    if not released:
-        click.echo("nothing was held")
-    for h in released:
-        txn = h["txn"] or {}
-        answer = (h["answer"] or {}).get("error", "not decoded")
-        click.echo(f"{h['api']} v{h['api_version']} of {h['client_id']} (transactional.id {txn.get('transactional_id')}, "
-                   f"epoch {txn.get('producer_epoch')}), held {h['held_ms']:.0f} ms, released {h['released_ms']:.0f} ms: "
-                   f"broker answered {answer}")
-
-
-@cli_group.command("clear")
-def clear_cmd() -> None:
-    """Remove every rule: the proxy forwards everything."""
-    send_control({"op": "clear"})
-    click.echo("rules cleared")
-
-
-@cli_group.command("status")
-@click.option("--json", "as_json", is_flag=True)
-def status_cmd(as_json: bool) -> None:
-    """Rules (with how often each applied) and counters per broker and api."""
-    reply = send_control({"op": "status"})
-    if as_json:
-        click.echo(json.dumps(reply, indent=2))
-        return
-    click.echo(f"serving {reply['bootstrap_servers']}")
-    for r in reply["rules"] or []:
-        click.echo(f"  rule {r['name']}: matched {r['seen']}, applied {r['applied']}")
-    if not reply["rules"]:
-        click.echo("  no rules")
-    _print_stats(reply["stats"])
-
-
-@cli_group.command("events")
-@click.option("--last", type=click.IntRange(1), default=20, show_default=True)
-@click.option("--api", default="Produce", show_default=True)
-@click.option("--json", "as_json", is_flag=True)
-def events_cmd(last: int, api: str, as_json: bool) -> None:
-    """The last requests and responses of API the proxy saw, with what it did."""
-    evs = send_control({"op": "events", "last": last, "api": api})["events"]
-    if as_json:
-        click.echo(json.dumps(evs, indent=2))
-        return
-    for e in evs:
-        detail = ""
-        if e["batches"]:
-            detail = " ".join(f"p{b['partition']} pid={b['producer_id']} seq={b['base_sequence']} n={b['record_count']}"
-                              for b in e["batches"])
-        if e["results"]:
-            detail = " ".join(f"p{r['partition']} {r['error']} offset={r['base_offset']}" for r in e["results"])
-        click.echo(f"{e['t_ms']:>10.1f} ms  broker {e['broker']} conn {e['conn']} {e['kind']:<8} "
-                   f"{e['api']} v{e['api_version']} corr={e['correlation_id']} {e['action']:<9} {detail}")
