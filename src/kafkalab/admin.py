@@ -79,18 +79,8 @@ def create_topics(
             run, see ``kafkalab.runscope``), with the broker's message.
         WaitTimeout: leaders not visible within ``timeout_s``.
     """
-    a = admin()
-    futures = a.create_topics(
-        [NewTopic(t, num_partitions=n, replication_factor=replication_factor, config=topic_config or {})
-         for t, n in topics.items()],
-        operation_timeout=timeout_s,
-        request_timeout=timeout_s,
-    )
-    for name, fut in futures.items():
-        try:
-            fut.result()
-        except KafkaException as e:
-            raise KafkalabError(f"could not create topic {name!r}: {e.args[0].str()}") from None
+    _create(admin(), [NewTopic(t, num_partitions=n, replication_factor=replication_factor, config=topic_config or {})
+                      for t, n in topics.items()], timeout_s)
 
     def known(host: str, port: int) -> bool:
         seen = broker_topics(host, port, list(topics), timeout_s=BROKER_METADATA_TIMEOUT_S)
@@ -123,11 +113,14 @@ def create_placed_topics(topics: Mapping[str, Mapping[str, str]], replicas: Sequ
     Source: Kafka protocol CreateTopics (``Assignments``: "the manual partition assignment");
     confluent-kafka ``NewTopic(replica_assignment=...)``.
     """
-    a = admin() if brokers is None else client_for(brokers)
-    futures = a.create_topics([NewTopic(t, partitions, replica_assignment=[list(replicas)] * partitions,
-                                        config=dict(conf)) for t, conf in topics.items()],
-                              operation_timeout=timeout_s, request_timeout=timeout_s)
-    for name, fut in futures.items():
+    _create(admin() if brokers is None else client_for(brokers),
+            [NewTopic(t, partitions, replica_assignment=[list(replicas)] * partitions, config=dict(conf))
+             for t, conf in topics.items()], timeout_s)
+
+
+def _create(client: AdminClient, new_topics: list[NewTopic], timeout_s: float) -> None:
+    """CreateTopics through ``client``; a topic refused raises KafkalabError with the broker's message."""
+    for name, fut in client.create_topics(new_topics, operation_timeout=timeout_s, request_timeout=timeout_s).items():
         try:
             fut.result()
         except KafkaException as e:

@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 import click
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 
 from .. import admin, cluster, config, programs, runscope, segments, workloads
 from ..clickutil import show_programs, shows_programs
@@ -226,13 +226,6 @@ class RoundResult:
             )
         return out
 
-    def table(self) -> "object":
-        """The verdict table as a pandas DataFrame, one row per setting."""
-        import pandas as pd
-
-        rows = [{"scenario": self.scenario, **r.to_json()} for r in self.by_setting().values()]
-        return pd.DataFrame(rows).set_index("setting")
-
     def to_json(self) -> dict:
         d = asdict(self)
         d["settings"] = {k: v.to_json() for k, v in self.by_setting().items()}
@@ -242,17 +235,12 @@ class RoundResult:
 # ----------------------------------------------------------------------------- observing
 
 
-def log_on_disk(broker: int, topic: str, partition: int) -> tuple[int, list[tuple[int, str]]]:
-    """(log end offset, [(offset, value)...]) of one replica, read from the broker's segment
-    files (``kafkalab.segments``; works while the broker is down). (0, []) if it has no folder."""
-    data_dir = Path(cluster.status().brokers[broker].data_dir)
-    d = data_dir / segments.partition_dir_name(topic, partition)
-    if not d.exists():
-        return 0, []
-    segs = segments.read_partition(d, check_crc=False)
-    records = [(r.offset, (r.value or b"").decode(errors="replace")) for s in segs for r in s.records]
-    leo = segs[-1].next_offset if segs else 0
-    return leo, records
+def log_end_offset(broker: int, topic: str, partition: int) -> int:
+    """One replica's log end offset, read from the broker's segment files (``kafkalab.segments``;
+    works while the broker is down); 0 if it has no folder."""
+    d = Path(cluster.status().brokers[broker].data_dir) / segments.partition_dir_name(topic, partition)
+    segs = segments.read_partition(d, check_crc=False) if d.exists() else []
+    return segs[-1].next_offset if segs else 0
 
 
 DESCRIBE_LINE = re.compile(r"Topic: ?(?P<topic>\S+)\s+Partition: ?(?P<partition>\d+)\s+Leader: ?(?P<leader>\S+)"
@@ -498,8 +486,8 @@ class _Round:
         topics = {} if self.caller_topics else {t: s.creation_configs() for t, s in self.topics.items()}
         admin.create_placed_topics({self.fence_topic: {}} | topics, self.replicas, self.repeats, self.timeout_s)
         admin.wait_partitions([*self.topics, self.fence_topic], self.repeats, self.all_brokers,
-                         lambda v: v[0] == self.leader and len(v[1]) == 3,
-                         f"every partition led by broker {self.leader} with a full ISR", self.timeout_s)
+                              lambda v: v[0] == self.leader and len(v[1]) == 3,
+                              f"every partition led by broker {self.leader} with a full ISR", self.timeout_s)
         self.mark(f"topics created, broker {self.leader} leads, ISR full")
 
     def replicate_warmup(self) -> None:
@@ -512,28 +500,18 @@ class _Round:
             KafkalabError: the fence-ready or a warm-up record was not delivered.
         """
         ledger, timeout_s, warmup = self.ledger, self.timeout_s, self.warmup
-        warm = Producer({"bootstrap.servers": config.bootstrap_servers(), "acks": "all", "log_level": 0})
-        fence_ready: list = []
-        warm.produce(self.fence_topic, value=b"fence-ready", partition=0,
-                     on_delivery=lambda err, msg: fence_ready.append(err))
-        if warm.flush(timeout_s) or fence_ready != [None]:
-            raise KafkalabError(f"the fence-ready record was not acknowledged by all 3 replicas: {fence_ready}")
-        if warmup:
-            for t, p in self.parts:
-                for i in range(warmup):
-                    v = f"{t}/{p}/before/{i}"
-                    ledger.record("produced", topic=t, partition=p, key="before", value=v, client_id="warmup")
-                    warm.produce(t, value=v.encode(), key=b"before", partition=p,
-                                 on_delivery=lambda err, msg, t=t, p=p, v=v: ledger.record(
-                                     "acked", topic=t, partition=p, key="before", value=v, client_id="warmup",
-                                     offset=msg.offset() if err is None else None,
-                                     error=err.name() if err else None))
-            if warm.flush(timeout_s):
-                raise KafkalabError("warm-up records were not delivered")
+        all3 = {"acks": "all", "log_level": 0}
+        workloads.produce(self.fence_topic, [(None, b"fence-ready", 0, None)], conf=all3, timeout_s=timeout_s)
+        for t in self.topics if warmup else ():
+            recs = [(b"before", f"{t}/{p}/before/{i}".encode(), p, None) for p in range(self.repeats) for i in range(warmup)]
+            for (_, v, p, _), (_, offset) in zip(recs, workloads.produce(t, recs, conf=all3, timeout_s=timeout_s)):
+                for kind, off in (("produced", None), ("acked", offset)):
+                    ledger.record(kind, topic=t, partition=p, key="before", value=v.decode(), client_id="warmup",
+                                  offset=off)
         wait_until(lambda: all(v >= warmup for v in admin.list_offsets(self.parts, brokers=self.all_brokers).values()),
                    timeout_s=timeout_s, what=f"high watermark {warmup} on every partition (warm-up replicated)")
         admin.wait_partitions([*self.topics, self.fence_topic], self.repeats, self.all_brokers, lambda v: len(v[1]) == 3,
-                         "ISR full after warm-up", timeout_s)
+                              "ISR full after warm-up", timeout_s)
         self.mark(f"{warmup} records per partition replicated to all 3 (high watermark {warmup})")
 
     def start_producers(self) -> None:
@@ -565,12 +543,8 @@ class _Round:
         Raises:
             KafkalabError: the leader did not acknowledge the fence-post record.
         """
-        fence = Producer({"bootstrap.servers": admin.bootstrap_of([self.leader]), "acks": "1", "log_level": 0})
-        fence_post: list = []
-        fence.produce(self.fence_topic, value=b"fence-post", partition=0,
-                      on_delivery=lambda err, msg: fence_post.append(err))
-        if fence.flush(self.timeout_s) or fence_post != [None]:
-            raise KafkalabError(f"the fence-post record was not acknowledged by broker {self.leader}: {fence_post}")
+        workloads.produce(self.fence_topic, [(None, b"fence-post", 0, None)], timeout_s=self.timeout_s,
+                          conf={"bootstrap.servers": admin.bootstrap_of([self.leader]), "acks": "1", "log_level": 0})
         self.mark("fence-post record acknowledged by the leader")
 
     def shrink_isr(self) -> None:
@@ -578,7 +552,7 @@ class _Round:
         fenced or lagging), applied by the leader; then ``kafka-topics --describe``."""
         leader, timeout_s = self.leader, self.timeout_s
         admin.wait_partitions(list(self.topics), self.repeats, [leader], lambda v: v[1] == [leader],
-                         f"ISR = [{leader}] on every partition (followers fenced or lagging)", timeout_s)
+                              f"ISR = [{leader}] on every partition (followers fenced or lagging)", timeout_s)
         self.mark(f"ISR shrank to [{leader}]")
         # The broker shows a metadata change in its metadata cache a moment before its
         # partitions apply it, and applies one change fully before it shows the next (KRaft
@@ -623,7 +597,7 @@ class _Round:
 
         def appended() -> bool:
             for t, p in parts:
-                last_leo[(t, p)] = log_on_disk(leader, t, p)[0]
+                last_leo[(t, p)] = log_end_offset(leader, t, p)
             return all(last_leo[tp] >= expected_leo[tp] for tp in parts)
 
         wait_until(appended, timeout_s=self.timeout_s, interval_s=0.05,
@@ -656,7 +630,7 @@ class _Round:
                    timeout_s=timeout_s, interval_s=0.2,
                    what=f"broker {leader} fenced and brokers {followers} registered")
         admin.wait_partitions(list(self.topics), self.repeats, followers, lambda v: v[0] != leader,
-                         f"no partition led by the dead broker {leader}", timeout_s)
+                              f"no partition led by the dead broker {leader}", timeout_s)
         self.mark(f"broker {leader} fenced; controller decided every partition")
         if self.scenario == "isr-shrink":  # a JVM start (2-5 s): only where the notebook reads it
             self.describe_text = cluster.tool("kafka-topics", "--bootstrap-server", admin.bootstrap_of(followers),
@@ -666,7 +640,7 @@ class _Round:
         if self.scenario == "leader-crash":
             self.producers.wait_reports([s.label for s in self.settings], self.sent, timeout_s)
             self.mark("every delivery report in")
-        self.dead_leo = {tp: log_on_disk(leader, *tp)[0] for tp in self.parts}
+        self.dead_leo = {tp: log_end_offset(leader, *tp) for tp in self.parts}
 
     def restart_old_leader(self) -> None:
         """The old leader restarted; until every partition is led and its ISR full again (the old
@@ -675,8 +649,8 @@ class _Round:
         self.back_after_s = time.monotonic() - self.t_kill
         self.mark(f"broker {self.leader} restarted and registered")
         admin.wait_partitions(list(self.topics), self.repeats, self.all_brokers, lambda v: v[0] >= 0 and len(v[1]) == 3,
-                         f"every partition led and its ISR full again (broker {self.leader} rejoined)",
-                         self.timeout_s)
+                              f"every partition led and its ISR full again (broker {self.leader} rejoined)",
+                              self.timeout_s)
         self.mark("ISR full again")
         self.samples = self.monitor.stop()
         self.monitor = None
@@ -694,7 +668,7 @@ class _Round:
     def read_back(self) -> None:
         """The rejoined leader's log end offsets; every partition read from offset 0 to its high
         watermark, each record a ``consumed`` ledger line."""
-        self.rejoined_leo = {tp: log_on_disk(self.leader, *tp)[0] for tp in self.parts}
+        self.rejoined_leo = {tp: log_end_offset(self.leader, *tp) for tp in self.parts}
         self.contents = {tp: [] for tp in self.parts}
         for t in self.topics:
             for c in workloads.read_topic(t, self.repeats, timeout_s=self.timeout_s):
