@@ -142,21 +142,13 @@ class Rule:
             self.brokers = tuple(int(b) for b in self.brokers)
         if self.every < 1 or self.skip < 0 or (self.times is not None and self.times < 0) or self.delay_ms < 0:
             raise KafkalabError(f"rule needs every >= 1 and skip, times, delay_ms >= 0: {self!r}")
-        if not self.name:
-            parts = [self.action, api_name(self.api_key)]
-            if self.brokers is not None:
-                parts.append("broker " + ",".join(map(str, self.brokers)))
-            if self.client_id:
-                parts.append(f"client {self.client_id}")
-            if self.skip:
-                parts.append(f"skip {self.skip}")
-            if self.every != 1:
-                parts.append(f"every {self.every}")
-            if self.times is not None:
-                parts.append(f"{self.times}x")
-            if self.delay_ms:
-                parts.append(f"{self.delay_ms} ms")
-            self.name = " ".join(parts)
+        if not self.name:  # e.g. "drop_response Produce broker 1 client p skip 1 every 2 3x"
+            parts = [self.action, api_name(self.api_key),
+                     self.brokers is not None and "broker " + ",".join(map(str, self.brokers)),
+                     self.client_id and f"client {self.client_id}", self.skip and f"skip {self.skip}",
+                     self.every != 1 and f"every {self.every}", self.times is not None and f"{self.times}x",
+                     self.delay_ms and f"{self.delay_ms} ms"]
+            self.name = " ".join(part for part in parts if part)
 
     def matches(self, api_key: int, broker: int, client_id: str | None, expects_response: bool = True) -> bool:
         """Whether a request is in the rule's scope (pure; does not count it)."""
@@ -183,19 +175,21 @@ class Rule:
         return self.times is not None and self.applied >= self.times
 
     def to_json(self) -> dict:
-        d = {k: getattr(self, k) for k in ("action", "api", "brokers", "client_id", "skip", "every", "times",
-                                           "delay_ms", "name", "seen", "applied")}
+        d = {k: getattr(self, k) for k in (*_RULE_FIELDS, "seen", "applied")}
         d["brokers"] = list(self.brokers) if self.brokers is not None else None
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "Rule":
         """Inverse of ``to_json`` for the fields a caller sets (counts start at 0)."""
-        keys = ("action", "api", "brokers", "client_id", "skip", "every", "times", "delay_ms", "name")
-        kw = {k: d[k] for k in keys if k in d and d[k] is not None}
+        kw = {k: d[k] for k in _RULE_FIELDS if k in d and d[k] is not None}
         if "brokers" in kw:
             kw["brokers"] = tuple(kw["brokers"])
         return cls(**kw)
+
+
+#: The fields of a ``Rule`` a caller sets (``to_json``, ``from_json``).
+_RULE_FIELDS = ("action", "api", "brokers", "client_id", "skip", "every", "times", "delay_ms", "name")
 
 
 class RuleBook:
@@ -692,6 +686,12 @@ class FaultProxy:
         with self._lock:
             self._events.append(event)
 
+    def _note(self, event: ProxyEvent, api_key: int, action: str, counter: str) -> None:
+        """``event`` recorded with what the proxy did (``action``), and ``counter`` counted."""
+        event.action = action
+        self._record(event)
+        self._bump(event.broker, api_key, counter)
+
     def _bump(self, broker: int, api_key: int, name: str, n: int = 1) -> None:
         with self._lock:
             counts = self._stats.setdefault((broker, api_key), {c: 0 for c in COUNTERS})
@@ -767,25 +767,19 @@ class FaultProxy:
                                batches=[asdict(b) for b in produce.batches] if produce else [],
                                txn=asdict(txn) if txn else None)
             if action == "hold_request":
-                event.action = "held"
-                self._record(event)
-                self._bump(conn.broker, header.api_key, "held_requests")
+                self._note(event, header.api_key, "held", "held_requests")
                 with self._lock:
                     self._held.append(HeldRequest(len(self._held) + 1, conn.broker, conn.number, header.api,
                                                   header.api_version, header.correlation_id, header.client_id,
                                                   txn, event.t_ms, rule.name, payload))
                 continue
             if action == "cut":
-                event.action = "cut"
-                self._record(event)
-                self._bump(conn.broker, header.api_key, "cuts")
+                self._note(event, header.api_key, "cut", "cuts")
                 conn.close()
                 return
             if action == "drop_request":
-                event.action = "dropped"
                 event.in_flight = conn.produce_in_flight()
-                self._record(event)
-                self._bump(conn.broker, header.api_key, "dropped_requests")
+                self._note(event, header.api_key, "dropped", "dropped_requests")
                 continue
             if action == "delay_request":
                 event.action = "delayed"
@@ -835,9 +829,7 @@ class FaultProxy:
                                txn=asdict(txn_answer) if txn_answer else None,
                                error_code=txn_answer.error_code if txn_answer else None)
             if action in ("drop_response", "cut_at_response"):
-                event.action = "dropped" if action == "drop_response" else "cut"
-                self._record(event)
-                self._bump(conn.broker, h.api_key, "dropped_responses")
+                self._note(event, h.api_key, "dropped" if action == "drop_response" else "cut", "dropped_responses")
                 if pending.produce is not None:
                     self._bump(conn.broker, h.api_key, "lost_ack_records", _appended_records(pending.produce, results))
                 if action == "cut_at_response":
