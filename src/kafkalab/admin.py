@@ -297,23 +297,14 @@ def delete_group_configs(group_ids: list[str], timeout_s: float = 15.0) -> None:
     It returns once every broker has applied the change (``metadata_barrier``: DescribeConfigs
     goes to any one broker, so one broker that no longer shows them says nothing of the others;
     seen in CI), or after ``timeout_s`` (s). Best effort, for cleanup: never raises."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
-
-    if not group_ids:
-        return
     try:
-        described = admin().describe_configs([ConfigResource(ResourceType.GROUP, g) for g in group_ids],
-                                             request_timeout=timeout_s)
-        alters = []
-        for res, fut in described.items():
-            own = [name for name, e in fut.result(timeout=timeout_s + 5).items()
-                   if e.source == ConfigSource.GROUP_CONFIG.value]
+        changed = False
+        for g in group_ids:  # a group's own entries: source GROUP_CONFIG (describe_config)
+            own = [k for k, v in describe_config("group", g, None, timeout_s).items() if v.source == "GROUP_CONFIG"]
             if own:
-                alters.append(ConfigResource(ResourceType.GROUP, res.name, incremental_configs=[
-                    ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in own]))
-        if alters:
-            for fut in admin().incremental_alter_configs(alters, request_timeout=timeout_s).values():
-                fut.result(timeout=timeout_s + 5)
+                alter_group_config(g, dict.fromkeys(own), timeout_s)  # None: DELETE
+                changed = True
+        if changed:
             metadata_barrier(timeout_s)
     except (KafkaException, KafkalabError, TimeoutError):  # WaitTimeout is a KafkalabError
         pass

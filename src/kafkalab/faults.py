@@ -342,16 +342,16 @@ class HeldRequest:
         return d
 
 
+@dataclass(eq=False)
 class _Connection:
-    def __init__(self, number: int, broker: int, client: asyncio.StreamWriter, upstream: asyncio.StreamWriter):
-        self.number = number
-        self.broker = broker
-        self.client = client
-        self.upstream = upstream
-        self.pending: dict[int, _Pending] = {}
-        self.closed = False
-        #: the client closed its side with requests in flight: their answers are read, not sent
-        self.client_gone = False
+    number: int
+    broker: int
+    client: asyncio.StreamWriter
+    upstream: asyncio.StreamWriter
+    pending: dict[int, _Pending] = field(default_factory=dict)
+    closed: bool = False
+    #: the client closed its side with requests in flight: their answers are read, not sent
+    client_gone: bool = False
 
     def produce_in_flight(self) -> int:
         return sum(1 for p in self.pending.values() if p.header.api_key == PRODUCE)
@@ -748,8 +748,7 @@ class FaultProxy:
 
     async def _pump_requests(self, conn: _Connection, reader: asyncio.StreamReader) -> None:
         async for payload in _frames(reader):
-            header, produce = _parse_request(payload)
-            txn = _parse_txn(payload, header)
+            header, produce, txn = _parse_request(payload)
             if header is None:  # not even a header: pass it on untouched
                 conn.upstream.write(encode_frame(payload))
                 await conn.upstream.drain()
@@ -909,28 +908,19 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _parse_request(payload: bytes) -> tuple[RequestHeader | None, ProduceRequestInfo | None]:
-    """Header (None if unreadable) and, for a Produce request, its body (None if unreadable)."""
+def _parse_request(payload: bytes) -> tuple[RequestHeader | None, ProduceRequestInfo | None, TxnRequestInfo | None]:
+    """A request's header (None if unreadable), and the body of a Produce request, or of an
+    EndTxn or AddPartitionsToTxn request (None for other apis or if unreadable)."""
     try:
         header, _ = parse_request_header(payload)
     except ProtocolError:
-        return None, None
-    if header.api_key != PRODUCE:
-        return header, None
+        return None, None, None
+    parse = {PRODUCE: parse_produce_request, END_TXN: parse_txn_request, ADD_PARTITIONS_TO_TXN: parse_txn_request}
     try:
-        return header, parse_produce_request(payload)[1]
+        body = parse[header.api_key](payload)[1] if header.api_key in parse else None
     except ProtocolError:
-        return header, None
-
-
-def _parse_txn(payload: bytes, header: RequestHeader | None) -> TxnRequestInfo | None:
-    """The body of an EndTxn or AddPartitionsToTxn request (None for other apis or if unreadable)."""
-    if header is None or header.api_key not in (END_TXN, ADD_PARTITIONS_TO_TXN):
-        return None
-    try:
-        return parse_txn_request(payload)[1]
-    except ProtocolError:
-        return None
+        body = None
+    return (header, body, None) if header.api_key == PRODUCE else (header, None, body)
 
 
 def _parse_txn_answer(payload: bytes, api_key: int, api_version: int) -> TxnResponseInfo | None:
