@@ -55,9 +55,9 @@ def test_the_cli_runs_the_notebooks_producer_edited_as_the_notebook_edits_it() -
 def test_program_acks_reads_the_one_acks_setting() -> None:
     from kafkalab.programs import Program
 
-    assert repl.program_acks(Program("p", 'conf = {"acks": "-1"}')) == "all"
-    assert repl.program_acks(Program("p", "conf = {'acks': 0}")) == "0"
-    for src in ("conf = {}", 'a = {"acks": "1"}; b = {"acks": "all"}'):
+    assert repl.program_acks(Program("p", 'p = Producer(lab.conf | {"acks": "-1"})')) == "all"
+    assert repl.program_acks(Program("p", "conf = {'acks': 0}\np = Producer(conf)")) == "0", "single quotes, an int"
+    for src in ("p = Producer({})", 'conf = {"acks": "1"}'):   # no acks; a dict no Producer gets
         with pytest.raises(ValueError):
             repl.program_acks(Program("p", src))
 

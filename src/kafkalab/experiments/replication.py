@@ -294,21 +294,18 @@ class AvailabilityMonitor:
 # ----------------------------------------------------------------------------- the round
 
 
-#: ``"acks": "..."`` in a producer program's settings (the program's one ``acks``).
-ACKS_IN_PROGRAM = re.compile(r"""["']acks["']\s*:\s*["']?(-?\w+)["']?""")
-
-
 def program_acks(program: Program) -> str:
-    """The ``acks`` a producer program writes in its settings (``"acks": "1"``); ``-1`` reads
-    as ``all`` (librdkafka CONFIGURATION.md: ``acks`` -1 or all).
+    """The ``acks`` a producer program gives its Producer (``programs.program_settings``, the one
+    parser of a program's settings); ``-1`` reads as ``all`` (librdkafka CONFIGURATION.md:
+    ``acks`` -1 or all).
 
     Raises:
-        ValueError: the program sets ``acks`` not exactly once.
+        ValueError: the program's Producer settings have no ``acks``.
     """
-    found = ACKS_IN_PROGRAM.findall(program.source)
-    if len(found) != 1:
-        raise ValueError(f"program {program.name} must set \"acks\" exactly once, found {found}")
-    return "all" if found[0] == "-1" else found[0]
+    acks = programs.program_settings(program.source).get("acks")
+    if acks is None:
+        raise ValueError(f"program {program.name} must set \"acks\" in its Producer's settings")
+    return "all" if str(acks) == "-1" else str(acks)
 
 
 def with_acks(program: Program, acks: str) -> Program:
