@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from kafkalab import groups
 from kafkalab.errors import KafkalabError
 from kafkalab.experiments import assignment as A
 
@@ -342,7 +343,7 @@ def test_unreconciled_names_a_member_that_never_heard_of_its_revocation() -> Non
     views = {"consumer-0": [T0, T1], "consumer-1": [], "consumer-2": []}
     current = {"consumer-0": [T0, T1], "consumer-1": [], "consumer-2": []}
     target = {"consumer-0": [T0], "consumer-1": [T1], "consumer-2": []}
-    assert A.unreconciled(views, current, target) == {
+    assert groups.unreconciled(views, current, target) == {
         "consumer-0": {"holds": [T0, T1], "coordinator": [T0, T1], "target": [T0]}}
 
 
@@ -350,12 +351,12 @@ def test_unreconciled_names_a_member_that_never_heard_of_its_assignment() -> Non
     views = {"consumer-0": [T0], "consumer-1": []}
     current = {"consumer-0": [T0], "consumer-1": [T1]}
     target = {"consumer-0": [T0], "consumer-1": [T1]}
-    assert A.unreconciled(views, current, target) == {
+    assert groups.unreconciled(views, current, target) == {
         "consumer-1": {"holds": [], "coordinator": [T1], "target": [T1]}}
 
 
 def test_unreconciled_is_empty_while_a_group_converges_and_for_classic_groups() -> None:
     waiting = {"consumer-0": [T0], "consumer-1": []}  # consumer-1 waits for T1, which consumer-0 still holds
-    assert A.unreconciled(waiting, {"consumer-0": [T0, T1], "consumer-1": []},
+    assert groups.unreconciled(waiting, {"consumer-0": [T0, T1], "consumer-1": []},
                           {"consumer-0": [T0], "consumer-1": [T1]}) == {}
-    assert A.unreconciled({"consumer-0": [T0]}, {"consumer-0": [T0]}, {}) == {}, "classic groups have no target"
+    assert groups.unreconciled({"consumer-0": [T0]}, {"consumer-0": [T0]}, {}) == {}, "classic groups have no target"

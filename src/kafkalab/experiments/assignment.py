@@ -46,8 +46,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from .. import admin, workloads
 from ..errors import KafkalabError
-from ..groups import (LOST_RESPONSE_NOTE, MemberHost, ProgramGroup, produce_with_programs,  # noqa: F401
-                      topic_names, unreconciled)  # (notebooks and tests use them from here)
+from ..groups import MemberHost, ProgramGroup, produce_with_programs, topic_names  # noqa: F401  (notebooks use them here)
 from ..programs import Program, from_notebook, program_settings
 from ..workloads import Partition
 
@@ -372,10 +371,6 @@ class GroupRun(ProgramGroup):
         super().__init__(consumers, topics, program or notebook_programs([self.label])[self.label], run_prefix,
                          static, replication_factor, subscriptions, host, group_config, options)
 
-    def __enter__(self) -> "GroupRun":
-        super().__enter__()
-        return self
-
     def wait_stable(self, timeout_s: float = 30.0) -> AssignmentResult:
         """Wait until the group is stable (``ProgramGroup.wait_formed``); return the assignment."""
         seen, reported = self.wait_formed(timeout_s)
@@ -670,7 +665,7 @@ def sweep(cases: list[SweepCase], parallel: int = 4, ledger: Path | None = None,
     sends an assignment only to a full request or when the member's assignment changed
     (GroupMetadataManager.consumerGroupHeartbeat). An answer slower than one interval, which
     many members in one process on a loaded machine can take, so loses a revocation or an
-    assignment for good (``unreconciled``, ``LOST_RESPONSE_NOTE``). Kafka's default, 5000 ms,
+    assignment for good (``groups.unreconciled``, ``groups.LOST_RESPONSE_NOTE``). Kafka's default, 5000 ms,
     leaves five times the margin of the lab's 1000 ms; it is also the lowest value a group config
     may take here: the controller checks it against its own
     ``group.consumer.min.heartbeat.interval.ms`` (default 5000; 3000 was refused, measured on
@@ -685,8 +680,8 @@ def sweep(cases: list[SweepCase], parallel: int = 4, ledger: Path | None = None,
                               group_config={"consumer.heartbeat.interval.ms": kip848_heartbeat_interval_ms}
                               if kip848 and kip848_heartbeat_interval_ms is not None else None)
 
-    with _host_for_call(host) as h, ThreadPoolExecutor(max_workers=parallel) as pool:
-        results = list(pool.map(partial(one, host=h), cases))
+    with _host_for_call(host) as h:
+        results = list(in_parallel({i: partial(one, case, h) for i, case in enumerate(cases)}, parallel).values())
     if ledger is not None:
         ledger.parent.mkdir(parents=True, exist_ok=True)
         with open(ledger, "w") as f:

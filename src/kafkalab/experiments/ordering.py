@@ -120,23 +120,12 @@ def finish_producer(child: workloads.Worker, timeout_s: float) -> dict[str, tupl
     return out
 
 
-def produce_with(program: Program, topic: str, records: list[tuple[str | None, str]], client_id: str = "producer",
-                 timeout_s: float = 60.0) -> list[tuple[int, int]]:
-    """Run the producer ``program`` on ``records`` (``(key, value)``, values unique; the
-    partitioner chooses) and return ``(partition, offset)`` per record, in input order, from
-    its delivery reports.
-
-    Raises:
-        KafkalabError: the program failed, or a record got no successful delivery report.
-    """
-    return produce_together([(program, records, client_id)], topic, timeout_s)[0]
-
-
 def produce_together(runs: list[tuple[Program, list[tuple[str | None, str]], str]], topic: str,
                      timeout_s: float = 60.0) -> list[list[tuple[int, int]]]:
-    """``produce_with`` for several ``(program, records, client_id)`` at once: all started, then
-    each awaited (each producer's records are its own; where they land does not depend on the
-    others). One list of ``(partition, offset)`` per run, in order.
+    """Run each producer program on its records (``(key, value)``, values unique; the
+    partitioner chooses), all started, then each awaited (each producer's records are its own;
+    where they land does not depend on the others). One list of ``(partition, offset)`` per run,
+    in order, from the programs' delivery reports.
 
     Raises:
         KafkalabError: a program failed, or a record got no successful delivery report.
@@ -293,8 +282,8 @@ def run_group_order(program: Program, partitions: int, consumers: int, keys: int
     reader = reader or notebook_program("group_reader")
     with ProgramGroup(consumers, {"seq": partitions}, reader) as run:
         topic = run.names["seq"]
-        placed = produce_with(program, topic, [(key_of(i, keys), str(i)) for i in range(messages)],
-                              client_id="seq-producer", timeout_s=timeout_s)
+        placed = produce_together([(program, [(key_of(i, keys), str(i)) for i in range(messages)], "seq-producer")],
+                                  topic, timeout_s)[0]
         run.wait_formed(timeout_s)
         t_go = now_ms()
         run.release()
@@ -821,7 +810,7 @@ def run_add_partitions(program: Program, keys: Iterable[str], before: int = 3, a
         topic = run.topic("keys")
         admin.create_topics({topic: before})
         a = workloads.admin()
-        first = produce_with(program, topic, [(k, f"1|{k}") for k in keys], client_id="round-1", timeout_s=timeout_s)
+        first = produce_together([(program, [(k, f"1|{k}") for k in keys], "round-1")], topic, timeout_s)[0]
         for fut in a.create_partitions([NewPartitions(topic, after)], operation_timeout=timeout_s).values():
             try:
                 fut.result()
@@ -830,7 +819,7 @@ def run_add_partitions(program: Program, keys: Iterable[str], before: int = 3, a
         wait_until(lambda: len(a.list_topics(topic, timeout=5).topics[topic].partitions) == after
                    and all(p.leader >= 0 for p in a.list_topics(topic, timeout=5).topics[topic].partitions.values()),
                    timeout_s=timeout_s, what=f"{topic} with {after} partitions, each with a leader")
-        second = produce_with(program, topic, [(k, f"2|{k}") for k in keys], client_id="round-2", timeout_s=timeout_s)
+        second = produce_together([(program, [(k, f"2|{k}") for k in keys], "round-2")], topic, timeout_s)[0]
         shrink_error = None
         for fut in a.create_partitions([NewPartitions(topic, before)], operation_timeout=timeout_s).values():
             try:
