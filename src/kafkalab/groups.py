@@ -360,34 +360,36 @@ class ProgramGroup:
         self.scope.cleanup()
 
 
-def produce_with_programs(run: ProgramGroup, producers: Mapping[str, tuple[Program, str]], keys: Sequence[str],
-                           timeout_s: float) -> dict[str, list[int]]:
-    """Run one producer program per topic (given name -> (program, value)) in the group's host,
-    each sending one record per key, and return given name -> the partition of each key's
-    record, in key order, from the programs' delivery reports (``acked`` ledger events).
+def produce_with_programs(host: MemberHost, runs: Sequence[tuple[Program, str, Sequence[tuple[str | None, str]], str]],
+                          timeout_s: float = 60.0) -> list[list[tuple[int, int]]]:
+    """Run producer programs in ``host`` (role ``producer``), all started, then all awaited: each
+    run is ``(program, topic, records, client_id)``, and ``lab.records()`` gives the program its
+    ``records`` (``(key, value)``, values unique; the partitioner chooses; a key None reaches it
+    as the text ``"None"``). Returns, per run, the ``(partition, offset)`` of each record in
+    order, from the program's delivery reports (``acked`` ledger events).
 
     Raises:
-        KafkalabError: a program failed, or a delivery report carries an error or is missing.
+        KafkalabError: a program failed, or a record got no delivery report without an error.
+        WaitTimeout: the programs ran longer than ``timeout_s``.
     """
-    started = {}
-    for topic, (program, value) in producers.items():
-        key = f"{run.group_id}.producer-{topic}"
-        path = run.host.dir / f"{key}.jsonl"
-        run.host.start(key, ProgramSpec(name=f"producer-{topic}", run_id=run.group_id, ledger=str(path), role="producer",
-                                        program_name=program.name, source=program.source,
-                                        conf=lab_conf(f"producer-{topic}"),
-                                        topics=[run.names[topic]],
-                                        options={"records": [[k, f"{value}-{k}", -1] for k in keys]}))
-        started[topic] = (key, path)
-    run.host.wait_ended([k for k, _ in started.values()], timeout_s)
-    out = {}
-    for topic, (key, path) in started.items():
-        error = run.host.ended(key)
+    started = []
+    for program, topic, records, client_id in runs:
+        key = f"{client_id}.{uuid.uuid4().hex[:8]}"
+        path = host.dir / f"{key}.jsonl"
+        host.start(key, ProgramSpec(client_id, host.run_id, str(path), "producer", program.name, program.source,
+                                    conf=lab_conf(client_id), topics=[topic],
+                                    options={"records": [[k, v, -1] for k, v in records]}))
+        started.append((key, path))
+    host.wait_ended([key for key, _ in started], timeout_s)
+    out = []
+    for (program, _, records, _), (key, path) in zip(runs, started):
+        error = host.ended(key)
         if error:
-            raise KafkalabError(f"producer program for {topic} failed:\n{error}")
-        acked = {e.key: e for e in ledgers.read_events(path) if e.kind == "acked"}
-        bad = [k for k in keys if k not in acked or acked[k].error]
+            raise KafkalabError(f"program {program.name} failed:\n{error}")
+        acked = {e.value: e for e in ledgers.read_events(path) if e.kind == "acked"}
+        bad = [v for _, v in records if v not in acked or acked[v].error]
         if bad:
-            raise KafkalabError(f"producer program for {topic}: no delivery report without error for {bad[:5]}")
-        out[topic] = [acked[k].partition for k in keys]
+            raise KafkalabError(f"program {program.name}: no delivery report without error for {len(bad)} records, "
+                                f"e.g. {bad[:3]}")
+        out.append([(acked[v].partition, acked[v].offset) for _, v in records])
     return out

@@ -622,11 +622,13 @@ def run_join_placement(consumers: int = 3, partitions: int = 4, assignor: Assign
     producer_b = producer_b or producer_a
     with GroupRun(consumers, {"A": partitions, "B": partitions}, assignor, program=program, host=host) as run:
         result = run.wait_stable(timeout_s)
-        placed = produce_with_programs(run, {"A": (producer_a, "order"), "B": (producer_b, "payment")}, keys,
-                                        timeout_s)
+        placed = produce_with_programs(run.host, [(producer, run.names[t], [(k, f"{value}-{k}") for k in keys],
+                                                   f"producer-{t}")
+                                                  for t, producer, value in (("A", producer_a, "order"),
+                                                                             ("B", producer_b, "payment"))], timeout_s)
     owners = result.owners()
-    rows = [KeyPlacement(k, placed["A"][i], placed["B"][i], owners[("A", placed["A"][i])], owners[("B", placed["B"][i])])
-            for i, k in enumerate(keys)]
+    rows = [KeyPlacement(k, pa, pb, owners[("A", pa)], owners[("B", pb)])
+            for k, (pa, _), (pb, _) in zip(keys, placed[0], placed[1])]
     return JoinPlacement(run.label, partitioner_of(producer_a), partitioner_of(producer_b), result, rows)
 
 

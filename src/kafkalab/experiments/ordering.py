@@ -61,10 +61,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import click
 
-from .. import admin, cluster, defaults, producers, runscope, workloads
+from .. import admin, cluster, defaults, producers, workloads
 from ..errors import KafkalabError
 from ..faults import FaultProxy, Rule
-from ..groups import ProgramGroup
+from ..groups import MemberHost, ProgramGroup, produce_with_programs
 from ..instruments import fault_gate
 from ..ledger import Event, now_ms, read_events
 from ..programs import Program, from_notebook
@@ -122,31 +122,15 @@ def finish_producer(child: workloads.Worker, timeout_s: float) -> dict[str, tupl
 
 def produce_together(runs: list[tuple[Program, list[tuple[str | None, str]], str]], topic: str,
                      timeout_s: float = 60.0) -> list[list[tuple[int, int]]]:
-    """Run each producer program on its records (``(key, value)``, values unique; the
-    partitioner chooses), all started, then each awaited (each producer's records are its own;
-    where they land does not depend on the others). One list of ``(partition, offset)`` per run,
-    in order, from the programs' delivery reports.
+    """Run each ``(program, records, client_id)`` to ``topic`` in one host worker of its own
+    (``groups.produce_with_programs``: all started, then each awaited; where one producer's
+    records land does not depend on the others). One list of ``(partition, offset)`` per run.
 
     Raises:
         KafkalabError: a program failed, or a record got no successful delivery report.
     """
-    run_id = runscope.run_id()
-    children = [spawn_producer(prog, topic, [(k, v, -1) for k, v in records], f"{run_id}-{cid}", run_id)
-                for prog, records, cid in runs]
-    out = []
-    try:
-        for child, (prog, records, _) in zip(children, runs):
-            reports = finish_producer(child, timeout_s)
-            missing = [v for _, v in records if v not in reports]
-            if missing:
-                raise KafkalabError(f"program {prog.name}: no delivery report for {len(missing)} records, "
-                                    f"e.g. {missing[:3]}")
-            out.append([reports[v] for _, v in records])
-    finally:
-        for child in children:
-            if child.alive:
-                child.kill()
-    return out
+    with MemberHost("producers") as host:
+        return produce_with_programs(host, [(prog, topic, records, cid) for prog, records, cid in runs], timeout_s)
 
 
 def key_of(seq: int, keys: int) -> str | None:
