@@ -15,7 +15,7 @@ import json
 import shutil
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -89,19 +89,6 @@ class MemberHost:
         self.close()
 
 
-@dataclass
-class MemberState:
-    """What one program member recorded about itself (its ledger): ``assignment`` held now,
-    every partition ``revoked`` so far, its member id as its last rebalance callback saw it."""
-
-    index: int
-    client_id: str
-    group_instance_id: str | None = None
-    member_id: str = ""
-    assignment: set[Partition] = field(default_factory=set)
-    revoked: list[Partition] = field(default_factory=list)
-
-
 class ProgramMember:
     """One group member run as a program in a ``MemberHost``; what it knows about itself is
     read from its ledger (``assigned``/``revoked`` events of its ``on_assign``/``on_revoke``)."""
@@ -110,7 +97,8 @@ class ProgramMember:
         self.host = host
         self.key = key
         self.ledger_path = Path(spec.ledger)
-        self.state = MemberState(index=index, client_id=spec.conf["client.id"], group_instance_id=spec.instance_id)
+        self.index = index
+        self.client_id: str = spec.conf["client.id"]
         host.start(key, spec)
 
     def events(self) -> list[ledgers.Event]:
@@ -121,24 +109,21 @@ class ProgramMember:
         """
         error = self.host.ended(self.key)
         if error:
-            raise KafkalabError(f"{self.state.client_id}'s program failed:\n{error}")
+            raise KafkalabError(f"{self.client_id}'s program failed:\n{error}")
         return ledgers.read_events(self.ledger_path, growing=True) if self.ledger_path.exists() else []
 
-    def snapshot(self) -> MemberState:
-        """The member's view: partitions held (assigned minus revoked, in ledger order), every
-        partition revoked, member id. Raises as ``events``."""
-        s = self.state
-        out = MemberState(s.index, s.client_id, s.group_instance_id)
+    def view(self) -> tuple[set[Partition], list[Partition]]:
+        """What the member's ledger says: the partitions it holds (assigned minus revoked, in
+        ledger order) and every partition revoked so far. Raises as ``events``."""
+        held: set[Partition] = set()
+        revoked: list[Partition] = []
         for e in self.events():
-            tp = (e.topic, e.partition)
             if e.kind == "assigned":
-                out.assignment.add(tp)
+                held.add((e.topic, e.partition))
             elif e.kind == "revoked":
-                out.assignment.discard(tp)
-                out.revoked.append(tp)
-            if e.member_id:
-                out.member_id = e.member_id
-        return out
+                held.discard((e.topic, e.partition))
+                revoked.append((e.topic, e.partition))
+        return held, revoked
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Stop the program (it closes its consumer: a LeaveGroup) and wait until it ended."""
@@ -164,7 +149,7 @@ def wait_programs_stable(group_id: str, members: Sequence[ProgramMember], topics
 
     def stable():
         nonlocal last
-        views = {m.state.client_id: m.snapshot().assignment for m in members}
+        views = {m.client_id: m.view()[0] for m in members}
         try:
             d = workloads.describe_group(group_id)
         except (KafkaException, TimeoutError):
@@ -347,7 +332,7 @@ class ProgramGroup:
 
     def revoked_counts(self) -> dict[str, int]:
         """member name -> partitions revoked from it so far (every rebalance callback)."""
-        return {m.state.client_id: len(m.snapshot().revoked) for m in self.members}
+        return {m.client_id: len(m.view()[1]) for m in self.members}
 
     def _close_members(self) -> None:
         for m in self.members:

@@ -374,15 +374,15 @@ class GroupRun(ProgramGroup):
     def wait_stable(self, timeout_s: float = 30.0) -> AssignmentResult:
         """Wait until the group is stable (``ProgramGroup.wait_formed``); return the assignment."""
         seen, reported = self.wait_formed(timeout_s)
-        members = [Member(m.state.client_id, *seen[m.state.client_id][:2], sorted(seen[m.state.client_id][2]))
+        members = [Member(m.client_id, *seen[m.client_id][:2], sorted(seen[m.client_id][2]))
                    for m in self.members]
         subs = None
         if self.subscriptions is not None:
-            subs = {m.state.client_id: self.subscriptions[m.state.index] if m.state.index < len(self.subscriptions)
+            subs = {m.client_id: self.subscriptions[m.index] if m.index < len(self.subscriptions)
                     else list(self.topics) for m in self.members}
         return AssignmentResult(self.group_id, self.label, dict(self.topics), dict(self.names), members,
                                 int((time.monotonic() - self.t0) * 1000), reported, subs,
-                                {m.state.client_id: dict(self.lab_conf[m.state.client_id]) for m in self.members})
+                                {m.client_id: dict(self.lab_conf[m.client_id]) for m in self.members})
 
 
 def run_assignment(consumers: int, topics: dict[str, int], assignor: Assignor | str = "range",
@@ -537,7 +537,7 @@ def run_leave(consumers: int, topics: dict[str, int], assignor: Assignor | str, 
         before = run.wait_stable(timeout_s)
         revoked_before = run.revoked_counts()
         index = leaver_index(before, leaver)
-        left = run.members[index].state.client_id
+        left = run.members[index].client_id
         run.remove(index)
         after = run.wait_stable(timeout_s)
         revoked_after = run.revoked_counts()
