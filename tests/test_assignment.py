@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from kafkalab import groups
 from kafkalab.errors import KafkalabError
 from kafkalab.experiments import assignment as A
 
@@ -183,12 +184,13 @@ def test_sweep_sets_the_heartbeat_interval_group_config_only_on_kip848_groups(mo
 
     monkeypatch.setattr(A, "run_assignment", fake_run)
     cases = A.grid(consumers=[3], topics=[1], partitions=[2])
-    assert A.sweep(cases, parallel=2, kip848_heartbeat_interval_ms=5000) == [c.assignor for c in cases]
+    host = object()  # no member host: run_assignment is faked; the saved notebook's programs are read, not run
+    assert A.sweep(cases, parallel=2, kip848_heartbeat_interval_ms=5000, host=host) == [c.assignor for c in cases]
     kip848 = {label for label in A.LABELS if label.startswith("consumer/")}
     assert kip848 and set(seen) == set(A.LABELS)
     assert all(seen[label] == {"consumer.heartbeat.interval.ms": 5000} for label in kip848)
     assert all(seen[label] is None for label in set(A.LABELS) - kip848), "classic groups have no such config"
-    A.sweep(cases, parallel=2)
+    A.sweep(cases, parallel=2, host=host)
     assert all(v is None for v in seen.values()), "without the argument every group takes the broker's interval"
 
 
@@ -341,7 +343,7 @@ def test_unreconciled_names_a_member_that_never_heard_of_its_revocation() -> Non
     views = {"consumer-0": [T0, T1], "consumer-1": [], "consumer-2": []}
     current = {"consumer-0": [T0, T1], "consumer-1": [], "consumer-2": []}
     target = {"consumer-0": [T0], "consumer-1": [T1], "consumer-2": []}
-    assert A.unreconciled(views, current, target) == {
+    assert groups.unreconciled(views, current, target) == {
         "consumer-0": {"holds": [T0, T1], "coordinator": [T0, T1], "target": [T0]}}
 
 
@@ -349,12 +351,12 @@ def test_unreconciled_names_a_member_that_never_heard_of_its_assignment() -> Non
     views = {"consumer-0": [T0], "consumer-1": []}
     current = {"consumer-0": [T0], "consumer-1": [T1]}
     target = {"consumer-0": [T0], "consumer-1": [T1]}
-    assert A.unreconciled(views, current, target) == {
+    assert groups.unreconciled(views, current, target) == {
         "consumer-1": {"holds": [], "coordinator": [T1], "target": [T1]}}
 
 
 def test_unreconciled_is_empty_while_a_group_converges_and_for_classic_groups() -> None:
     waiting = {"consumer-0": [T0], "consumer-1": []}  # consumer-1 waits for T1, which consumer-0 still holds
-    assert A.unreconciled(waiting, {"consumer-0": [T0, T1], "consumer-1": []},
+    assert groups.unreconciled(waiting, {"consumer-0": [T0, T1], "consumer-1": []},
                           {"consumer-0": [T0], "consumer-1": [T1]}) == {}
-    assert A.unreconciled({"consumer-0": [T0]}, {"consumer-0": [T0]}, {}) == {}, "classic groups have no target"
+    assert groups.unreconciled({"consumer-0": [T0]}, {"consumer-0": [T0]}, {}) == {}, "classic groups have no target"

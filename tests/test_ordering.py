@@ -87,3 +87,74 @@ def test_the_notebooks_programs_write_the_settings_the_lessons_are_about() -> No
     assert "lab.wait_for_fault()" in ordering.notebook_program("idempotent_producer").source
     assert '"max.in.flight.requests.per.connection": 2,' in ordering.retry_program(False, 2).source
     assert '"max.in.flight.requests.per.connection": 3, "enable.idempotence": True,' in ordering.retry_program(True, 3).source
+
+
+def test_received_orders_each_consume_call_as_one_batch_by_when_it_returned() -> None:
+    from kafkalab.experiments.ordering import received
+    from kafkalab.ledger import Event
+
+    def ev(client: str, ts: int, seq: int, value: int, partition: int, offset: int, kind: str = "consumed",
+           error: str | None = None) -> Event:
+        return Event("r", kind, ts, seq, "t", partition, offset, f"k{value % 3}", str(value), client_id=client, error=error)
+
+    events = [ev("consumer-1", 10, 0, 1, 1, 0), ev("consumer-0", 10, 0, 0, 0, 0), ev("consumer-0", 10, 1, 2, 0, 1),
+              ev("consumer-0", 12, 2, 4, 0, 2), ev("consumer-1", 11, 1, 3, 1, 1),
+              ev("consumer-0", 9, 3, 0, 0, 0, kind="assigned"), ev("consumer-1", 9, 2, 0, 0, 0, error="boom")]
+    got = received(events)
+    assert [(r.consumer, r.seq, r.batch) for r in got] == [
+        ("consumer-0", 0, 0), ("consumer-0", 2, 0), ("consumer-1", 1, 1), ("consumer-1", 3, 2), ("consumer-0", 4, 3)]
+    assert [r.index for r in got] == [0, 1, 2, 3, 4] and got[0].key == "k0"
+
+
+def test_the_group_reader_holds_its_partitions_until_the_group_has_formed() -> None:
+    from kafkalab.experiments import ordering
+    from kafkalab.programs import program_settings
+
+    reader = ordering.notebook_program("group_reader").source
+    assert "consumer.pause(partitions)" in reader and "lab.group_formed()" in reader and "consumer.resume(held)" in reader
+    settings = program_settings(reader)
+    assert settings["partition.assignment.strategy"] == "range" and settings["auto.offset.reset"] == "earliest"
+
+
+def test_a_consumer_labs_group_formed_reads_its_file_and_one_call_shares_one_time(tmp_path) -> None:
+    from kafkalab.instruments.consumer import ConsumerLab
+    from kafkalab.ledger import read_events
+    from kafkalab.worker import ProgramSpec
+
+    formed = tmp_path / "formed"
+    spec = ProgramSpec("c", "r", str(tmp_path / "c.jsonl"), "consumer", "p", "", topics=["t"],
+                       options={"group_formed": str(formed)})
+    lab = ConsumerLab(spec)
+    assert not lab.group_formed()
+    formed.touch()
+    assert lab.group_formed()
+
+    class Msg:
+        def __init__(self, offset: int):
+            self._offset = offset
+
+        def error(self):
+            return None
+
+        def topic(self):
+            return "t"
+
+        def partition(self):
+            return 0
+
+        def offset(self):
+            return self._offset
+
+        def key(self):
+            return None
+
+        def value(self):
+            return str(self._offset).encode()
+
+    lab.consumed([Msg(i) for i in range(50)])
+    lab.close()
+    events = read_events(spec.ledger)
+    assert len(events) == 50 and len({e.ts_ms for e in events}) == 1, "one consume() call, one time"
+    other = ConsumerLab(ProgramSpec("d", "r", str(tmp_path / "d.jsonl"), "consumer", "p", ""))
+    assert other.group_formed(), "without the option a group is always formed"
+    other.close()

@@ -228,8 +228,7 @@ def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | 
     """Real consumers in a real group on fresh topics: who gets which partition. The members run
     notebook 01's programs ``member`` (classic) or ``kip848_member`` (KIP-848), read from the
     notebook, with the assignor line set as asked (``assignment.member_program``)."""
-    from .experiments.assignment import Assignor, member_program, run_assignment
-    from .programs import from_notebook
+    from .experiments.assignment import Assignor, notebook_programs, run_assignment
 
     parsed = dict(_parse_topic(t) for t in topics)
     if len(parsed) != len(topics):
@@ -244,8 +243,7 @@ def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | 
             raise click.UsageError("--remote-assignor needs --group-protocol consumer")
         assignor = Assignor(strategy=strategy or "range")
     runscope.require_for_cli()
-    program = member_program(assignor.label, from_notebook("01_partition_assignment", "member"),
-                             from_notebook("01_partition_assignment", "kip848_member"))
+    program = notebook_programs([assignor.label])[assignor.label]
     show_programs(program)
     result = run_assignment(consumers, parsed, assignor, run_prefix=run_prefix, timeout_s=timeout_s, program=program)
     if as_json:

@@ -1,21 +1,18 @@
-"""Workloads: topics, producers and consumers that experiments run against the live cluster.
-
-Consumers here are real confluent-kafka (librdkafka) consumers in a real consumer group; each
-runs its poll loop in its own thread, because a member that stops polling stops taking part
-in rebalances (classic protocol: JoinGroup/SyncGroup are driven from poll; KIP-848: the
-heartbeat carries the assignment).
+"""Workloads: what experiments run against the live cluster besides the programs they show:
+the shared AdminClient, a producer and a reader for setting up and reading back topics, the
+group requests of the AdminClient (``group_request``), and the worker processes that run the
+client programs (``spawn``, ``Worker``). Group members are client programs
+(``experiments.assignment.GroupRun``), never threads here.
 """
 
 from __future__ import annotations
 
 import atexit
-import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from . import config
@@ -152,131 +149,7 @@ def read_topic(topic: str, partitions: int, timeout_s: float = 30.0, at_least: i
         c.close()
 
 
-# ----------------------------------------------------------------------------- group members
-
-
-@dataclass
-class MemberState:
-    """What one member knows about itself, updated from its own poll thread."""
-
-    index: int
-    client_id: str
-    group_instance_id: str | None = None
-    member_id: str = ""
-    assignment: set[Partition] = field(default_factory=set)
-    revoked: list[Partition] = field(default_factory=list)  # every partition ever revoked
-    assigned: list[Partition] = field(default_factory=list)  # every partition ever assigned
-    rebalances: int = 0
-    error: str | None = None
-
-
-class GroupMember:
-    """One consumer in a group, polling in a background thread until ``close()``.
-
-    Args:
-        index: position in the experiment (names it ``consumer-<index>``).
-        conf: confluent-kafka consumer configuration (``group.id`` and strategy included).
-        topics: topics to subscribe to.
-        on_message: optional callback ``(member, message)`` for every record polled.
-        on_batch: optional callback ``(member, messages)`` for every non-empty list of
-            records one ``poll``/``consume`` returned (errors left out).
-        batch: records per ``consume(num_messages=batch)``; 1: ``poll``.
-        poll_timeout_ms: how long one ``poll``/``consume`` waits, ms.
-        hold: if given, every assignment is paused in the rebalance callback and resumed
-            only once ``hold`` is set: nothing is handed over before the whole group has
-            joined (set ``hold`` after ``wait_group_stable``).
-    """
-
-    def __init__(self, index: int, conf: dict, topics: list[str],
-                 on_message: Callable[["GroupMember", object], None] | None = None,
-                 on_batch: Callable[["GroupMember", list], None] | None = None,
-                 batch: int = 1, poll_timeout_ms: int = 100, hold: threading.Event | None = None):
-        self.state = MemberState(index=index, client_id=conf.get("client.id", f"consumer-{index}"),
-                                 group_instance_id=conf.get("group.instance.id"))
-        # incremental (cooperative) callbacks carry only what changes; eager ones the whole set
-        self.incremental = (conf.get("group.protocol") == "consumer"
-                            or conf.get("partition.assignment.strategy") == "cooperative-sticky")
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._on_message = on_message
-        self._on_batch = on_batch
-        self._batch = batch
-        self._poll_timeout_s = poll_timeout_ms / 1000
-        self._hold = hold
-        self._resumed = True
-        self.consumer = Consumer(conf)
-        self.consumer.subscribe(topics, on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost)
-        self.thread = threading.Thread(target=self._loop, name=self.state.client_id, daemon=True)
-        self.thread.start()
-
-    def _assigned(self, consumer, partitions) -> None:
-        if self._hold is not None:
-            (consumer.incremental_assign if self.incremental else consumer.assign)(partitions)
-            consumer.pause(partitions)  # nothing is handed over before every member has joined
-        with self._lock:
-            tps = [(p.topic, p.partition) for p in partitions]
-            if self.incremental:
-                self.state.assignment |= set(tps)
-            else:
-                self.state.assignment = set(tps)
-            self.state.assigned.extend(tps)
-            self.state.rebalances += 1
-            if self._hold is not None:
-                self._resumed = False
-
-    def _revoked(self, consumer, partitions) -> None:
-        with self._lock:
-            tps = [(p.topic, p.partition) for p in partitions]
-            self.state.assignment -= set(tps)
-            self.state.revoked.extend(tps)
-
-    _lost = _revoked
-
-    def _loop(self) -> None:
-        try:
-            while not self._stop.is_set():
-                if not self._resumed and self._hold.is_set():
-                    assignment = self.consumer.assignment()
-                    if assignment:
-                        self.consumer.resume(assignment)
-                    self._resumed = True
-                if self._batch > 1:
-                    msgs = self.consumer.consume(num_messages=self._batch, timeout=self._poll_timeout_s)
-                else:
-                    msg = self.consumer.poll(self._poll_timeout_s)
-                    msgs = [msg] if msg is not None else []
-                mid = self.consumer.memberid()
-                if mid:
-                    self.state.member_id = mid
-                msgs = [m for m in msgs if m.error() is None]
-                if self._on_message:
-                    for m in msgs:
-                        self._on_message(self, m)
-                if msgs and self._on_batch:
-                    self._on_batch(self, msgs)
-        except Exception as e:  # surfaced by snapshot()/close()
-            self.state.error = repr(e)
-
-    def snapshot(self) -> MemberState:
-        """A copy of the member's state (thread-safe).
-
-        Raises:
-            KafkalabError: the member's poll loop failed (the error in the message).
-        """
-        with self._lock:
-            s = self.state
-            if s.error:
-                raise KafkalabError(f"{s.client_id} failed: {s.error}")
-            return MemberState(s.index, s.client_id, s.group_instance_id, s.member_id, set(s.assignment),
-                               list(s.revoked), list(s.assigned), s.rebalances)
-
-    def close(self, leave_group: bool = True) -> None:
-        """Stop polling and close the consumer (a clean LeaveGroup, unless ``leave_group`` is
-        False, in which case the thread stops but the consumer is left to time out)."""
-        self._stop.set()
-        self.thread.join(timeout=10)
-        if leave_group:
-            self.consumer.close()
+# ----------------------------------------------------------------------------- group requests
 
 
 #: The AdminClient options of every group request (DescribeGroups, DeleteGroups, OffsetFetch:
@@ -333,88 +206,6 @@ def broker_assignment(group_id: str) -> tuple[str, dict[str, set[Partition]]]:
         for m in d.members
     }
     return d.state.name, members
-
-
-def partitions_of(topics: dict[str, int]) -> set[Partition]:
-    return {(t, p) for t, n in topics.items() for p in range(n)}
-
-
-def wait_group_stable(group_id: str, members: list[GroupMember], topics: dict[str, int],
-                      timeout_s: float = 30.0) -> dict[str, set[Partition]]:
-    """Until the coordinator reports the group STABLE with exactly these members, every
-    partition of ``topics`` assigned once, and each member's own view equal to the
-    coordinator's. Returns member_id -> partitions.
-
-    Raises:
-        WaitTimeout: with the last state seen.
-    """
-    expected = partitions_of(topics)
-    last: dict = {}
-
-    def stable():
-        nonlocal last
-        snaps = [m.snapshot() for m in members]
-        try:
-            state, assigned = broker_assignment(group_id)
-        except (KafkaException, TimeoutError):
-            return None
-        last = {"state": state, "broker": assigned, "members": {s.client_id: sorted(s.assignment) for s in snaps}}
-        if state != "STABLE" or len(assigned) != len(members):
-            return None
-        ids = {s.member_id for s in snaps}
-        if ids != set(assigned):
-            return None
-        flat = [tp for tps in assigned.values() for tp in tps]
-        if len(flat) != len(set(flat)) or set(flat) != expected:
-            return None
-        if any(s.assignment != assigned[s.member_id] for s in snaps):
-            return None
-        return assigned
-
-    return wait_until(stable, timeout_s=timeout_s, interval_s=0.2,
-                      what=f"group {group_id} stable with {len(members)} members covering {len(expected)} partitions",
-                      on_timeout=lambda: f"last seen: {last}")
-
-
-def consumer_config(group_id: str, index: int, strategy: str | None = None, group_protocol: str = "classic",
-                    remote_assignor: str | None = None, group_instance_id: str | None = None,
-                    extra: dict | None = None) -> dict:
-    """A consumer configuration for experiments.
-
-    Classic protocol: ``partition.assignment.strategy`` = ``strategy`` (range, roundrobin,
-    cooperative-sticky), session.timeout.ms 6000 and heartbeat.interval.ms 1000 (teaching;
-    librdkafka 2.16 defaults 45000 and 3000). KIP-848 (``group_protocol="consumer"``): the
-    broker assigns with ``group.remote.assignor`` (uniform or range); librdkafka rejects
-    the classic settings there, so none are set.
-    """
-    conf = {
-        "bootstrap.servers": config.bootstrap_servers(),
-        "group.id": group_id,
-        "client.id": f"consumer-{index}",
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-        "log_level": 3,
-    }
-    if group_protocol == "consumer":
-        conf["group.protocol"] = "consumer"
-        if remote_assignor:
-            conf["group.remote.assignor"] = remote_assignor
-    elif group_protocol == "classic":
-        conf.update({
-            "partition.assignment.strategy": strategy or "range",
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 1000,
-        })
-    else:
-        raise KafkalabError(f"group_protocol must be 'classic' or 'consumer', not {group_protocol!r}")
-    if group_instance_id:
-        conf["group.instance.id"] = group_instance_id
-    conf.update(extra or {})
-    return conf
-
-
-def elapsed_ms(t0: float) -> int:
-    return int((time.monotonic() - t0) * 1000)
 
 
 # ----------------------------------------------------------------------------- worker processes

@@ -20,11 +20,9 @@ The members are client programs (``kafkalab.programs``): notebook 01 shows ``mem
 classic-protocol consumer whose ``partition.assignment.strategy`` line names the assignor) and
 ``kip848_member`` (``group.protocol=consumer`` and ``group.remote.assignor``); every other
 assignor runs a copy of one of them with that one line changed (``member_programs``). They run
-in a host worker (``MemberHost``, ``worker.HostSpec``): one process for all the members of a
-call (45 groups of section 4 included), each member a thread with its own ``lab``, since a
-Python process per member would cost more than the whole notebook. Without a program,
-``GroupRun`` still runs in-process ``workloads.GroupMember`` threads (the solutions' exercise
-on a member whose poll loop stops while its client lives on).
+in a host worker (``groups.MemberHost``; ``GroupRun`` is a ``groups.ProgramGroup``): one process
+for all the members of a call (45 groups of section 4 included), each member a thread with its
+own ``lab``. A call given no program runs the saved notebook's (``notebook_programs``).
 
 Member order, which decides range and round-robin: librdkafka's assignors sort members by
 ``group.instance.id`` if set, else by member id (rdkafka_assignor.c). Under the classic
@@ -38,9 +36,7 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -48,16 +44,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, TypeVar
 
-from confluent_kafka import KafkaException
-
 from .. import admin, workloads
-from .. import ledger as ledgers
 from ..errors import KafkalabError
-from ..programs import Program, program_settings
-from ..runscope import RunScope
-from ..waiting import wait_until
-from ..worker import HostSpec, ProgramSpec, lab_conf
-from ..workloads import GroupMember, MemberState, Partition
+from ..groups import MemberHost, ProgramGroup, produce_with_programs, topic_names  # noqa: F401  (notebooks use them here)
+from ..programs import Program, from_notebook, program_settings
+from ..workloads import Partition
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -203,12 +194,6 @@ def _sort_key(m: Member) -> tuple[bool, str]:
     return (m.group_instance_id is None, m.group_instance_id or m.member_id)
 
 
-def topic_names(topics: dict[str, int], run_prefix: str) -> dict[str, str]:
-    """Given name -> real name ``<run_prefix>-<NAME>`` (topic order, and so range and
-    round-robin order, is that of the given names)."""
-    return {t: f"{run_prefix}-{t}" for t in topics}
-
-
 # ----------------------------------------------------------------------------- predictions
 
 
@@ -337,6 +322,20 @@ def member_programs(labels: Sequence[str], member: Program, kip848_member: Progr
     return {label: member_program(label, member, kip848_member) for label in labels}
 
 
+#: The notebook whose member programs run when a call is given none.
+NOTEBOOK = "01_partition_assignment"
+
+
+def notebook_programs(labels: Sequence[str]) -> dict[str, Program]:
+    """``member_programs`` of the saved notebook 01's ``member`` and ``kip848_member``
+    (``programs.from_notebook``): what runs when a call is given no program.
+
+    Raises:
+        KafkalabError: an unknown label, or a program without its assignor line.
+    """
+    return member_programs(labels, from_notebook(NOTEBOOK, "member"), from_notebook(NOTEBOOK, "kip848_member"))
+
+
 def assignor_lines(programs: Mapping[str, Program]) -> dict[str, str]:
     """label -> the line that names the assignor in the program that runs it (what the copies
     change), e.g. ``{"roundrobin": '"partition.assignment.strategy": "roundrobin",'}``."""
@@ -354,346 +353,36 @@ def partitioner_of(program: Program) -> str:
     return str(program_settings(program.source).get("partitioner", "consistent_random (default)"))
 
 
-class MemberHost:
-    """One host worker process (``worker.HostSpec``) that runs client programs as threads,
-    each with its own ``lab``: the members of every group of one call (and the producers of
-    section 6). A context manager: on exit it stops every program still running (SIGTERM: a
-    member leaves its group) and removes its folder. Create it in a thread that lives as long
-    as the host should (the worker dies with the thread that spawned it).
-    """
-
-    def __init__(self, name: str = "members"):
-        self.run_id = f"{name}-{uuid.uuid4().hex[:8]}"
-        self.dir = workloads.run_dir(self.run_id)
-        self.inbox = self.dir / "inbox"
-        self.inbox.mkdir(parents=True, exist_ok=True)
-        self.worker = workloads.spawn(HostSpec(name, self.run_id, str(self.dir / "host.jsonl"), str(self.inbox)))
-
-    def start(self, key: str, spec: ProgramSpec) -> None:
-        """Start ``spec`` in the host under ``key`` (unique in this host)."""
-        path = self.inbox / f"{key}.json"
-        tmp = self.inbox / f"{key}.json.part"
-        tmp.write_text(json.dumps(asdict(spec)))
-        tmp.rename(path)
-
-    def stop(self, key: str) -> None:
-        """Ask program ``key`` to stop (its ``lab.running()`` turns False)."""
-        (self.inbox / f"{key}.stop").touch()
-
-    def ended(self, key: str) -> str | None:
-        """None while program ``key`` runs; once it ended, its traceback ("" if it returned)."""
-        end = self.inbox / f"{key}.end"
-        if not end.exists():
-            if not self.worker.alive:
-                raise KafkalabError(f"the member host died (exit {self.worker.returncode}); its log: {self.worker.log_path}")
-            return None
-        return end.read_text()
-
-    def wait_ended(self, keys: Sequence[str], timeout_s: float = 30.0) -> None:
-        """Until every program of ``keys`` has ended."""
-        wait_until(lambda: all(self.ended(k) is not None for k in keys), timeout_s=timeout_s, interval_s=0.05,
-                   what=f"{len(keys)} program(s) of the member host to end")
-
-    def close(self) -> None:
-        """Stop every program, end the host, remove its folder."""
-        self.worker.terminate(timeout_s=30)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> "MemberHost":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-class ProgramMember:
-    """One group member run as a program in a ``MemberHost``; what it knows about itself is
-    read from its ledger (``assigned``/``revoked`` events of its ``on_assign``/``on_revoke``).
-    Same face as ``workloads.GroupMember`` (``state``, ``snapshot``, ``close``)."""
-
-    def __init__(self, host: MemberHost, key: str, index: int, spec: ProgramSpec):
-        self.host = host
-        self.key = key
-        self.ledger_path = Path(spec.ledger)
-        self.state = MemberState(index=index, client_id=spec.conf["client.id"],
-                                 group_instance_id=spec.instance_id)
-        host.start(key, spec)
-
-    def snapshot(self) -> MemberState:
-        """The member's view: partitions held (assigned minus revoked, in ledger order), every
-        partition revoked, member id (as its last rebalance callback saw it).
-
-        Raises:
-            KafkalabError: the program raised (its traceback in the message).
-        """
-        error = self.host.ended(self.key)
-        if error:
-            raise KafkalabError(f"{self.state.client_id}'s program failed:\n{error}")
-        s = self.state
-        out = MemberState(s.index, s.client_id, s.group_instance_id)
-        events = ledgers.read_events(self.ledger_path, growing=True) if self.ledger_path.exists() else []
-        for e in events:
-            tp = (e.topic, e.partition)
-            if e.kind == "assigned":
-                out.assignment.add(tp)
-                out.assigned.append(tp)
-            elif e.kind == "revoked":
-                out.assignment.discard(tp)
-                out.revoked.append(tp)
-            if e.member_id:
-                out.member_id = e.member_id
-        return out
-
-    def close(self, timeout_s: float = 30.0) -> None:
-        """Stop the program (it closes its consumer: a LeaveGroup) and wait until it ended."""
-        self.host.stop(self.key)
-        self.host.wait_ended([self.key], timeout_s)
-
-
-def wait_programs_stable(group_id: str, members: Sequence[ProgramMember], topics: dict[str, int],
-                         timeout_s: float = 30.0) -> tuple[dict[str, tuple[str, str | None, set[Partition]]], str]:
-    """Until the coordinator reports the group STABLE with exactly these members (by
-    ``client.id``), every partition of ``topics`` assigned once, and each member's own view
-    (its ledger) equal to the coordinator's. Returns (client id -> (member id,
-    group.instance.id, partitions), the assignor the coordinator reports).
-
-    Raises:
-        WaitTimeout: with the last state seen and, for a KIP-848 group, the members whose own
-            view lags what the coordinator holds for them (``unreconciled``): the signature of
-            a heartbeat response lost to librdkafka's request timeout; KafkalabError: a
-            member's program failed.
-    """
-    expected = workloads.partitions_of(topics)
-    last: dict = {}
-
-    def stable():
-        nonlocal last
-        views = {m.state.client_id: m.snapshot().assignment for m in members}
-        try:
-            d = workloads.describe_group(group_id)
-        except (KafkaException, TimeoutError):
-            return None
-        coordinator = {m.client_id: (m.member_id, m.group_instance_id,
-                                     {(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])})
-                       for m in d.members}
-        target = {m.client_id: {(tp.topic, tp.partition) for tp in m.target_assignment.topic_partitions}
-                  for m in d.members if getattr(m, "target_assignment", None) is not None}
-        last = {"state": d.state.name, "coordinator": {c: sorted(v[2]) for c, v in coordinator.items()},
-                "members": {c: sorted(v) for c, v in views.items()}}
-        if target:  # KIP-848: the assignment the coordinator is reconciling each member towards
-            last["target"] = {c: sorted(v) for c, v in target.items()}
-        if d.state.name != "STABLE" or len(d.members) != len(members) or set(coordinator) != set(views):
-            return None
-        flat = [tp for v in coordinator.values() for tp in v[2]]
-        if len(flat) != len(set(flat)) or set(flat) != expected:
-            return None
-        if any(views[c] != coordinator[c][2] for c in views):
-            return None
-        return coordinator, d.partition_assignor or ""
-
-    def seen() -> str:
-        lagging = unreconciled(last.get("members", {}), last.get("coordinator", {}), last.get("target", {}))
-        return f"last seen: {last}" + (f"\n{LOST_RESPONSE_NOTE}: {lagging}" if lagging else "")
-
-    return wait_until(stable, timeout_s=timeout_s, interval_s=0.2,
-                      what=f"group {group_id} stable with {len(members)} members covering {len(expected)} partitions",
-                      on_timeout=seen)
-
-
-#: What a member whose own view lags the coordinator's record of it means under KIP-848 with
-#: librdkafka 2.16: the ConsumerGroupHeartbeat that carried its new assignment was answered
-#: after librdkafka's request timeout (the heartbeat interval the broker gives, 1 s here:
-#: group.consumer.heartbeat.interval.ms) and dropped; librdkafka then retries with a partial
-#: heartbeat, and the coordinator sends an assignment only on a full request or a change
-#: (Kafka GroupMetadataManager.consumerGroupHeartbeat), so the member never learns it.
-LOST_RESPONSE_NOTE = ("members whose own view lags what the coordinator holds for them (a KIP-848 heartbeat "
-                      "response carrying their assignment was lost to librdkafka's 1-heartbeat-interval request "
-                      "timeout and never sent again)")
-
-
-def unreconciled(views: Mapping[str, Sequence], current: Mapping[str, Sequence],
-                 target: Mapping[str, Sequence]) -> dict[str, dict[str, list]]:
-    """The members of a KIP-848 group stuck between two assignments, as one ``describe`` and
-    their own ledgers show them: client id -> ``{"holds": ..., "coordinator": ..., "target":
-    ...}`` for each member whose own view (``views``: what its rebalance callbacks recorded)
-    still holds partitions its target took away while the coordinator's current assignment
-    for it equals its own view (a revocation it never heard of), or whose own view differs
-    from a target the coordinator records as delivered (an assignment it never heard of). A
-    member only waiting for partitions another member has yet to release is not listed. Empty
-    for a classic group (no ``target``).
-    """
-    out = {}
-    for client, want in target.items():
-        held, now, want = sorted(views.get(client, [])), sorted(current.get(client, [])), sorted(want)
-        lost_revocation = bool(set(held) - set(want)) and now == held
-        lost_assignment = now == want and held != want
-        if lost_revocation or lost_assignment:
-            out[client] = {"holds": held, "coordinator": now, "target": want}
-    return out
-
-
 # ----------------------------------------------------------------------------- live groups
 
 
-class GroupRun:
-    """A live group of ``consumers`` members on fresh topics; a context manager that closes
-    the members, deletes the topics and deletes the (then empty) group on exit.
-
-    ``subscriptions``: for member i, the given topic names it subscribes to (default: all).
-    ``static``: give each member a ``group.instance.id`` (KIP-345): ``<prefix>-instance-<i>``, which
-    a ``program`` writes itself (``"group.instance.id": lab.instance_id``).
-    ``program``: the client program every member runs (role ``consumer``: it subscribes to
-    ``lab.topics`` and reports its rebalances with ``lab.on_assign``/``lab.on_revoke``), in
-    ``host`` (default: a ``MemberHost`` of its own); ``lab.conf`` then holds only
-    ``bootstrap.servers``, ``group.id``, ``client.id`` (``worker.lab_conf``), and ``assignor`` may be any label (the program decides). None: in-process
-    ``workloads.GroupMember`` threads configured by ``assignor`` (``consumer_config``).
-    ``group_config``: group configs set before the topics and the members exist
-    (``admin.alter_group_config``, e.g. ``{"consumer.heartbeat.interval.ms": 5000}``), removed
-    at cleanup (``admin.delete_group_configs``: Kafka keeps a deleted group's configs).
-    """
+class GroupRun(ProgramGroup):
+    """A ``groups.ProgramGroup`` for an assignor: ``assignor`` (``Assignor`` or its label; any
+    text when ``program`` is given: the program decides) names the run, and a group given no
+    ``program`` runs the saved notebook 01's for it (``notebook_programs``). The other
+    arguments are ``ProgramGroup``'s."""
 
     def __init__(self, consumers: int, topics: dict[str, int], assignor: "Assignor | str",
                  run_prefix: str | None = None, static: bool = False, replication_factor: int = 1,
                  subscriptions: Sequence[Sequence[str]] | None = None, program: Program | None = None,
-                 host: MemberHost | None = None, group_config: Mapping[str, str | int] | None = None):
-        if consumers < 1:
-            raise KafkalabError("consumers must be at least 1")
-        if not topics or any(n < 1 for n in topics.values()):
-            raise KafkalabError(f"each topic needs at least 1 partition: {topics}")
-        if subscriptions is not None:
-            if len(subscriptions) != consumers:
-                raise KafkalabError(f"{len(subscriptions)} subscriptions for {consumers} consumers")
-            unknown = {t for sub in subscriptions for t in sub} - set(topics)
-            if unknown or any(not sub for sub in subscriptions):
-                raise KafkalabError(f"each subscription needs topics among {sorted(topics)}: {subscriptions}")
-            orphans = set(topics) - {t for sub in subscriptions for t in sub}
-            if orphans:
-                raise KafkalabError(f"no member subscribes to {sorted(orphans)}: nobody could be assigned them")
-        self.subscriptions = [list(s) for s in subscriptions] if subscriptions is not None else None
-        if isinstance(assignor, str):
-            self.label = assignor
-            try:
-                assignor = Assignor.parse(assignor)
-            except KafkalabError:
-                if program is None:
-                    raise
-                assignor = None
-        else:
-            self.label = assignor.label
-        self.assignor = assignor
-        self.program = program
-        self.host = host
-        self.topics = dict(topics)
-        self.scope = RunScope(run_prefix or "kl", unique=run_prefix is None)  # names, cleanup
-        self.prefix = self.scope.prefix
-        self.names = topic_names(self.topics, self.prefix)
-        self.group_id = self.scope.name("group")
-        self.n = consumers
-        self.static = static
-        if static and program is not None and "lab.instance_id" not in program.source:
-            raise ValueError(f"static=True: program {program.name} must write its static membership itself "
-                             '("group.instance.id": lab.instance_id in its settings)')
-        self.replication_factor = replication_factor
-        self.members: list[GroupMember | ProgramMember] = []
-        self.lab_conf: dict[str, dict] = {}  # member name -> its lab.conf (program members)
-        self.group_config = dict(group_config or {})
-        self.t0 = time.monotonic()
-
-    def __enter__(self) -> "GroupRun":
-        for t in self.names.values():
-            self.scope.add_topic(t)
-        self.scope.add_group(self.group_id)
-        if self.program is not None and self.host is None:
-            self.host = MemberHost()
-            self.scope.on_cleanup(self.host.close)  # closers run last-added first: members, then host
-        self.scope.on_cleanup(self._close_members)
-        try:
-            if self.group_config:  # before the topics: a broker that knows them has applied it too
-                self.scope.on_cleanup(lambda: admin.delete_group_configs([self.group_id]))  # Kafka keeps them
-                admin.alter_group_config(self.group_id, self.group_config)
-            admin.create_topics({self.names[t]: n for t, n in self.topics.items()},
-                                replication_factor=self.replication_factor)
-            for i in range(self.n):
-                self.add()
-        except BaseException:
-            self.__exit__(None, None, None)
-            raise
-        return self
-
-    def add(self) -> "GroupMember | ProgramMember":
-        """Start one more member."""
-        i = len(self.members)
-        given = self.subscriptions[i] if self.subscriptions and i < len(self.subscriptions) else list(self.topics)
-        if self.program is not None:
-            client_id = f"consumer-{i}"
-            key = f"{self.group_id}.{client_id}"
-            spec = ProgramSpec(name=client_id, run_id=self.group_id, ledger=str(self.host.dir / f"{key}.jsonl"),
-                               role="consumer", program_name=self.program.name, source=self.program.source,
-                               conf=lab_conf(client_id, self.group_id), topics=[self.names[t] for t in given],
-                               instance_id=f"{self.prefix}-instance-{i}" if self.static else None)
-            m = ProgramMember(self.host, key, i, spec)
-            self.lab_conf[client_id] = dict(spec.conf)
-            self.members.append(m)
-            return m
-        conf = workloads.consumer_config(
-            self.group_id, i, strategy=self.assignor.strategy, group_protocol=self.assignor.group_protocol,
-            remote_assignor=self.assignor.remote_assignor,
-            group_instance_id=f"{self.prefix}-instance-{i}" if self.static else None)
-        if self.assignor.group_protocol == "classic" and self.assignor.strategy is None:
-            conf.pop("partition.assignment.strategy", None)  # the client's own default
-        m = GroupMember(i, conf, [self.names[t] for t in given])
-        self.members.append(m)
-        return m
-
-    def remove(self, index: int) -> None:
-        """Close member ``index`` cleanly (it leaves the group)."""
-        m = self.members.pop(index)
-        m.close()
+                 host: MemberHost | None = None, group_config: Mapping[str, str | int] | None = None,
+                 options: Mapping | None = None):
+        self.label = assignor if isinstance(assignor, str) else assignor.label
+        super().__init__(consumers, topics, program or notebook_programs([self.label])[self.label], run_prefix,
+                         static, replication_factor, subscriptions, host, group_config, options)
 
     def wait_stable(self, timeout_s: float = 30.0) -> AssignmentResult:
-        """Wait until the group is stable (see workloads.wait_group_stable); return the assignment."""
-        real = {self.names[t]: n for t, n in self.topics.items()}
-        members = []
-        if self.program is not None:
-            seen, reported = wait_programs_stable(self.group_id, self.members, real, timeout_s=timeout_s)
-            for m in self.members:
-                member_id, instance, parts = seen[m.state.client_id]
-                members.append(Member(m.state.client_id, member_id, instance, sorted(parts)))
-        else:
-            assigned = workloads.wait_group_stable(self.group_id, self.members, real, timeout_s=timeout_s)
-            for m in self.members:
-                s = m.snapshot()
-                members.append(Member(s.client_id, s.member_id, s.group_instance_id, sorted(assigned[s.member_id])))
-            try:
-                reported = workloads.describe_group(self.group_id).partition_assignor or ""
-            except (KafkaException, TimeoutError):
-                reported = ""
+        """Wait until the group is stable (``ProgramGroup.wait_formed``); return the assignment."""
+        seen, reported = self.wait_formed(timeout_s)
+        members = [Member(m.client_id, *seen[m.client_id][:2], sorted(seen[m.client_id][2]))
+                   for m in self.members]
         subs = None
         if self.subscriptions is not None:
-            subs = {m.state.client_id: self.subscriptions[m.state.index] if m.state.index < len(self.subscriptions)
+            subs = {m.client_id: self.subscriptions[m.index] if m.index < len(self.subscriptions)
                     else list(self.topics) for m in self.members}
         return AssignmentResult(self.group_id, self.label, dict(self.topics), dict(self.names), members,
-                                workloads.elapsed_ms(self.t0), reported, subs,
-                                {m.state.client_id: dict(self.lab_conf[m.state.client_id]) for m in self.members
-                                 if m.state.client_id in self.lab_conf})
-
-    def revoked_counts(self) -> dict[str, int]:
-        """member name -> partitions revoked from it so far (every rebalance callback)."""
-        return {m.state.client_id: len(m.snapshot().revoked) for m in self.members}
-
-    def _close_members(self) -> None:
-        programs = [m for m in self.members if isinstance(m, ProgramMember)]
-        for m in programs:
-            self.host.stop(m.key)  # all at once: they leave together
-        for m in self.members:
-            if not isinstance(m, ProgramMember):
-                m.close()
-        if programs:
-            self.host.wait_ended([m.key for m in programs])
-        self.members = []
-
-    def __exit__(self, *exc) -> None:
-        self.scope.cleanup()
+                                int((time.monotonic() - self.t0) * 1000), reported, subs,
+                                {m.client_id: dict(self.lab_conf[m.client_id]) for m in self.members})
 
 
 def run_assignment(consumers: int, topics: dict[str, int], assignor: Assignor | str = "range",
@@ -706,7 +395,7 @@ def run_assignment(consumers: int, topics: dict[str, int], assignor: Assignor | 
 
     Args:
         subscriptions: for member i, the topics (given names) it subscribes to; default all.
-        program: the program every member runs (``GroupRun``); ``assignor`` is then its label.
+        program: the program every member runs (``GroupRun``; None: notebook 01's for ``assignor``).
         host: the ``MemberHost`` to run it in (default: one of its own).
         group_config: group configs set before the group forms (``GroupRun``).
 
@@ -727,6 +416,17 @@ def in_parallel(calls: Mapping[str, Callable[[], T]], parallel: int | None = Non
         return {name: f.result() for name, f in futures.items()}
 
 
+def _per_label(run: Callable[..., T], assignors: Sequence[str] | None, programs: Mapping[str, Program] | None,
+               host: MemberHost | None, parallel: int | None) -> dict[str, T]:
+    """``run(label, program, host)`` for each label (``assignors``, else those of ``programs``,
+    else ``LABELS``), in parallel, all in one ``MemberHost`` (``host``, or one for this call);
+    ``programs`` None: the saved notebook's (``notebook_programs``)."""
+    labels = list(assignors or (programs or {}).keys() or LABELS)
+    programs = programs if programs is not None else notebook_programs(labels)
+    with _host_for_call(host) as h:
+        return in_parallel({a: partial(run, a, programs[a], h) for a in labels}, parallel)
+
+
 def compare(consumers: int, topics: dict[str, int], assignors: Sequence[str] | None = None,
             parallel: int | None = None, timeout_s: float = 30.0,
             subscriptions: Sequence[Sequence[str]] | None = None,
@@ -736,17 +436,11 @@ def compare(consumers: int, topics: dict[str, int], assignors: Sequence[str] | N
 
     Args:
         assignors: labels (default: those of ``programs``, else ``LABELS``).
-        programs: label -> the program its members run (``member_programs``), all in one
-            ``MemberHost``: ``host``, or one made for this call; None: in-process members
-            (``GroupRun``).
+        programs: label -> the program its members run (``member_programs``; None: the saved
+            notebook's), all in one ``MemberHost``: ``host``, or one made for this call.
     """
-    labels = list(assignors or (programs or {}).keys() or LABELS)
-    if programs is None:
-        return in_parallel({a: partial(run_assignment, consumers, topics, a, None, timeout_s, subscriptions)
-                            for a in labels}, parallel)
-    with _host_for_call(host) as h:
-        return in_parallel({a: partial(run_assignment, consumers, topics, a, None, timeout_s, subscriptions,
-                                       programs[a], h) for a in labels}, parallel)
+    return _per_label(lambda a, program, h: run_assignment(consumers, topics, a, None, timeout_s, subscriptions,
+                                                           program, h), assignors, programs, host, parallel)
 
 
 @contextmanager
@@ -827,8 +521,8 @@ def leaver_index(before: AssignmentResult, leaver: int | str) -> int:
     return next(i for i, m in enumerate(before.members) if m.name == name)
 
 
-def run_leave(consumers: int, topics: dict[str, int], assignor: Assignor | str, leaver: int | str = 0,
-              timeout_s: float = 30.0, program: Program | None = None, host: MemberHost | None = None) -> LeaveResult:
+def run_leave(consumers: int, topics: dict[str, int], assignor: Assignor | str, program: Program | None = None,
+              host: MemberHost | None = None, leaver: int | str = 0, timeout_s: float = 30.0) -> LeaveResult:
     """Form a stable group, close member ``leaver`` cleanly, wait for the new stable
     assignment, and count what moved and what was revoked from the members that stayed.
 
@@ -843,7 +537,7 @@ def run_leave(consumers: int, topics: dict[str, int], assignor: Assignor | str, 
         before = run.wait_stable(timeout_s)
         revoked_before = run.revoked_counts()
         index = leaver_index(before, leaver)
-        left = run.members[index].state.client_id
+        left = run.members[index].client_id
         run.remove(index)
         after = run.wait_stable(timeout_s)
         revoked_after = run.revoked_counts()
@@ -860,12 +554,8 @@ def compare_leave(consumers: int, topics: dict[str, int], assignors: Sequence[st
                   host: MemberHost | None = None) -> dict[str, LeaveResult]:
     """``run_leave`` once per assignor label, in parallel. Returns label -> result.
     ``programs``, ``host``: as for ``compare``."""
-    labels = list(assignors or (programs or {}).keys() or LABELS)
-    if programs is None:
-        return in_parallel({a: partial(run_leave, consumers, topics, a, leaver, timeout_s) for a in labels}, parallel)
-    with _host_for_call(host) as h:
-        return in_parallel({a: partial(run_leave, consumers, topics, a, leaver, timeout_s, programs[a], h)
-                            for a in labels}, parallel)
+    return _per_label(partial(run_leave, consumers, topics, leaver=leaver, timeout_s=timeout_s),
+                      assignors, programs, host, parallel)
 
 
 # ----------------------------------------------------------------------------- co-partitioned joins
@@ -913,75 +603,33 @@ class JoinPlacement:
 
 
 def run_join_placement(consumers: int = 3, partitions: int = 4, assignor: Assignor | str = "range",
-                       n_keys: int = 24, partitioner_a: str | None = None, partitioner_b: str | None = None,
-                       timeout_s: float = 30.0, program: Program | None = None,
+                       n_keys: int = 24, timeout_s: float = 30.0, program: Program | None = None,
                        producer_a: Program | None = None, producer_b: Program | None = None,
                        host: MemberHost | None = None) -> JoinPlacement:
     """Two topics ``A`` and ``B`` with ``partitions`` each, a group of ``consumers`` reading
-    both; produce one record per key ``customer-0`` ... to each topic (confluent-kafka,
-    ``partitioner`` as given, else librdkafka's default ``consistent_random``: CRC32 of the
-    key) and report which partition and which member each side of each key got.
-
-    With ``program`` (the members' program) and ``producer_a``/``producer_b`` (producer
-    programs, role ``producer``: they send ``lab.records()``, the keys in order, and report
-    each delivery with ``lab.delivered``), everything runs as those programs in ``host``;
-    the partitioners are then the ones the producer programs set (``partitioner_of``).
-    """
-    keys = [f"customer-{i}" for i in range(n_keys)]
-    if (producer_a is None) != (producer_b is None):
-        raise KafkalabError("give both producer programs, or neither")
-    with GroupRun(consumers, {"A": partitions, "B": partitions}, assignor, program=program, host=host) as run:
-        result = run.wait_stable(timeout_s)
-        placed: dict[str, list[int]] = {}
-        if producer_a is not None:
-            partitioner_a, partitioner_b = partitioner_of(producer_a), partitioner_of(producer_b)
-            placed = _produce_with_programs(run, {"A": (producer_a, "order"), "B": (producer_b, "payment")}, keys,
-                                            timeout_s)
-        else:
-            for topic, partitioner, value in (("A", partitioner_a, b"order"), ("B", partitioner_b, b"payment")):
-                conf = {"partitioner": partitioner} if partitioner else {}
-                placed[topic] = [p for p, _ in workloads.produce(run.names[topic], [(k.encode(), value) for k in keys],
-                                                                  conf=conf)]
-    owners = result.owners()
-    rows = [KeyPlacement(k, placed["A"][i], placed["B"][i], owners[("A", placed["A"][i])], owners[("B", placed["B"][i])])
-            for i, k in enumerate(keys)]
-    return JoinPlacement(run.label, partitioner_a or "consistent_random (default)",
-                         partitioner_b or "consistent_random (default)", result, rows)
-
-
-def _produce_with_programs(run: GroupRun, producers: Mapping[str, tuple[Program, str]], keys: Sequence[str],
-                           timeout_s: float) -> dict[str, list[int]]:
-    """Run one producer program per topic (given name -> (program, value)) in the group's host,
-    each sending one record per key, and return given name -> the partition of each key's
-    record, in key order, from the programs' delivery reports (``acked`` ledger events).
+    both (``program``, as for ``run_assignment``); the producer programs ``producer_a`` and
+    ``producer_b`` (role ``producer``; None: notebook 01's ``keyed_producer``) send one record
+    per key ``customer-0`` ... to their topic, in the group's host, and each delivery report
+    says which partition each side of each key got. The partitioners are the ones the
+    programs set (``partitioner_of``).
 
     Raises:
-        KafkalabError: a program failed, or a delivery report carries an error or is missing.
+        KafkalabError: a program failed or a delivery report is missing; WaitTimeout: the
+            group did not stabilise in ``timeout_s``.
     """
-    if run.host is None:
-        raise KafkalabError("producer programs run in the group's member host: give the group a program")
-    started = {}
-    for topic, (program, value) in producers.items():
-        key = f"{run.group_id}.producer-{topic}"
-        path = run.host.dir / f"{key}.jsonl"
-        run.host.start(key, ProgramSpec(name=f"producer-{topic}", run_id=run.group_id, ledger=str(path), role="producer",
-                                        program_name=program.name, source=program.source,
-                                        conf=lab_conf(f"producer-{topic}"),
-                                        topics=[run.names[topic]],
-                                        options={"records": [[k, f"{value}-{k}", -1] for k in keys]}))
-        started[topic] = (key, path)
-    run.host.wait_ended([k for k, _ in started.values()], timeout_s)
-    out = {}
-    for topic, (key, path) in started.items():
-        error = run.host.ended(key)
-        if error:
-            raise KafkalabError(f"producer program for {topic} failed:\n{error}")
-        acked = {e.key: e for e in ledgers.read_events(path) if e.kind == "acked"}
-        bad = [k for k in keys if k not in acked or acked[k].error]
-        if bad:
-            raise KafkalabError(f"producer program for {topic}: no delivery report without error for {bad[:5]}")
-        out[topic] = [acked[k].partition for k in keys]
-    return out
+    keys = [f"customer-{i}" for i in range(n_keys)]
+    producer_a = producer_a or from_notebook(NOTEBOOK, "keyed_producer")
+    producer_b = producer_b or producer_a
+    with GroupRun(consumers, {"A": partitions, "B": partitions}, assignor, program=program, host=host) as run:
+        result = run.wait_stable(timeout_s)
+        placed = produce_with_programs(run.host, [(producer, run.names[t], [(k, f"{value}-{k}") for k in keys],
+                                                   f"producer-{t}")
+                                                  for t, producer, value in (("A", producer_a, "order"),
+                                                                             ("B", producer_b, "payment"))], timeout_s)
+    owners = result.owners()
+    rows = [KeyPlacement(k, pa, pb, owners[("A", pa)], owners[("B", pb)])
+            for k, (pa, _), (pb, _) in zip(keys, placed[0], placed[1])]
+    return JoinPlacement(run.label, partitioner_of(producer_a), partitioner_of(producer_b), result, rows)
 
 
 # ----------------------------------------------------------------------------- sweeps
@@ -1008,8 +656,8 @@ def sweep(cases: list[SweepCase], parallel: int = 4, ledger: Path | None = None,
     """Run many assignment cases, ``parallel`` groups at a time (each its own topics and
     group). Topics are named T0, T1, ... each with ``partitions`` partitions. If ``ledger``
     is given, writes one JSON line per (case, member) for Spark (see ``sweep_rows``).
-    ``programs``: assignor label -> the program its members run, all cases in one
-    ``MemberHost`` (``host``, or one for this call; None: in-process members).
+    ``programs``: assignor label -> the program its members run (None: the saved notebook's),
+    all cases in one ``MemberHost`` (``host``, or one for this call).
 
     ``kip848_heartbeat_interval_ms`` (ms): the heartbeat interval of the KIP-848 groups (labels
     ``consumer/...``), set as their group config ``consumer.heartbeat.interval.ms``; None: the
@@ -1019,26 +667,23 @@ def sweep(cases: list[SweepCase], parallel: int = 4, ledger: Path | None = None,
     sends an assignment only to a full request or when the member's assignment changed
     (GroupMetadataManager.consumerGroupHeartbeat). An answer slower than one interval, which
     many members in one process on a loaded machine can take, so loses a revocation or an
-    assignment for good (``unreconciled``, ``LOST_RESPONSE_NOTE``). Kafka's default, 5000 ms,
+    assignment for good (``groups.unreconciled``, ``groups.LOST_RESPONSE_NOTE``). Kafka's default, 5000 ms,
     leaves five times the margin of the lab's 1000 ms; it is also the lowest value a group config
     may take here: the controller checks it against its own
     ``group.consumer.min.heartbeat.interval.ms`` (default 5000; 3000 was refused, measured on
     Kafka 4.3.1), not the brokers' 1000.
     """
-    def one(case: SweepCase, host: MemberHost | None = None) -> AssignmentResult:
+    programs = programs if programs is not None else notebook_programs(sorted({c.assignor for c in cases}))
+
+    def one(case: SweepCase, host: MemberHost) -> AssignmentResult:
         kip848 = case.assignor.startswith("consumer/")
         return run_assignment(case.consumers, {f"T{i}": case.partitions for i in range(case.topics)},
-                              case.assignor, timeout_s=timeout_s,
-                              program=programs[case.assignor] if programs is not None else None, host=host,
+                              case.assignor, timeout_s=timeout_s, program=programs[case.assignor], host=host,
                               group_config={"consumer.heartbeat.interval.ms": kip848_heartbeat_interval_ms}
                               if kip848 and kip848_heartbeat_interval_ms is not None else None)
 
-    if programs is None:
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            results = list(pool.map(one, cases))
-    else:
-        with _host_for_call(host) as h, ThreadPoolExecutor(max_workers=parallel) as pool:
-            results = list(pool.map(partial(one, host=h), cases))
+    with _host_for_call(host) as h:
+        results = list(in_parallel({i: partial(one, case, h) for i, case in enumerate(cases)}, parallel).values())
     if ledger is not None:
         ledger.parent.mkdir(parents=True, exist_ok=True)
         with open(ledger, "w") as f:
@@ -1138,11 +783,3 @@ def leftovers(results: Sequence[AssignmentResult | LeaveResult | JoinPlacement],
     listed = a.list_consumer_groups(request_timeout=timeout_s).result(timeout=timeout_s + 5)
     existing_groups = {g.group_id for g in listed.valid}
     return {"topics": sorted(topics & existing_topics), "groups": sorted(groups & existing_groups)}
-
-
-@contextmanager
-def live_group(consumers: int, topics: dict[str, int], assignor: Assignor | str = "range") -> Iterator[GroupRun]:
-    """``with live_group(3, {"A": 2}) as g: g.wait_stable()``: a group to poke at in a notebook."""
-    a = Assignor.parse(assignor) if isinstance(assignor, str) else assignor
-    with GroupRun(consumers, topics, a) as run:
-        yield run

@@ -24,14 +24,15 @@ programs, ``kafkalab.instruments.armed``, or ``measuring`` for the timed produce
 table): every setting that decides where a record goes or
 whether a retry can be overtaken (``partitioner``, ``sticky.partitioning.linger.ms``,
 ``enable.idempotence``, ``max.in.flight.requests.per.connection``) is written in the program.
-``kafkalab run ordering`` reads the same cells (``programs.from_notebook``). The consumers of
-``run_group_order`` are the harness's (``workloads.GroupMember``).
+The consumers of ``run_group_order`` are the notebook's ``group_reader``, run as group
+members in one host worker (``groups.ProgramGroup``). ``kafkalab run ordering`` reads the same
+cells (``programs.from_notebook``).
 
 How the anomalies are made certain rather than likely:
 
 - *Global order across partitions.* The N records are in the log before any consumer reads:
-  each member pauses its partitions in its ``on_assign`` callback, and all resume together
-  once the group is stable. A ``consume()`` call then returns several records of one
+  each member (``group_reader``) pauses its partitions in its ``on_assign`` callback, and all
+  resume together once the harness saw the group stable (``lab.group_formed()``). A ``consume()`` call then returns several records of one
   partition in a row, with records of other partitions between them in producer order, so
   the merged order cannot be sorted (``ordering_analysis.interleaving_witness`` is the proof).
 - *Retries.* ``kafkalab.faults.FaultProxy`` swallows exactly one Produce request (the first
@@ -53,7 +54,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -61,11 +61,12 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import click
 
-from .. import admin, cluster, defaults, producers, runscope, workloads
+from .. import admin, cluster, defaults, producers, workloads
 from ..errors import KafkalabError
 from ..faults import FaultProxy, Rule
+from ..groups import MemberHost, ProgramGroup, produce_with_programs
 from ..instruments import fault_gate
-from ..ledger import read_events
+from ..ledger import Event, now_ms, read_events
 from ..programs import Program, from_notebook
 from ..runscope import RunScope
 from ..waiting import wait_until
@@ -119,44 +120,17 @@ def finish_producer(child: workloads.Worker, timeout_s: float) -> dict[str, tupl
     return out
 
 
-def produce_with(program: Program, topic: str, records: list[tuple[str | None, str]], client_id: str = "producer",
-                 timeout_s: float = 60.0) -> list[tuple[int, int]]:
-    """Run the producer ``program`` on ``records`` (``(key, value)``, values unique; the
-    partitioner chooses) and return ``(partition, offset)`` per record, in input order, from
-    its delivery reports.
-
-    Raises:
-        KafkalabError: the program failed, or a record got no successful delivery report.
-    """
-    return produce_together([(program, records, client_id)], topic, timeout_s)[0]
-
-
 def produce_together(runs: list[tuple[Program, list[tuple[str | None, str]], str]], topic: str,
                      timeout_s: float = 60.0) -> list[list[tuple[int, int]]]:
-    """``produce_with`` for several ``(program, records, client_id)`` at once: all started, then
-    each awaited (each producer's records are its own; where they land does not depend on the
-    others). One list of ``(partition, offset)`` per run, in order.
+    """Run each ``(program, records, client_id)`` to ``topic`` in one host worker of its own
+    (``groups.produce_with_programs``: all started, then each awaited; where one producer's
+    records land does not depend on the others). One list of ``(partition, offset)`` per run.
 
     Raises:
         KafkalabError: a program failed, or a record got no successful delivery report.
     """
-    run_id = runscope.run_id()
-    children = [spawn_producer(prog, topic, [(k, v, -1) for k, v in records], f"{run_id}-{cid}", run_id)
-                for prog, records, cid in runs]
-    out = []
-    try:
-        for child, (prog, records, _) in zip(children, runs):
-            reports = finish_producer(child, timeout_s)
-            missing = [v for _, v in records if v not in reports]
-            if missing:
-                raise KafkalabError(f"program {prog.name}: no delivery report for {len(missing)} records, "
-                                    f"e.g. {missing[:3]}")
-            out.append([reports[v] for _, v in records])
-    finally:
-        for child in children:
-            if child.alive:
-                child.kill()
-    return out
+    with MemberHost("producers") as host:
+        return produce_with_programs(host, [(prog, topic, records, cid) for prog, records, cid in runs], timeout_s)
 
 
 def key_of(seq: int, keys: int) -> str | None:
@@ -199,15 +173,15 @@ class GroupOrderResult:
 
     Attributes:
         partitions, consumers, keys, messages: the experiment's shape (keys 0: no key).
+        reader: the name of the members' program.
         partitions_used: partitions that received at least one record.
         active_consumers: members that received at least one record.
         records_per_consumer: ``client.id`` -> records received.
         consumed: records handed to the application (equal to ``messages``: each once).
         redelivered: records received more than once (0 unless a rebalance happened).
-        rebalances: assignments seen over all members (``consumers`` when the group formed once).
         global_inversions, per_key_inversions, per_partition_inversions: ``InversionCounts``.
         witness: ``interleaving_witness`` ``(a, b, c)`` or None.
-        consume_ms: from resuming the members to the last record received, ms.
+        consume_ms: from releasing the members to the last record received, ms.
         records: every record received (``Consumed``), not in the JSON.
     """
 
@@ -217,12 +191,12 @@ class GroupOrderResult:
     consumers: int
     keys: int
     messages: int
+    reader: str
     partitions_used: int
     active_consumers: int
     records_per_consumer: dict[str, int]
     consumed: int
     redelivered: int
-    rebalances: int
     global_inversions: int
     per_key_inversions: int
     per_partition_inversions: int
@@ -240,18 +214,36 @@ class GroupOrderResult:
         return {k: v for k, v in asdict(self).items() if k != "records"}
 
 
+def received(events: Iterable[Event]) -> list[Consumed]:
+    """The records a group's members recorded (``consumed`` events without an error, from
+    every member's ledger), in the order they were handed over: by the moment the ``consume()``
+    call returned them (``lab.consumed`` gives one ``ts_ms`` to a call's records), then member,
+    then ledger order. Records of one call share a ``batch``; ``seq`` is the record's value."""
+    got = sorted((e for e in events if e.kind == "consumed" and e.error is None),
+                 key=lambda e: (e.ts_ms, e.client_id, e.seq))
+    out: list[Consumed] = []
+    batch, last = -1, None
+    for i, e in enumerate(got):
+        if (e.client_id, e.ts_ms) != last:
+            batch, last = batch + 1, (e.client_id, e.ts_ms)
+        out.append(Consumed(int(e.value), e.key, e.partition, e.offset, e.client_id, i, batch))
+    return out
+
+
 def run_group_order(program: Program, partitions: int, consumers: int, keys: int, messages: int,
-                    timeout_s: float = 60.0) -> GroupOrderResult:
+                    reader: Program | None = None, timeout_s: float = 60.0) -> GroupOrderResult:
     """Article 000's experiment: the producer ``program`` (notebook 07's ``keyed_producer``:
     librdkafka's default partitioner, idempotent so that a retry on a loaded machine cannot
     reorder a partition; section 4 of notebook 07 shows how a plain producer's retry does; a
     clean-clone run on 2026-11-25 saw a per-key inversion with a plain one) sends ``messages``
     records numbered 0..N-1 (the value is the number; key ``k<n % keys>``; with ``keys`` 0 the
     program must send no key, e.g. ``keyed_producer`` with ``key=key, `` removed) to a fresh
-    topic of ``partitions`` partitions; then ``consumers`` consumers of one
-    group (classic protocol, range assignor) read them. Every member pauses its partitions
-    when they are assigned; once the coordinator reports the group stable, all resume
-    together. Counts inversions (``ordering_analysis``) over what they received.
+    topic of ``partitions`` partitions; ``consumers`` members of one group run ``reader``
+    (notebook 07's ``group_reader``, the default: range, each member holds its partitions
+    paused until ``lab.group_formed()``) in one host worker (``groups.ProgramGroup``). Once
+    the coordinator reports the group stable, the harness releases them all together
+    (``ProgramGroup.release``); inversions (``ordering_analysis``) are counted over what their
+    ledgers recorded (``received``).
 
     Args:
         partitions: partitions of the topic, >= 1.
@@ -264,66 +256,40 @@ def run_group_order(program: Program, partitions: int, consumers: int, keys: int
         GroupOrderResult (topic and group deleted).
 
     Raises:
-        KafkalabError: bad arguments, a member failed, or a record was not delivered.
+        KafkalabError: bad arguments, a program failed, or a record was not delivered.
         WaitTimeout: the group did not stabilise, or records were missing after ``timeout_s``.
     """
     if partitions < 1 or consumers < 1 or keys < 0 or messages < 2:
         raise KafkalabError(f"need partitions >= 1, consumers >= 1, keys >= 0, messages >= 2; got "
                             f"{partitions}, {consumers}, {keys}, {messages}")
     t_start = time.monotonic()
-    run = RunScope("ordering")
-    members: list[workloads.GroupMember] = []
-    try:
-        topic, group = run.topic("seq"), run.group("readers")
-        admin.create_topics({topic: partitions})
-        placed = produce_with(program, topic, [(key_of(i, keys), str(i)) for i in range(messages)],
-                              client_id="seq-producer", timeout_s=timeout_s)
-        lock = threading.Lock()
-        got: list[Consumed] = []
-        batches = iter(range(1 << 62))
-
-        def sink(consumer: str, msgs: list) -> None:
-            with lock:
-                b = next(batches)
-                for m in msgs:
-                    k = m.key()
-                    got.append(Consumed(int(m.value()), k.decode() if k is not None else None, m.partition(),
-                                        m.offset(), consumer, len(got), b))
-
-        go = threading.Event()  # members hold their partitions paused until the whole group has joined
-        members = [workloads.GroupMember(i, workloads.consumer_config(group, i, "range"), [topic],
-                                         on_batch=lambda member, msgs: sink(member.state.client_id, msgs),
-                                         batch=1000, poll_timeout_ms=200, hold=go) for i in range(consumers)]
-        workloads.wait_group_stable(group, members, {topic: partitions}, timeout_s=timeout_s)
-        t_go = time.monotonic()
-        go.set()
+    reader = reader or notebook_program("group_reader")
+    with ProgramGroup(consumers, {"seq": partitions}, reader) as run:
+        topic = run.names["seq"]
+        placed = produce_together([(program, [(key_of(i, keys), str(i)) for i in range(messages)], "seq-producer")],
+                                  topic, timeout_s)[0]
+        run.wait_formed(timeout_s)
+        t_go = now_ms()
+        run.release()
+        records: list[Consumed] = []
 
         def all_in() -> bool:
-            for m in members:
-                m.snapshot()  # raises if a member failed
-            with lock:
-                return len({(r.partition, r.offset) for r in got}) >= messages
+            records[:] = received(e for m in run.members for e in m.events())
+            return len({(r.partition, r.offset) for r in records}) >= messages
 
-        wait_until(all_in, timeout_s=timeout_s, interval_s=0.05, what=f"{messages} records received by group {group}",
-                   on_timeout=lambda: f"received {len(got)}")
-        consume_ms = int((time.monotonic() - t_go) * 1000)
-        rebalances = sum(m.snapshot().rebalances for m in members)
-        with lock:
-            records = list(got)
-        counts = count_inversions(records)
-        positions = Counter((r.partition, r.offset) for r in records)
-        per_consumer = Counter(r.consumer for r in records)
-        return GroupOrderResult(
-            topic=topic, group=group, partitions=partitions, consumers=consumers, keys=keys, messages=messages,
-            partitions_used=len({p for p, _ in placed}), active_consumers=len(per_consumer),
-            records_per_consumer={m.state.client_id: per_consumer.get(m.state.client_id, 0) for m in members},
-            consumed=len(records), redelivered=sum(n - 1 for n in positions.values()), rebalances=rebalances,
-            witness=interleaving_witness(records), consume_ms=consume_ms,
-            elapsed_ms=int((time.monotonic() - t_start) * 1000), records=records, **counts.to_json())
-    finally:
-        for m in members:
-            m.close()
-        run.cleanup()
+        wait_until(all_in, timeout_s=timeout_s, interval_s=0.05, what=f"{messages} records received by group {run.group_id}",
+                   on_timeout=lambda: f"received {len(records)}")
+        consume_ms = max(e.ts_ms for m in run.members for e in m.events() if e.kind == "consumed") - t_go
+    counts = count_inversions(records)
+    positions = Counter((r.partition, r.offset) for r in records)
+    per_consumer = Counter(r.consumer for r in records)
+    return GroupOrderResult(
+        topic=topic, group=run.group_id, partitions=partitions, consumers=consumers, keys=keys, messages=messages,
+        reader=reader.name, partitions_used=len({p for p, _ in placed}), active_consumers=len(per_consumer),
+        records_per_consumer={f"consumer-{i}": per_consumer.get(f"consumer-{i}", 0) for i in range(consumers)},
+        consumed=len(records), redelivered=sum(n - 1 for n in positions.values()),
+        witness=interleaving_witness(records), consume_ms=consume_ms,
+        elapsed_ms=int((time.monotonic() - t_start) * 1000), records=records, **counts.to_json())
 
 
 # ----------------------------------------------------------------------------- article 003: retries
@@ -828,7 +794,7 @@ def run_add_partitions(program: Program, keys: Iterable[str], before: int = 3, a
         topic = run.topic("keys")
         admin.create_topics({topic: before})
         a = workloads.admin()
-        first = produce_with(program, topic, [(k, f"1|{k}") for k in keys], client_id="round-1", timeout_s=timeout_s)
+        first = produce_together([(program, [(k, f"1|{k}") for k in keys], "round-1")], topic, timeout_s)[0]
         for fut in a.create_partitions([NewPartitions(topic, after)], operation_timeout=timeout_s).values():
             try:
                 fut.result()
@@ -837,7 +803,7 @@ def run_add_partitions(program: Program, keys: Iterable[str], before: int = 3, a
         wait_until(lambda: len(a.list_topics(topic, timeout=5).topics[topic].partitions) == after
                    and all(p.leader >= 0 for p in a.list_topics(topic, timeout=5).topics[topic].partitions.values()),
                    timeout_s=timeout_s, what=f"{topic} with {after} partitions, each with a leader")
-        second = produce_with(program, topic, [(k, f"2|{k}") for k in keys], client_id="round-2", timeout_s=timeout_s)
+        second = produce_together([(program, [(k, f"2|{k}") for k in keys], "round-2")], topic, timeout_s)[0]
         shrink_error = None
         for fut in a.create_partitions([NewPartitions(topic, before)], operation_timeout=timeout_s).values():
             try:
@@ -949,9 +915,9 @@ def cli_command(partitions: int, consumers: int, keys: int, messages: int | None
         r: Any = run_retry_reorder(program, messages or 10)
     else:
         keyed = notebook_program("keyed_producer")
-        program = keyed if keys else without_key(keyed)
-        show_programs(program)
-        r = run_group_order(program, partitions, consumers, keys, messages or 1000)
+        program, reader = (keyed if keys else without_key(keyed)), notebook_program("group_reader")
+        show_programs(program, reader)
+        r = run_group_order(program, partitions, consumers, keys, messages or 1000, reader)
     if as_json:
         click.echo(json.dumps(r.to_json(), indent=2))
         return

@@ -25,6 +25,8 @@ What a consumer program (notebook 03) calls that is not Kafka code, each named f
   ``AUTO_COMMIT_WAIT_S``: the timer's commit of everything handed over, seen, not raced.
 - ``lab.running()``: False once the harness asked the program to stop (SIGTERM); a program
   finishes the records in hand, closes its consumer and ends.
+- ``lab.group_formed()``: True once the harness saw the whole group STABLE (notebook 07: a
+  member holds its partitions paused until then, so the group starts reading all at once).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..ledger import crash
+from ..ledger import crash, now_ms
 from ..waiting import wait_until
 from . import ProgramLab
 
@@ -57,6 +59,8 @@ class ConsumerOptions:
         crash_point: one of ``CRASH_POINTS``.
         sink: path of the side effect's sqlite file (``lab.sink_path``), or None.
         work_until: path of a file that ends each record's work once it exists, or None.
+        group_formed: path of a file the harness writes once the group is stable
+            (``group_formed()``), or None (always formed).
 
     Raises:
         ValueError: unknown ``crash_point``.
@@ -67,6 +71,7 @@ class ConsumerOptions:
     crash_point: str = "after-commit"
     sink: str | None = None
     work_until: str | None = None
+    group_formed: str | None = None
 
     def __post_init__(self) -> None:
         if self.crash_point not in CRASH_POINTS:
@@ -127,18 +132,25 @@ class ConsumerLab(ProgramLab):
         message, or None): a ``consumed`` event per record, with its partition, offset, key and
         value, or the error an error message carries (end-of-partition events are not
         recorded). Record a whole batch before processing it: the ledger then shows what the
-        consumer held at any moment."""
+        consumer held at any moment. Every event of one call carries the same ``ts_ms``: the
+        moment the call returned them together."""
         from confluent_kafka import KafkaError
 
         if messages is None:
             return
+        ts_ms = now_ms()
         for msg in messages if isinstance(messages, list) else [messages]:
             if msg.error() is not None:
                 if msg.error().code() != KafkaError._PARTITION_EOF:
-                    self._note("consumed", topic=msg.topic() or self.topic, error=str(msg.error()))
+                    self._note("consumed", topic=msg.topic() or self.topic, error=str(msg.error()), ts_ms=ts_ms)
                 continue
             self._note("consumed", topic=msg.topic(), partition=msg.partition(), offset=msg.offset(),
-                       key=_text(msg.key()), value=_text(msg.value()))
+                       key=_text(msg.key()), value=_text(msg.value()), ts_ms=ts_ms)
+
+    def group_formed(self) -> bool:
+        """True once the harness saw the whole group STABLE (it wrote the file
+        ``options.group_formed``); always True without that option. Reads a file, nothing else."""
+        return self.options.group_formed is None or os.path.exists(self.options.group_formed)
 
     def processed(self, msg) -> None:
         """Records ``processed`` for a record whose side effect is done."""
