@@ -93,8 +93,12 @@ def test_update_fill_build_and_a_changed_english_string_becomes_fuzzy(home: Path
     assert st.fuzzy == ["## Set up"] and st.missing == []
     assert i18n.render(doc)[1] == ["## Set up"]  # a fuzzy translation is not used: the English shows
     assert "=== 5\n## Set up" in i18n.show(doc, only_todo=True)
+    i18n.update(doc)  # read and written again: the previous English stays a `#|` line, not a comment
+    po = i18n.catalog_path(doc).read_text()
+    assert '#| msgid "## Setup"' in po and "# |" not in po and i18n.status(doc).fuzzy == ["## Set up"]
     i18n.fill(doc, "=== 5\n## 준비하기\n")
-    assert i18n.status(doc).done and "#, fuzzy" not in i18n.catalog_path(doc).read_text()
+    po = i18n.catalog_path(doc).read_text()
+    assert i18n.status(doc).done and "#, fuzzy" not in po and "#|" not in po and "# |" not in po
 
 
 def test_links_between_translated_documents_stay_and_others_reach_the_english(home: Path) -> None:

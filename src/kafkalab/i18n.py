@@ -227,7 +227,32 @@ def read_catalog(doc: str, lang: str = "ko"):
     if not path.exists():
         return Catalog(locale=lang, project="kafkalab", fuzzy=False, **HEADER)
     with path.open("rb") as f:
-        return read_po(f, locale=lang)
+        cat = read_po(f, locale=lang)
+    for entry in cat:
+        _previous_from_comments(entry)
+    return cat
+
+
+def _previous_from_comments(entry) -> None:
+    """Put a fuzzy entry's previous English back where ``write_catalog`` wrote it.
+
+    Babel 2.18's ``read_po`` reads the ``#| msgid "..."`` lines that ``write_po`` writes as
+    translator comments (``"| msgid ..."``); written again they became ``# | msgid`` comments,
+    rewrapped at every write and kept after the entry was translated. Here they go back to
+    ``previous_id`` (a fuzzy entry) or are dropped (a current one)."""
+    from babel.messages.pofile import denormalize
+
+    prev = [c for c in entry.user_comments if c.startswith("|")]
+    if not prev:
+        return
+    entry.user_comments = [c for c in entry.user_comments if not c.startswith("|")]
+    lines = [c[1:].strip() for c in prev]
+    if entry.fuzzy and lines[0].startswith("msgid "):
+        lines[0] = lines[0][len("msgid "):]
+        try:
+            entry.previous_id = [denormalize("\n".join(lines))]
+        except (ValueError, IndexError):
+            entry.previous_id = []
 
 
 def write_catalog(doc: str, cat, lang: str = "ko") -> Path:
@@ -248,7 +273,11 @@ def update(doc: str, lang: str = "ko") -> Path:
     keep their old translation marked fuzzy, new ones are empty, removed ones go)."""
     cat = read_catalog(doc, lang)
     created = cat.creation_date
+    previous = {(m.id, m.context): m.previous_id for m in cat if m.fuzzy and m.previous_id}
     cat.update(template(doc), no_fuzzy_matching=False, update_header_comment=False)
+    for m in cat:  # Catalog.update keeps a still-fuzzy entry's translation, not its previous English
+        if m.fuzzy and not m.previous_id and (m.id, m.context) in previous:
+            m.previous_id = previous[(m.id, m.context)]
     cat.creation_date = created  # a date that changes at every run would make every catalog differ
     return write_catalog(doc, cat, lang)
 
