@@ -82,8 +82,6 @@ def test_run_config_names_and_the_program_each_librdkafka_mode_runs() -> None:
     assert "INSERT OR IGNORE" in oc.RunConfig("store-after-process", dedupe=True).resolved_program().source
     edited = progs["sync-per-message"].replace("asynchronous=False", "asynchronous=True", name="my_commit")
     assert oc.RunConfig("sync-per-message", program=edited).name == "my_commit"
-    assert set(oc.harness_conf("g", "c")) == {"bootstrap.servers", "group.id", "client.id"}, (
-        "the harness adds addresses and names, nothing about commits or membership")
     for mode in ("auto", "store-after-process", "sync-per-message", "async"):
         source = progs[mode].source
         assert '"group.instance.id": lab.instance_id' in source and '"session.timeout.ms": 6000' in source, (
@@ -134,16 +132,16 @@ def test_java_consumer_is_missing_until_make_jars_builds_it(tmp_path: Path, monk
 
     monkeypatch.setenv("KAFKALAB_JARS", str(fake_jars(tmp_path)))
     with pytest.raises(JarsMissing, match=r"OffsetCommitConsumer is not in .*Run `make jars`"):
-        oc.java_classpath()
+        java_api.program_classpath(oc.JAVA_CLASS)
     jar = tmp_path / java_api.CLIENTS_JAR
     jar.parent.mkdir()
     with zipfile.ZipFile(jar, "w") as z:  # a jar of an older build, without the class
         z.writestr("kafkalab/clients/Other.class", b"")
     with pytest.raises(JarsMissing, match="make jars"):
-        oc.java_classpath()
+        java_api.program_classpath(oc.JAVA_CLASS)
     with zipfile.ZipFile(jar, "a") as z:
         z.writestr(oc.JAVA_CLASS.replace(".", "/") + ".class", b"")
-    assert oc.java_classpath().split(os.pathsep) == [str(jar), str(tmp_path / "broker" / "*")]
+    assert java_api.program_classpath(oc.JAVA_CLASS).split(os.pathsep) == [str(jar), str(tmp_path / "broker" / "*")]
 
 
 def test_a_java_run_fails_before_it_creates_a_topic_when_the_consumer_is_not_built(

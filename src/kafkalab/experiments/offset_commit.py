@@ -56,7 +56,7 @@ confluent-kafka code with its settings, its loop and its commit written out, plu
 instruments (``kafkalab.instruments.consumer``: ledger, simulated work, crash points).
 ``RunConfig.program`` is the program a run runs (by default the notebook's, read from the
 saved notebook); the harness runs it as it is in a worker process (``worker.ProgramSpec``)
-and adds only the run's addresses and names (``harness_conf``). The Java consumer runs
+and adds only the run's addresses and names (``worker.lab_conf``). The Java consumer runs
 through the same entry point (``worker.ExecSpec``), so both die with the notebook.
 """
 
@@ -73,8 +73,7 @@ from typing import Any, Sequence
 
 import click
 
-from .. import admin, config, coordinators, programs, runscope, worker, workloads
-from ..worker import lab_conf
+from .. import admin, config, coordinators, java_api, programs, runscope, worker, workloads
 from ..instruments import consumer as consumer_instruments
 from ..errors import KafkalabError, WaitTimeout
 from ..runscope import RunScope
@@ -235,14 +234,6 @@ def describe_mode(cfg: RunConfig) -> str:
     return text + ("; sqlite keyed by record id (INSERT OR IGNORE)" if cfg.dedupe else "")
 
 
-def harness_conf(group_id: str, client_id: str) -> dict[str, Any]:
-    """What the harness adds to a consumer program's settings (``lab.conf``): the run's
-    addresses and names (``worker.lab_conf``). Static membership (``group.instance.id``:
-    ``lab.instance_id``) and ``session.timeout.ms`` are in the programs, like every setting
-    about commits."""
-    return lab_conf(client_id, group_id)
-
-
 def java_conf(cfg: RunConfig, group_id: str, client_id: str, instance_id: str) -> dict[str, str]:
     """The Java consumer's properties. Java defaults (ConsumerConfig, kafka-clients 4.3):
     ``enable.auto.commit=true``, ``auto.commit.interval.ms=5000``, ``max.poll.records=500``,
@@ -274,27 +265,6 @@ def java_conf(cfg: RunConfig, group_id: str, client_id: str, instance_id: str) -
 #: crash points. Its source is ``kafka/src/main/java/kafkalab/clients/OffsetCommitConsumer.java``;
 #: ``make jars`` compiles it against the pinned kafka-clients into ``java_api.CLIENTS_JAR``.
 JAVA_CLASS = "kafkalab.clients.OffsetCommitConsumer"
-_java_cache: dict[str, str] = {}
-
-
-def java_classpath() -> str:
-    """The Java consumer's classpath (``java_api.program_classpath`` of ``JAVA_CLASS``).
-
-    Raises:
-        JarsMissing: the broker jars, or ``JAVA_CLASS`` in kafkalab-clients.jar, are missing
-            (the message names ``make jars``).
-    """
-    from .. import java_api
-
-    return java_api.program_classpath(JAVA_CLASS)
-
-
-def _java() -> str:
-    from .. import cluster
-
-    if "java" not in _java_cache:
-        _java_cache["java"] = cluster.java_executable()
-    return _java_cache["java"]
 
 
 def spawn_java_consumer(cfg: RunConfig, name: str, run_id: str, ledger: Path, topic: str, group_id: str,
@@ -303,24 +273,18 @@ def spawn_java_consumer(cfg: RunConfig, name: str, run_id: str, ledger: Path, to
     topic and exits 0 once its position reaches the end of every assigned partition.
 
     Raises:
-        JarsMissing: ``make jars`` has not built the consumer (``java_classpath``).
+        JarsMissing: ``make jars`` has not built the consumer (``java_api.program_classpath``).
     """
-    classpath = java_classpath()
     props = ledger.with_suffix(".properties")
     props.parent.mkdir(parents=True, exist_ok=True)
     props.write_text("".join(f"{k}={v}\n" for k, v in java_conf(cfg, group_id, name, instance_id).items()))
-    argv = [_java(), "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto",
-            f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'tools-log4j2.properties'}",
-            "-cp", classpath, JAVA_CLASS,
-            str(props), run_id, topic, str(ledger), cfg.mode, str(int(process_ms)), str(crash_after or 0),
-            cfg.crash_point]
+    argv = java_api.java_command(java_api.program_classpath(JAVA_CLASS), JAVA_CLASS, str(props), run_id, topic,
+                                 str(ledger), cfg.mode, str(int(process_ms)), str(crash_after or 0), cfg.crash_point)
     return workloads.spawn(worker.ExecSpec(name, run_id, str(ledger), argv))
 
 
 def _java_defaults_argv() -> list[str]:
-    return [_java(), "-Xmx64m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-            f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'tools-log4j2.properties'}",
-            "-cp", java_classpath(), JAVA_CLASS, "--defaults"]
+    return java_api.java_command(java_api.program_classpath(JAVA_CLASS), JAVA_CLASS, "--defaults", heap_mb=64)
 
 
 def _java_defaults_result(returncode: int, stdout: str, stderr: str) -> dict[str, str]:
@@ -338,7 +302,7 @@ def java_consumer_defaults(timeout_s: float = 60.0) -> dict[str, str]:
     ``enable.auto.commit.without.group.id``: the same without a ``group.id``).
 
     Raises:
-        JarsMissing: ``make jars`` has not built the consumer (``java_classpath``).
+        JarsMissing: ``make jars`` has not built the consumer (``java_api.program_classpath``).
         KafkalabError: the JVM failed (its stderr in the message).
     """
     cp = subprocess.run(_java_defaults_argv(), capture_output=True, text=True, timeout=timeout_s)
@@ -691,7 +655,7 @@ class CrashAndRestart:
         if len(set(names)) != len(names):
             raise KafkalabError(f"run labels must differ: {names}")
         if any(c.client == "java" for c in configs):
-            java_classpath()  # fail at once, before any topic exists, if `make jars` has not built it
+            java_api.program_classpath(JAVA_CLASS)  # fail at once, before any topic exists, if `make jars` has not built it
         self.runs: dict[str, _Run] = {}
         self.scope = RunScope("offset-commit")  # cleanup; each run names its own topic and group
         for cfg in configs:
@@ -783,7 +747,7 @@ class CrashAndRestart:
             prog = r.program
             p = workloads.spawn(worker.ProgramSpec(
                 name, r.run_id, str(ledger), "consumer", prog.name, prog.source,
-                conf=harness_conf(r.group_id, name), instance_id=r.instance_id, topics=[r.topic],
+                conf=worker.lab_conf(name, r.group_id), instance_id=r.instance_id, topics=[r.topic],
                 options=dict(process_ms=process_ms, crash_after=crash_after, crash_point=r.cfg.crash_point,
                              sink=str(r.sink))))
         r.procs.append(p)
@@ -810,12 +774,6 @@ class CrashAndRestart:
             r.crash_exit = rc
             r.crashed_ledger = p.ledger
             r.committed_at_crash = coordinators.committed_offsets(r.group_id)
-
-    def harness_conf(self, label: str, name: str = "consumer-0") -> dict[str, Any]:
-        """The settings the harness adds to run ``label``'s program (``lab.conf``), as process
-        ``name`` gets them (``harness_conf``)."""
-        r = self.runs[label]
-        return harness_conf(r.group_id, name)
 
     def describe(self, label: str) -> GroupDescribe:
         """``kafka-consumer-groups --describe`` of run ``label``'s group, as it stands now."""
@@ -974,7 +932,7 @@ class DefaultsProbe:
         self.group_id = self.scope.add_group(f"{topic}-defaults-{self.run_id}")
         self.dir = workloads.run_dir(self.run_id)
         self.program = program or programs.from_notebook(NOTEBOOK, DEFAULTS_PROGRAM)
-        conf = harness_conf(self.group_id, "defaults-probe")  # a dynamic member, default session
+        conf = worker.lab_conf("defaults-probe", self.group_id)  # a dynamic member, default session
         spec = worker.ProgramSpec("defaults-probe", self.run_id, str(self.dir / "defaults-probe.jsonl"), "consumer",
                                   self.program.name, self.program.source, conf=conf, topics=[topic])
         from ..ledger import now_ms
@@ -1138,7 +1096,7 @@ class RebalanceRedelivery:
 
     def _spawn(self, name: str, member: str) -> workloads.Worker:
         r = self.runs[name]
-        conf = harness_conf(r["group"], member)  # dynamic members
+        conf = worker.lab_conf(member, r["group"])  # dynamic members
         p = workloads.spawn(worker.ProgramSpec(member, self.scope.run_id, str(r["dir"] / f"{member}.jsonl"), "consumer",
                                                r["program"].name, r["program"].source, conf=conf, topics=[r["topic"]]))
         r["procs"][member] = p

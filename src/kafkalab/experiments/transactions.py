@@ -119,7 +119,7 @@ class TxnRun(RunScope):
         (``lab.conf``). The process is killed at cleanup. Returns its handle and ledger path."""
         ledger = str(self.dir / f"{name}.jsonl")
         spec = ProgramSpec(name=name, run_id=self.run_id, ledger=ledger, role=role, program_name=program.name,
-                           source=program.source, conf=harness_conf(name, (conf or {}).get("group.id")), topics=list(topics),
+                           source=program.source, conf=lab_conf(name, (conf or {}).get("group.id")), topics=list(topics),
                            options=options or {})
         p = workloads.spawn(spec)
         self.processes.append(p)
@@ -143,12 +143,6 @@ class TxnRun(RunScope):
 
 
 # ----------------------------------------------------------------------------- programs
-
-
-def harness_conf(client_id: str, group_id: str | None = None) -> dict[str, Any]:
-    """What the harness adds to a program's settings (``lab.conf``): ``bootstrap.servers``,
-    ``client.id`` and ``group.id`` if given (``worker.lab_conf``). Nothing that changes semantics."""
-    return lab_conf(client_id, group_id)
 
 
 def program_setting(program: Program, key: str) -> str | None:
@@ -728,7 +722,7 @@ def run_eos(run: TxnRun, program: Program, readers: Sequence[Program], messages:
         ledgers=ledgers, elapsed_ms=int((time.monotonic() - t0) * 1000), sink=sink,
         sink_path=sink_path if sink else None, transaction_timeout_ms=int(timeout) if timeout else None,
         program=program.name,
-        lab_conf={**harness_conf(incs[-1][0]), "lab.group_id": group, "lab.transactional_id": tid,
+        lab_conf={**lab_conf(incs[-1][0]), "lab.group_id": group, "lab.transactional_id": tid,
                   "lab.input_topic": tin, "lab.output_topic": tout, "lab.batch": batch},
     )
 
