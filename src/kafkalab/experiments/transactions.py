@@ -52,8 +52,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 import click
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka import KafkaException
 
 from .. import admin, cluster, coordinators, dumplog, programs, runscope, workloads
 from ..instruments.transactions import CRASH_POINTS, ProcessorOptions
@@ -314,13 +313,9 @@ def end_offsets(topic: str, isolation_level: str = "read_uncommitted") -> dict[i
 
     Source: KIP-98 ("last stable offset"); Kafka protocol ListOffsets (IsolationLevel field).
     """
-    level = {"read_uncommitted": IsolationLevel.READ_UNCOMMITTED,
-             "read_committed": IsolationLevel.READ_COMMITTED}[isolation_level]
-    a = workloads.admin()
-    parts = _partitions(a, topic)
-    futs = a.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in parts},
-                          isolation_level=level, request_timeout=10)
-    return {tp.partition: f.result().offset for tp, f in futs.items()}
+    got = admin.list_offsets([(topic, p) for p in _partitions(workloads.admin(), topic)],
+                             isolation_level=isolation_level)
+    return {p: offset for (_, p), offset in got.items()}
 
 
 def offsets_table(topic: str, readers: Sequence[Reader] = ()) -> "pd.DataFrame":
@@ -340,24 +335,15 @@ def offsets_table(topic: str, readers: Sequence[Reader] = ()) -> "pd.DataFrame":
 
 
 def control_records(topic: str, status: cluster.ClusterStatus | None = None) -> list[DumpedRecord]:
-    """Every record, data and control, in the first segment of each partition of ``topic``,
-    read from the partition leader's ``.log`` file with Kafka's ``kafka-dump-log
+    """Every record, data and control, of each partition of ``topic``, read from the partition
+    leader's ``.log`` files (``coordinators.leader_log_files``) with Kafka's ``kafka-dump-log
     --print-data-log`` (one JVM for all partitions). Sorted by (file, offset).
 
     Control records (commit and abort markers) are written by the transaction coordinator to
     the partition leaders after ``EndTxn`` and replicated like data; read after a reader has
     seen the LSO move, they are on disk. Source: KIP-98 "Control messages".
     """
-    from .. import segments
-
-    status = status or cluster.status()
-    files = []
-    for p, leader in coordinators.partition_leaders(topic).items():
-        d = segments.partition_dirs(status.brokers[leader].data_dir, topic).get(p)
-        logs = [f for f in segments.segment_files(d) if f.kind == "log"] if d else []
-        if not logs:
-            raise KafkalabError(f"no .log file for {topic}-{p} on broker {leader}")
-        files.append(str(logs[0].path))
+    files = coordinators.leader_log_files(topic, len(coordinators.partition_leaders(topic)), status)
     return dumplog.run(files, print_data=True).records
 
 
