@@ -288,11 +288,7 @@ def read_all(run: TxnRun, program: Program, topic: str, timeout_s: float = 30.0)
         WaitTimeout: not at the end within ``timeout_s`` (for read_committed: a transaction
             stayed open).
     """
-    r = run.reader(program, topic)
-    try:
-        return r.catch_up(timeout_s, until_stable=True)
-    finally:
-        r.close()
+    return read_views(run, [program], topic, timeout_s)[program.name]
 
 
 def read_views(run: TxnRun, readers: Sequence[Program], topic: str, timeout_s: float = 30.0
