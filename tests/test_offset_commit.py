@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kafkalab import config, java_api, ledger
+from kafkalab import config, coordinators, java_api, ledger
 from kafkalab.cli import main as cli_main
 from kafkalab.cluster import parse_group_table
 from kafkalab.errors import JarsMissing, KafkalabError
@@ -33,7 +33,7 @@ offset-commit-rbc82df-group offset-commit-rbc82df 2          -               100
 def test_describe_output_is_parsed_into_rows_and_integer_columns() -> None:
     rows = parse_group_table(DESCRIBE)
     assert [r["PARTITION"] for r in rows] == ["0", "1", "2"]
-    d = oc.GroupDescribe("offset-commit-rbc82df-group", DESCRIBE, rows)
+    d = coordinators.GroupDescribe("offset-commit-rbc82df-group", DESCRIBE, rows)
     assert d.column("CURRENT-OFFSET") == {0: None, 1: 40, 2: None}
     assert d.column("LAG") == {0: None, 1: 60, 2: None}
     assert parse_group_table("\nConsumer group 'g' has no active members.\n") == []
@@ -82,8 +82,6 @@ def test_run_config_names_and_the_program_each_librdkafka_mode_runs() -> None:
     assert "INSERT OR IGNORE" in oc.RunConfig("store-after-process", dedupe=True).resolved_program().source
     edited = progs["sync-per-message"].replace("asynchronous=False", "asynchronous=True", name="my_commit")
     assert oc.RunConfig("sync-per-message", program=edited).name == "my_commit"
-    assert set(oc.harness_conf("g", "c")) == {"bootstrap.servers", "group.id", "client.id"}, (
-        "the harness adds addresses and names, nothing about commits or membership")
     for mode in ("auto", "store-after-process", "sync-per-message", "async"):
         source = progs[mode].source
         assert '"group.instance.id": lab.instance_id' in source and '"session.timeout.ms": 6000' in source, (
@@ -134,16 +132,16 @@ def test_java_consumer_is_missing_until_make_jars_builds_it(tmp_path: Path, monk
 
     monkeypatch.setenv("KAFKALAB_JARS", str(fake_jars(tmp_path)))
     with pytest.raises(JarsMissing, match=r"OffsetCommitConsumer is not in .*Run `make jars`"):
-        oc.java_classpath()
+        java_api.program_classpath(oc.JAVA_CLASS)
     jar = tmp_path / java_api.CLIENTS_JAR
     jar.parent.mkdir()
     with zipfile.ZipFile(jar, "w") as z:  # a jar of an older build, without the class
         z.writestr("kafkalab/clients/Other.class", b"")
     with pytest.raises(JarsMissing, match="make jars"):
-        oc.java_classpath()
+        java_api.program_classpath(oc.JAVA_CLASS)
     with zipfile.ZipFile(jar, "a") as z:
         z.writestr(oc.JAVA_CLASS.replace(".", "/") + ".class", b"")
-    assert oc.java_classpath().split(os.pathsep) == [str(jar), str(tmp_path / "broker" / "*")]
+    assert java_api.program_classpath(oc.JAVA_CLASS).split(os.pathsep) == [str(jar), str(tmp_path / "broker" / "*")]
 
 
 def test_a_java_run_fails_before_it_creates_a_topic_when_the_consumer_is_not_built(
@@ -198,8 +196,8 @@ def consumer(client: str, batches: list[list[int]], processed: int, ts0: int = 1
     return out
 
 
-def summarize(cfg: oc.RunConfig, crashed: list[Event], drained: list[Event], produced: int = 10) -> oc.OffsetCommitResult:
-    return oc.summarize(cfg, RUN, T, "g", acked(produced), crashed, drained, {}, None, -9, [])
+def summarize(cfg: oc.RunConfig, crashed: list[Event], drained: list[Event], produced: int = 10) -> oca.OffsetCommitResult:
+    return oca.summarize(cfg, RUN, T, "g", acked(produced), crashed, drained, {}, None, -9, [])
 
 
 def test_auto_commit_past_the_batch_counts_the_unprocessed_rest_as_lost() -> None:
@@ -211,7 +209,7 @@ def test_auto_commit_past_the_batch_counts_the_unprocessed_rest_as_lost() -> Non
     assert (r.in_hand_at_crash, r.in_hand_below_resume, r.processed_at_or_after_resume) == (2, 2, 0)
     assert (r.last_batch, r.processed_from_last_batch) == (4, 2)
     assert r.resumed_from == {0: 8}
-    assert oc.verdicts(r) == {"explained_by_committed_offset": True, "auto_commit_loses_what_was_in_hand": True}
+    assert oca.verdicts(r) == {"explained_by_committed_offset": True, "auto_commit_loses_what_was_in_hand": True}
     assert r.records_per_s == pytest.approx(2 / ((5000 + 2 + 20 - 5001) / 1000))
 
 
@@ -222,7 +220,7 @@ def test_a_replay_from_the_last_commit_counts_duplicates_not_losses() -> None:
     r = summarize(cfg, crashed, drained)
     assert (r.lost, r.duplicates, r.duplicate_ids) == (0, 2, ["v4", "v5"])
     assert r.processed == 12 and r.processed_unique == 10
-    assert oc.verdicts(r) == {"explained_by_committed_offset": True, "at_least_once": True}
+    assert oca.verdicts(r) == {"explained_by_committed_offset": True, "at_least_once": True}
 
 
 def test_verdicts_fail_when_the_outcome_contradicts_the_claim() -> None:
@@ -230,20 +228,20 @@ def test_verdicts_fail_when_the_outcome_contradicts_the_claim() -> None:
     replay = consumer("consumer-1", [[4, 5, 6, 7], [8, 9]], processed=6, ts0=5000)
     skip = consumer("consumer-1", [[8, 9]], processed=2, ts0=5000)
     sync = oc.RunConfig("sync-per-message", messages=10, crash_after=6, batch=4)
-    assert oc.verdicts(summarize(sync, crashed, replay))["at_most_one_duplicate"] is False  # 2 duplicates
-    assert oc.verdicts(summarize(sync, crashed, skip))["at_most_one_duplicate"] is False  # 2 lost
+    assert oca.verdicts(summarize(sync, crashed, replay))["at_most_one_duplicate"] is False  # 2 duplicates
+    assert oca.verdicts(summarize(sync, crashed, skip))["at_most_one_duplicate"] is False  # 2 lost
     store = oc.RunConfig("store-after-process", messages=10, crash_after=6, batch=4)
-    assert oc.verdicts(summarize(store, crashed, skip))["at_least_once"] is False
+    assert oca.verdicts(summarize(store, crashed, skip))["at_least_once"] is False
     java = oc.RunConfig("auto", client="java", messages=10, crash_after=6, batch=4)
-    assert oc.verdicts(summarize(java, crashed, replay))["java_auto_commit_duplicates_since_last_poll"] is True
-    assert oc.verdicts(summarize(java, crashed, skip))["java_auto_commit_duplicates_since_last_poll"] is False
+    assert oca.verdicts(summarize(java, crashed, replay))["java_auto_commit_duplicates_since_last_poll"] is True
+    assert oca.verdicts(summarize(java, crashed, skip))["java_auto_commit_duplicates_since_last_poll"] is False
 
 
 def test_the_auto_claim_is_made_only_when_the_crash_came_after_the_timers_commit() -> None:
     crashed = consumer("consumer-0", [[0, 1, 2, 3], [4, 5, 6, 7]], processed=6)
     drained = consumer("consumer-1", [[4, 5, 6, 7], [8, 9]], processed=6, ts0=5000)
     before_commit = oc.RunConfig("auto", messages=10, crash_after=6, batch=4, crash_point="after-process")
-    assert oc.verdicts(summarize(before_commit, crashed, drained)) == {"explained_by_committed_offset": True}
+    assert oca.verdicts(summarize(before_commit, crashed, drained)) == {"explained_by_committed_offset": True}
 
 
 def test_an_edited_program_gets_only_the_accounting_verdict() -> None:
@@ -253,7 +251,7 @@ def test_an_edited_program_gets_only_the_accounting_verdict() -> None:
                                                                        name="edited")
     cfg = oc.RunConfig("sync-per-message", messages=10, crash_after=6, batch=4, program=prog)
     r = summarize(cfg, crashed, replay)
-    assert oc.verdicts(r) == {"explained_by_committed_offset": True}
+    assert oca.verdicts(r) == {"explained_by_committed_offset": True}
     assert r.to_json()["config"]["program"]["name"] == "edited"
 
 
@@ -270,17 +268,17 @@ def test_dedupe_verdict_reads_the_sink(tmp_path: Path) -> None:
     cfg = oc.RunConfig("store-after-process", dedupe=True, messages=10, crash_after=6, batch=4)
     crashed = consumer("consumer-0", [[0, 1, 2, 3], [4, 5, 6, 7]], processed=6)
     drained = consumer("consumer-1", [[4, 5, 6, 7], [8, 9]], processed=6, ts0=5000)
-    r = oc.summarize(cfg, RUN, T, "g", acked(10), crashed, drained, {0: 4}, db, -9, [])
+    r = oca.summarize(cfg, RUN, T, "g", acked(10), crashed, drained, {0: 4}, db, -9, [])
     assert (r.sink_rows, r.sink_unique, r.duplicates) == (10, 10, 2)
-    assert oc.verdicts(r)["dedupe_side_effect_exactly_once"] is True
+    assert oca.verdicts(r)["dedupe_side_effect_exactly_once"] is True
     assert r.to_json()["committed_at_crash"] == {"0": 4} and r.to_json()["verdicts"]["at_least_once"] is True
 
 
 def test_last_batch_is_the_last_run_of_consumed_events() -> None:
     events = consumer("c", [[0, 1, 2], [3, 4, 5]], processed=4)
-    batch, done = oc.last_batch(events)
+    batch, done = oca.last_batch(events)
     assert [e.offset for e in batch] == [3, 4, 5] and [e.offset for e in done] == [3]
-    assert oc.last_batch([ev("assigned", 0)]) == ([], [])
+    assert oca.last_batch([ev("assigned", 0)]) == ([], [])
 
 
 # --- PySpark analysis -------------------------------------------------------------------------

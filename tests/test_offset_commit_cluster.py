@@ -13,6 +13,7 @@ import pytest
 
 from kafkalab.errors import KafkalabError
 from kafkalab.experiments import offset_commit as oc
+from kafkalab.experiments import offset_commit_analysis as oca
 
 pytestmark = pytest.mark.cluster
 
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.cluster
 #: librdkafka path and the Java one. Every other mode is asserted by notebook 03 (store-after-process,
 #: sync-per-message, async, dedupe, Java commit-sync-no-args / commit-async-no-args / KIP-848) or its
 #: solutions (sync-per-message after-commit: 0 and 0; Java sync-per-message: 0 lost, 1 duplicate),
-#: with the same verdicts (``oc.verdicts``) and exact counts; their CLI cases were dropped from here.
+#: with the same verdicts (``oca.verdicts``) and exact counts; their CLI cases were dropped from here.
 CASES = [
     # auto (the notebook's auto_commit program: batches of 20): 2 full batches, dies 13 records into the 3rd,
     # once the timer's commit of all 60 handed over is seen (after-commit): the 7 in hand are lost
@@ -101,7 +102,7 @@ def test_editing_a_shown_program_changes_the_outcome() -> None:
     slow = results["auto_commit_15s"]
     assert (slow.lost, slow.duplicates) == (0, 25) and not any(slow.committed_at_crash.values()), (
         f"a 15 s timer had committed nothing at the crash: {slow.committed_at_crash}, {slow.lost}, {slow.duplicates}")
-    assert all(oc.verdicts(r)["explained_by_committed_offset"] for r in results.values())
+    assert all(oca.verdicts(r)["explained_by_committed_offset"] for r in results.values())
 
 
 def test_steps_must_run_in_order_and_close_removes_topics_and_groups() -> None:

@@ -119,12 +119,6 @@ def test_the_notebooks_programs_are_found_and_set_what_the_lessons_say() -> None
                                                 'Producer(lab.conf | {"partitioner": "murmur2_random"})').source
 
 
-def test_the_harness_adds_only_addresses_and_names() -> None:
-    assert set(tour.producer_conf()) == {"bootstrap.servers", "client.id"}
-    assert set(tour.reader_conf("g")) == {"bootstrap.servers", "group.id", "client.id"}
-    assert tour.reader_conf("g")["group.id"] == "g"
-
-
 def test_record_id_of_a_flight_value() -> None:
     from kafkalab.data import flights
 

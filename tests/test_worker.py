@@ -197,3 +197,27 @@ def test_no_experiment_writes_a_lab_conf_by_hand() -> None:
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "ProgramSpec":
                 found += [f"{path.name}:{node.lineno}" for k in node.keywords if k.arg == "conf" and isinstance(k.value, ast.Dict)]
     assert not found, f"lab.conf written by hand (use worker.lab_conf): {found}"
+
+
+def test_no_module_wraps_lab_conf_in_a_function_of_its_own() -> None:
+    """A function whose whole body is ``return lab_conf(...)`` of its own parameters is a second
+    name for the one builder: call ``worker.lab_conf`` where the conf is needed instead."""
+    import ast
+    from pathlib import Path
+
+    root = Path(worker.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+            call = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
+            if not (isinstance(call, ast.Call)
+                    and getattr(call.func, "id", getattr(call.func, "attr", None)) == "lab_conf"):
+                continue
+            params = {a.arg for a in node.args.args + node.args.kwonlyargs}
+            passed = [*call.args, *(k.value for k in call.keywords)]
+            if all(isinstance(a, ast.Name) and a.id in params for a in passed):
+                found.append(f"{path.name}:{node.lineno} {node.name}")
+    assert not found, f"thin wrappers around worker.lab_conf: {found}"

@@ -17,6 +17,8 @@ partition is the coordinator (group coordinator, transaction coordinator).
 ``transaction_coordinator``     ``(partition, broker)`` for a transactional id, computed
 ``committed_offsets``           a group's committed offsets (OffsetFetch)
 ``commit_offset``               commit an offset for a group without joining it (OffsetCommit)
+``commit_home``                 the ``__consumer_offsets`` partition of a group, its leader, the coordinator
+``describe_group_offsets``      ``kafka-consumer-groups --describe``, parsed
 ``decode_group_record``         a GroupMetadata/ConsumerGroupMetadata record of ``__consumer_offsets``
 ``decode_offset_commit_key``    an OffsetCommit record's key (group, topic, partition)
 ==============================  ==================================================================
@@ -250,6 +252,68 @@ def commit_offset(group_id: str, topic: str, partition: int, offset: int, timeou
         c.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
     finally:
         c.close()
+
+
+@dataclass
+class CommitHome:
+    """Where a group's commits live: ``__consumer_offsets`` partition ``partition`` (of
+    ``partitions``, replication ``replicas``, ``cleanup.policy`` ``cleanup_policy``), whose
+    leader is broker ``leader``; ``coordinator`` is the broker the group's coordinator runs on."""
+
+    group_id: str
+    partition: int
+    partitions: int
+    replicas: int
+    cleanup_policy: str
+    leader: int
+    coordinator: int
+
+
+def commit_home(group_id: str, timeout_s: float = 10.0) -> CommitHome:
+    """Look up ``CommitHome`` with the AdminClient (metadata, DescribeConfigs of the topic,
+    DescribeGroups); the partition is ``partition_for(group_id, partitions)``.
+
+    Raises:
+        KafkalabError: ``__consumer_offsets`` does not exist yet (no group ever committed).
+    """
+    from . import admin, workloads
+
+    topic = "__consumer_offsets"
+    md = workloads.admin().list_topics(topic=topic, timeout=timeout_s).topics.get(topic)
+    if md is None or md.error is not None or not md.partitions:
+        raise KafkalabError(f"{topic} does not exist yet: no consumer group has committed on this cluster")
+    n = len(md.partitions)
+    p = partition_for(group_id, n)
+    policy = admin.describe_config("topic", topic, ["cleanup.policy"], timeout_s)["cleanup.policy"].value
+    return CommitHome(group_id, p, n, len(md.partitions[p].replicas), policy, md.partitions[p].leader,
+                      group_coordinator(group_id, timeout_s))
+
+
+@dataclass
+class GroupDescribe:
+    """``kafka-consumer-groups --describe --group G`` (Kafka's own CLI, kafka-tools 4.3.1):
+    the raw ``text`` and its table as ``rows`` of dicts keyed by the header (``TOPIC``,
+    ``PARTITION``, ``CURRENT-OFFSET``, ``LOG-END-OFFSET``, ``LAG``, ``CONSUMER-ID``...)."""
+
+    group_id: str
+    text: str
+    rows: list[dict[str, str]]
+
+    def column(self, name: str) -> dict[int, int | None]:
+        """partition -> the integer in column ``name`` (None for ``-``)."""
+        return {int(r["PARTITION"]): (None if r[name] == "-" else int(r[name])) for r in self.rows}
+
+
+def describe_group_offsets(group_id: str) -> GroupDescribe:
+    """Run ``kafka-consumer-groups --describe --group GROUP`` (a JVM: a few seconds) and parse it.
+
+    Raises:
+        KafkalabError: the tool failed (from ``kafkalab.cluster.tool``).
+    """
+    from . import cluster
+
+    cp = cluster.tool("kafka-consumer-groups", "--describe", "--group", group_id, timeout_s=60)
+    return GroupDescribe(group_id, cp.stdout, cluster.parse_group_table(cp.stdout))
 
 
 # ----------------------------------------------------------------------------- __consumer_offsets records

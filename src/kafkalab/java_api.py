@@ -1,4 +1,5 @@
-"""Ask the Java compiler whether a snippet of Kafka client code still compiles.
+"""Kafka's Java client from Python: ask the Java compiler whether a snippet still compiles, and
+run kafkalab's own Java programs (``program_classpath``, ``java_command``).
 
 Articles quote Java client calls that later releases removed (``KafkaConsumer.poll(long)``,
 ``KafkaProducer.sendOffsetsToTransaction(Map, String)``, both gone in kafka-clients 4.0, KIP-266
@@ -113,3 +114,42 @@ def program_classpath(java_class: str) -> str:
         raise JarsMissing(f"the Java program {java_class} is not in {jar} ({type(e).__name__}). Run `make jars` "
                           "(Maven compiles kafka/src/main/java into it).") from None
     return f"{jar}{os.pathsep}{broker}"
+
+
+#: JVM flags of kafkalab's short-lived Java programs: C1 only and the serial collector, a quick
+#: start for a JVM that runs seconds (the brokers make the same trade: ``cluster.JVM_PERFORMANCE_OPTS``).
+PROGRAM_JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+_java: dict[str, str] = {}  # JAVA_HOME and PATH -> the checked java executable
+
+
+def java_command(classpath: str, main_class: str, *args: str, heap_mb: int = 128,
+                 log4j2_config: Path | None = None) -> list[str]:
+    """The one command line of a Java program the lab starts (its consumers, producers and
+    probes in ``kafka/src/main/java``): ``java -Xmx<heap_mb>m PROGRAM_JVM_FLAGS
+    -Dlog4j2.configurationFile=... -cp classpath main_class args...``.
+
+    Args:
+        classpath: the JVM's classpath (``program_classpath(main_class)``).
+        main_class: fully qualified class name, e.g. ``"kafkalab.clients.OffsetCommitConsumer"``.
+        args: the program's arguments, as strings.
+        heap_mb: maximum heap, MiB (``-Xmx``).
+        log4j2_config: a log4j2 properties file; None: the tools' one
+            (``config_templates_dir() / "tools-log4j2.properties"``: warnings and errors only).
+
+    Returns:
+        The argv list, ready for ``subprocess`` or ``worker.ExecSpec``.
+
+    Raises:
+        JavaMissing: no Java 17 or later (``cluster.java_executable``, checked once per
+            ``JAVA_HOME`` and ``PATH``).
+    """
+    import os
+
+    from . import cluster, config
+
+    where = f"{os.environ.get('JAVA_HOME', '')}:{os.environ.get('PATH', '')}"
+    if where not in _java:
+        _java[where] = cluster.java_executable()
+    log4j2 = log4j2_config or config.config_templates_dir() / "tools-log4j2.properties"
+    return [_java[where], f"-Xmx{heap_mb}m", *PROGRAM_JVM_FLAGS, f"-Dlog4j2.configurationFile={log4j2}",
+            "-cp", classpath, main_class, *args]

@@ -732,11 +732,9 @@ def run_java_settings(cases: Iterable[str] = JAVA_SETTINGS_CASES, timeout_s: flo
     """
     from .. import java_api
 
-    classpath = java_api.program_classpath(JAVA_SETTINGS_CLASS)
     log4j = config.write_state_file("tools/log4j2-info.properties", TOOLS_INFO_LOG4J2)
-    argv = [cluster.java_executable(), "-Xmx64m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-            f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath, JAVA_SETTINGS_CLASS,
-            *cases]
+    argv = java_api.java_command(java_api.program_classpath(JAVA_SETTINGS_CLASS), JAVA_SETTINGS_CLASS, *cases,
+                                 heap_mb=64, log4j2_config=log4j)
     cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
     if cp.returncode != 0:
         raise KafkalabError(f"{JAVA_SETTINGS_CLASS} exited {cp.returncode}:\n{cp.stderr[-2000:]}")

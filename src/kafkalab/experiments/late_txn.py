@@ -63,7 +63,7 @@ from pathlib import Path
 import click
 from confluent_kafka import Consumer, TopicPartition
 
-from .. import admin, config, workloads
+from .. import admin, config, java_api, workloads
 from ..errors import KafkalabError
 from ..faults import FaultProxy, Rule
 from ..instruments import fault_gate
@@ -334,17 +334,6 @@ def run_librdkafka(program: Program | None = None, hold_api: str = "EndTxn") -> 
 JAVA_CLASS = "kafkalab.clients.LateTxnProducer"
 
 
-def java_classpath() -> str:
-    """kafkalab's clients jar, then the broker jars (kafka-clients 4.3.1).
-
-    Raises:
-        JarsMissing: ``make jars`` has not built ``JAVA_CLASS``.
-    """
-    from .. import java_api
-
-    return java_api.program_classpath(JAVA_CLASS)
-
-
 def run_java() -> LateTxnRun:
     """Run the Java producer (``JAVA_CLASS``, kafka-clients 4.3.1) under the schedule.
 
@@ -352,16 +341,11 @@ def run_java() -> LateTxnRun:
         JarsMissing: ``make jars`` has not built it.
         WaitTimeout, KafkalabError: as ``run_librdkafka``.
     """
-    from .. import cluster
-
-    classpath = java_classpath()
-    java = cluster.java_executable()
+    classpath = java_api.program_classpath(JAVA_CLASS)
 
     def start(bootstrap: str, topic: str, client_id: str, run_id: str, ledger: Path) -> workloads.Worker:
-        argv = [java, "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-                f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'tools-log4j2.properties'}",
-                "-cp", classpath, JAVA_CLASS, bootstrap, topic, client_id + "-txn", client_id, str(ledger),
-                str(fault_gate.ready_path(ledger)), str(fault_gate.go_path(ledger))]
+        argv = java_api.java_command(classpath, JAVA_CLASS, bootstrap, topic, client_id + "-txn", client_id,
+                                     str(ledger), str(fault_gate.ready_path(ledger)), str(fault_gate.go_path(ledger)))
         return workloads.spawn(ExecSpec(client_id, run_id, str(ledger), argv))
 
     return _schedule("java", start)

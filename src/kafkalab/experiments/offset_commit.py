@@ -56,7 +56,7 @@ confluent-kafka code with its settings, its loop and its commit written out, plu
 instruments (``kafkalab.instruments.consumer``: ledger, simulated work, crash points).
 ``RunConfig.program`` is the program a run runs (by default the notebook's, read from the
 saved notebook); the harness runs it as it is in a worker process (``worker.ProgramSpec``)
-and adds only the run's addresses and names (``harness_conf``). The Java consumer runs
+and adds only the run's addresses and names (``worker.lab_conf``). The Java consumer runs
 through the same entry point (``worker.ExecSpec``), so both die with the notebook.
 """
 
@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -72,10 +71,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import click
+from confluent_kafka import Producer
 
-from .. import admin, config, coordinators, programs, runscope, worker, workloads
-from ..worker import lab_conf
+from .. import admin, config, coordinators, java_api, programs, runscope, worker, workloads
+from ..data import workload_record
 from ..instruments import consumer as consumer_instruments
+from ..ledger import Ledger, now_ms, read_events
+from .offset_commit_analysis import OffsetCommitResult, end_offsets, last_batch, read_sink, summarize, verdicts
 from ..errors import KafkalabError, WaitTimeout
 from ..runscope import RunScope
 from ..waiting import wait_until
@@ -235,14 +237,6 @@ def describe_mode(cfg: RunConfig) -> str:
     return text + ("; sqlite keyed by record id (INSERT OR IGNORE)" if cfg.dedupe else "")
 
 
-def harness_conf(group_id: str, client_id: str) -> dict[str, Any]:
-    """What the harness adds to a consumer program's settings (``lab.conf``): the run's
-    addresses and names (``worker.lab_conf``). Static membership (``group.instance.id``:
-    ``lab.instance_id``) and ``session.timeout.ms`` are in the programs, like every setting
-    about commits."""
-    return lab_conf(client_id, group_id)
-
-
 def java_conf(cfg: RunConfig, group_id: str, client_id: str, instance_id: str) -> dict[str, str]:
     """The Java consumer's properties. Java defaults (ConsumerConfig, kafka-clients 4.3):
     ``enable.auto.commit=true``, ``auto.commit.interval.ms=5000``, ``max.poll.records=500``,
@@ -274,27 +268,6 @@ def java_conf(cfg: RunConfig, group_id: str, client_id: str, instance_id: str) -
 #: crash points. Its source is ``kafka/src/main/java/kafkalab/clients/OffsetCommitConsumer.java``;
 #: ``make jars`` compiles it against the pinned kafka-clients into ``java_api.CLIENTS_JAR``.
 JAVA_CLASS = "kafkalab.clients.OffsetCommitConsumer"
-_java_cache: dict[str, str] = {}
-
-
-def java_classpath() -> str:
-    """The Java consumer's classpath (``java_api.program_classpath`` of ``JAVA_CLASS``).
-
-    Raises:
-        JarsMissing: the broker jars, or ``JAVA_CLASS`` in kafkalab-clients.jar, are missing
-            (the message names ``make jars``).
-    """
-    from .. import java_api
-
-    return java_api.program_classpath(JAVA_CLASS)
-
-
-def _java() -> str:
-    from .. import cluster
-
-    if "java" not in _java_cache:
-        _java_cache["java"] = cluster.java_executable()
-    return _java_cache["java"]
 
 
 def spawn_java_consumer(cfg: RunConfig, name: str, run_id: str, ledger: Path, topic: str, group_id: str,
@@ -303,24 +276,18 @@ def spawn_java_consumer(cfg: RunConfig, name: str, run_id: str, ledger: Path, to
     topic and exits 0 once its position reaches the end of every assigned partition.
 
     Raises:
-        JarsMissing: ``make jars`` has not built the consumer (``java_classpath``).
+        JarsMissing: ``make jars`` has not built the consumer (``java_api.program_classpath``).
     """
-    classpath = java_classpath()
     props = ledger.with_suffix(".properties")
     props.parent.mkdir(parents=True, exist_ok=True)
     props.write_text("".join(f"{k}={v}\n" for k, v in java_conf(cfg, group_id, name, instance_id).items()))
-    argv = [_java(), "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto",
-            f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'tools-log4j2.properties'}",
-            "-cp", classpath, JAVA_CLASS,
-            str(props), run_id, topic, str(ledger), cfg.mode, str(int(process_ms)), str(crash_after or 0),
-            cfg.crash_point]
+    argv = java_api.java_command(java_api.program_classpath(JAVA_CLASS), JAVA_CLASS, str(props), run_id, topic,
+                                 str(ledger), cfg.mode, str(int(process_ms)), str(crash_after or 0), cfg.crash_point)
     return workloads.spawn(worker.ExecSpec(name, run_id, str(ledger), argv))
 
 
 def _java_defaults_argv() -> list[str]:
-    return [_java(), "-Xmx64m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-            f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'tools-log4j2.properties'}",
-            "-cp", java_classpath(), JAVA_CLASS, "--defaults"]
+    return java_api.java_command(java_api.program_classpath(JAVA_CLASS), JAVA_CLASS, "--defaults", heap_mb=64)
 
 
 def _java_defaults_result(returncode: int, stdout: str, stderr: str) -> dict[str, str]:
@@ -338,279 +305,11 @@ def java_consumer_defaults(timeout_s: float = 60.0) -> dict[str, str]:
     ``enable.auto.commit.without.group.id``: the same without a ``group.id``).
 
     Raises:
-        JarsMissing: ``make jars`` has not built the consumer (``java_classpath``).
+        JarsMissing: ``make jars`` has not built the consumer (``java_api.program_classpath``).
         KafkalabError: the JVM failed (its stderr in the message).
     """
     cp = subprocess.run(_java_defaults_argv(), capture_output=True, text=True, timeout=timeout_s)
     return _java_defaults_result(cp.returncode, cp.stdout, cp.stderr)
-
-
-# ----------------------------------------------------------------------------- the group's view
-
-
-@dataclass
-class CommitHome:
-    """Where a group's commits live: ``__consumer_offsets`` partition ``partition`` (of
-    ``partitions``, replication ``replicas``, ``cleanup.policy`` ``cleanup_policy``), whose
-    leader is broker ``leader``; ``coordinator`` is the broker the group's coordinator runs on."""
-
-    group_id: str
-    partition: int
-    partitions: int
-    replicas: int
-    cleanup_policy: str
-    leader: int
-    coordinator: int
-
-
-def commit_home(group_id: str, timeout_s: float = 10.0) -> CommitHome:
-    """Look up ``CommitHome`` with the AdminClient (metadata, topic config, DescribeGroups).
-
-    Raises:
-        KafkalabError: ``__consumer_offsets`` does not exist yet (no group ever committed).
-    """
-    from confluent_kafka.admin import ConfigResource, ResourceType
-
-    a = workloads.admin()
-    md = a.list_topics(topic="__consumer_offsets", timeout=timeout_s).topics.get("__consumer_offsets")
-    if md is None or md.error is not None or not md.partitions:
-        raise KafkalabError("__consumer_offsets does not exist yet: no consumer group has committed on this cluster")
-    n = len(md.partitions)
-    p = coordinators.partition_for(group_id, n)
-    res = ConfigResource(ResourceType.TOPIC, "__consumer_offsets")
-    cfg = a.describe_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s)
-    return CommitHome(group_id, p, n, len(md.partitions[p].replicas), cfg["cleanup.policy"].value,
-                      md.partitions[p].leader, coordinators.group_coordinator(group_id, timeout_s))
-
-
-@dataclass
-class GroupDescribe:
-    """``kafka-consumer-groups --describe --group G`` (Kafka's own CLI, kafka-tools 4.3.1):
-    the raw ``text`` and its table as ``rows`` of dicts keyed by the header (``TOPIC``,
-    ``PARTITION``, ``CURRENT-OFFSET``, ``LOG-END-OFFSET``, ``LAG``, ``CONSUMER-ID``...)."""
-
-    group_id: str
-    text: str
-    rows: list[dict[str, str]]
-
-    def column(self, name: str) -> dict[int, int | None]:
-        """partition -> the integer in column ``name`` (None for ``-``)."""
-        return {int(r["PARTITION"]): (None if r[name] == "-" else int(r[name])) for r in self.rows}
-
-
-def describe_group_offsets(group_id: str) -> GroupDescribe:
-    """Run ``kafka-consumer-groups --describe --group GROUP`` and parse it.
-
-    Raises:
-        KafkalabError: the tool failed (from ``kafkalab.cluster.tool``).
-    """
-    from .. import cluster
-
-    cp = cluster.tool("kafka-consumer-groups", "--describe", "--group", group_id, timeout_s=60)
-    return GroupDescribe(group_id, cp.stdout, cluster.parse_group_table(cp.stdout))
-
-
-# ----------------------------------------------------------------------------- results
-
-
-@dataclass
-class OffsetCommitResult:
-    """What one run did. Counts are records; ``records_per_s`` is measured, not promised.
-
-    Attributes:
-        label, mode, client: the run (``RunConfig.name``, commit mode, consumer client).
-        run_id, topic, group_id: names used on the cluster (unique per run).
-        config: the ``RunConfig`` as a dict.
-        produced: records acknowledged by the brokers.
-        processed: processings, repeats included (``processed`` ledger events).
-        processed_unique: distinct records processed.
-        lost: produced records never processed, after the restart drained the topic.
-        duplicates: ``processed - processed_unique``.
-        in_hand_at_crash: records the crashed consumer had been handed (by ``consume``/``poll``)
-            but had not processed.
-        in_hand_below_resume: those of them below where the restart resumed: they are never
-            read again.
-        processed_at_or_after_resume: records the crashed consumer processed at offsets at or
-            above where the restart resumed: they are processed again.
-        last_batch: records the crashed consumer's last ``consume``/``poll`` returned.
-        processed_from_last_batch: how many of them it processed before the crash.
-        lost_ids, duplicate_ids: the record ids (sorted).
-        committed_at_crash: partition -> committed offset read right after the crash.
-        resumed_from: partition -> first offset the restarted consumer read (the end of the
-            partition when nothing was left), i.e. the committed offset it started from.
-        sink_rows, sink_unique: rows in sqlite and distinct record ids among them (None for
-            the Java consumer, which writes no sink).
-        records_per_s: records processed per second by the restarted consumer while
-            draining (``drain_process_ms`` of work per record); None if it processed < 2.
-        crash_exit: exit code of the crashed process (-9: SIGKILL; 137: Java ``Runtime.halt``).
-        ledgers: the run's ledger files.
-    """
-
-    label: str
-    mode: str
-    client: str
-    run_id: str
-    topic: str
-    group_id: str
-    config: dict
-    produced: int
-    processed: int
-    processed_unique: int
-    lost: int
-    duplicates: int
-    in_hand_at_crash: int
-    in_hand_below_resume: int
-    processed_at_or_after_resume: int
-    last_batch: int
-    processed_from_last_batch: int
-    lost_ids: list[str]
-    duplicate_ids: list[str]
-    committed_at_crash: dict[int, int]
-    resumed_from: dict[int, int]
-    sink_rows: int | None
-    sink_unique: int | None
-    records_per_s: float | None
-    crash_exit: int
-    ledgers: list[str]
-
-    def to_json(self) -> dict:
-        """The result as JSON-ready dict (partition keys as strings), with ``verdicts``."""
-        d = asdict(self)
-        d["committed_at_crash"] = {str(k): v for k, v in self.committed_at_crash.items()}
-        d["resumed_from"] = {str(k): v for k, v in self.resumed_from.items()}
-        d["verdicts"] = verdicts(self)
-        return d
-
-    def row(self) -> dict[str, Any]:
-        """One table row: mode (label), produced, processed, processed_unique, lost, duplicates,
-        records_per_s (rounded)."""
-        return {"mode": self.label, "produced": self.produced, "processed": self.processed,
-                "processed_unique": self.processed_unique, "lost": self.lost, "duplicates": self.duplicates,
-                "records_per_s": None if self.records_per_s is None else round(self.records_per_s)}
-
-
-def verdicts(r: OffsetCommitResult) -> dict[str, bool]:
-    """The claims of notebook 03, checked on one result (``True`` = holds).
-
-    - ``explained_by_committed_offset`` (always): the lost records are the ones in hand
-      below the offset the restart resumed from, the duplicates the ones processed at or
-      above it.
-    - librdkafka ``auto``, when the crash came after the timer's commit (``after-commit``):
-      every record in hand at the crash is lost, none duplicated. (At ``after-process`` it
-      depends on where the timer's ticks fell: no claim.)
-    - ``store-after-process`` and ``async``: nothing lost; with the crash before the store or
-      commit (``after-process``), at least one duplicate.
-    - ``sync-per-message`` (both clients): nothing lost; exactly one duplicate
-      (``after-process``) or none (``after-commit``).
-    - Java ``auto``: nothing lost; the duplicates are exactly the records processed since the
-      last ``poll()`` (classic protocol). With ``group.protocol=consumer`` (KIP-848): nothing
-      lost (how much it repeats depends on when its background commit last landed).
-    - Java ``commit-sync-no-args`` / ``commit-async-no-args``, once the commit ran in the last
-      batch: every record in hand at the crash is lost (an async commit sent at least one
-      record's processing time before the crash).
-    - ``dedupe``: one sqlite row per produced record, nothing lost.
-
-    A run of a program other than its mode's (an edited one) gets only the first verdict.
-    """
-    out = {"explained_by_committed_offset": r.lost == r.in_hand_below_resume
-           and r.duplicates == r.processed_at_or_after_resume}
-    cfg = RunConfig(**{k: v for k, v in r.config.items() if k != "program"})
-    if r.config.get("program") and r.config["program"]["name"] != cfg.default_program:
-        return out  # an edited program: only the accounting is a claim
-    before_commit = cfg.crash_point == "after-process"
-    if r.client == "librdkafka" and r.mode == "auto":
-        if not before_commit:
-            out["auto_commit_loses_what_was_in_hand"] = r.lost == r.in_hand_at_crash and r.duplicates == 0
-    elif r.client == "librdkafka" and r.mode in ("store-after-process", "async"):
-        out["at_least_once"] = r.lost == 0 and (r.duplicates >= 1 or not before_commit)
-    elif r.mode == "sync-per-message":
-        out["at_most_one_duplicate"] = r.lost == 0 and r.duplicates == (1 if before_commit else 0)
-    elif r.client == "java" and r.mode == "auto" and cfg.group_protocol == "consumer":
-        pass  # measured: nothing lost in some runs, records lost in another (clean-clone run 9): no verdict
-    elif r.client == "java" and r.mode == "auto":
-        out["java_auto_commit_duplicates_since_last_poll"] = (r.lost == 0
-                                                              and r.duplicates == r.processed_from_last_batch)
-    elif r.client == "java" and r.mode == "commit-sync-no-args":
-        if r.processed_from_last_batch > 1 or not before_commit:
-            out["commit_sync_no_args_loses_what_was_in_hand"] = r.lost == r.in_hand_at_crash
-    elif r.client == "java" and r.mode == "commit-async-no-args":
-        if r.processed_from_last_batch > 2:  # an async commit had a record's processing time to land
-            out["commit_async_no_args_loses_what_was_in_hand"] = r.lost == r.in_hand_at_crash
-    if cfg.dedupe:
-        out["dedupe_side_effect_exactly_once"] = r.lost == 0 and r.sink_rows == r.sink_unique == r.produced
-    return out
-
-
-def last_batch(events: list) -> tuple[list, list]:
-    """``(consumed, processed)`` events of the last batch in a consumer's ledger (file order):
-    the last run of consecutive ``consumed`` events (what one ``consume``/``poll`` returned)
-    and the ``processed`` events after it."""
-    idx = [i for i, e in enumerate(events) if e.kind == "consumed" and e.offset is not None]
-    if not idx:
-        return [], []
-    end = start = idx[-1]
-    while start > 0 and events[start - 1].kind == "consumed" and events[start - 1].offset is not None:
-        start -= 1
-    return events[start:end + 1], [e for e in events[end + 1:] if e.kind == "processed"]
-
-
-def summarize(cfg: RunConfig, run_id: str, topic: str, group_id: str, acked: list, crashed: list, drained: list,
-              committed_at_crash: dict[int, int], sink: Path | None, crash_exit: int,
-              ledgers: list[str]) -> OffsetCommitResult:
-    """Count one run from its ledger events (lists of ``kafkalab.ledger.Event`` in file
-    order: the producer's, the crashed consumer's, the restarted one's) and its sqlite sink.
-
-    Pure Python on small lists; the notebook checks the same counts with PySpark
-    (``offset_commit_analysis``).
-    """
-    produced = {e.value: (e.partition, e.offset) for e in acked if e.kind == "acked" and e.error is None}
-    ends = _end_offsets(acked)
-    processed = [e.value for e in crashed + drained if e.kind == "processed"]
-    unique = set(processed)
-    lost_ids = sorted(set(produced) - unique)
-    counts: dict[str, int] = {}
-    for v in processed:
-        counts[v] = counts.get(v, 0) + 1
-    dup_ids = sorted(v for v, n in counts.items() if n > 1)
-
-    resumed: dict[int, int] = {}
-    for e in drained:
-        if e.kind == "consumed" and e.offset is not None:
-            resumed[e.partition] = min(resumed.get(e.partition, e.offset), e.offset)
-    for p, end in ends.items():
-        resumed.setdefault(p, end)
-    done = {(e.partition, e.offset) for e in crashed if e.kind == "processed"}
-    in_hand = {(e.partition, e.offset) for e in crashed if e.kind == "consumed" and e.offset is not None} - done
-    batch, batch_done = last_batch(crashed)
-
-    sink_rows = sink_unique = None
-    if sink is not None and sink.exists():
-        db = sqlite3.connect(sink)
-        try:
-            sink_rows, sink_unique = db.execute("SELECT COUNT(*), COUNT(DISTINCT record_id) FROM processed").fetchone()
-        finally:
-            db.close()
-    return OffsetCommitResult(
-        label=cfg.name, mode=cfg.mode, client=cfg.client, run_id=run_id, topic=topic, group_id=group_id,
-        config=asdict(cfg), produced=len(produced), processed=len(processed), processed_unique=len(unique),
-        lost=len(lost_ids), duplicates=len(processed) - len(unique), in_hand_at_crash=len(in_hand),
-        in_hand_below_resume=sum(1 for p, o in in_hand if o < resumed.get(p, 0)),
-        processed_at_or_after_resume=sum(1 for p, o in done if o >= resumed.get(p, 0)),
-        last_batch=len(batch), processed_from_last_batch=len(batch_done),
-        lost_ids=lost_ids, duplicate_ids=dup_ids,
-        committed_at_crash=dict(sorted(committed_at_crash.items())), resumed_from=dict(sorted(resumed.items())),
-        sink_rows=sink_rows, sink_unique=sink_unique, records_per_s=_records_per_s(drained),
-        crash_exit=crash_exit, ledgers=ledgers)
-
-
-def _records_per_s(events: list) -> float | None:
-    """Processed records per second, from the first record handed over to the last processed."""
-    first = [e.ts_ms for e in events if e.kind == "consumed" and e.offset is not None]
-    done = [e.ts_ms for e in events if e.kind == "processed"]
-    if len(done) < 2 or not first:
-        return None
-    span_ms = max(done) - min(first)
-    return len(done) / (span_ms / 1000) if span_ms > 0 else None
 
 
 # ----------------------------------------------------------------------------- running
@@ -691,7 +390,7 @@ class CrashAndRestart:
         if len(set(names)) != len(names):
             raise KafkalabError(f"run labels must differ: {names}")
         if any(c.client == "java" for c in configs):
-            java_classpath()  # fail at once, before any topic exists, if `make jars` has not built it
+            java_api.program_classpath(JAVA_CLASS)  # fail at once, before any topic exists, if `make jars` has not built it
         self.runs: dict[str, _Run] = {}
         self.scope = RunScope("offset-commit")  # cleanup; each run names its own topic and group
         for cfg in configs:
@@ -737,11 +436,6 @@ class CrashAndRestart:
         Raises:
             KafkalabError: a record was not acknowledged within ``timeout_s``.
         """
-        from confluent_kafka import Producer
-
-        from ..data import workload_record
-        from ..ledger import Ledger
-
         self._expect("produce")
         producer = Producer({"bootstrap.servers": config.bootstrap_servers(), "client.id": "producer-0",
                              "log_level": 3})
@@ -783,7 +477,7 @@ class CrashAndRestart:
             prog = r.program
             p = workloads.spawn(worker.ProgramSpec(
                 name, r.run_id, str(ledger), "consumer", prog.name, prog.source,
-                conf=harness_conf(r.group_id, name), instance_id=r.instance_id, topics=[r.topic],
+                conf=worker.lab_conf(name, r.group_id), instance_id=r.instance_id, topics=[r.topic],
                 options=dict(process_ms=process_ms, crash_after=crash_after, crash_point=r.cfg.crash_point,
                              sink=str(r.sink))))
         r.procs.append(p)
@@ -811,37 +505,24 @@ class CrashAndRestart:
             r.crashed_ledger = p.ledger
             r.committed_at_crash = coordinators.committed_offsets(r.group_id)
 
-    def harness_conf(self, label: str, name: str = "consumer-0") -> dict[str, Any]:
-        """The settings the harness adds to run ``label``'s program (``lab.conf``), as process
-        ``name`` gets them (``harness_conf``)."""
-        r = self.runs[label]
-        return harness_conf(r.group_id, name)
-
-    def describe(self, label: str) -> GroupDescribe:
+    def describe(self, label: str) -> coordinators.GroupDescribe:
         """``kafka-consumer-groups --describe`` of run ``label``'s group, as it stands now."""
-        return describe_group_offsets(self.runs[label].group_id)
+        return coordinators.describe_group_offsets(self.runs[label].group_id)
 
     def at_crash(self, label: str) -> CrashSnapshot:
         """What run ``label``'s crashed consumer left behind (after ``crash``): records handed
         to it, records it processed, rows in its sink, and the group's committed offsets."""
-        from ..ledger import read_events
-
         r = self.runs[label]
         if r.crashed_ledger is None:
             raise KafkalabError(f"run {label!r} has not crashed yet: call crash() first")
         events = read_events(r.crashed_ledger)
         batch, batch_done = last_batch(events)
-        rows = None
-        if r.sink is not None and r.sink.exists():
-            db = sqlite3.connect(r.sink)
-            try:
-                rows = db.execute("SELECT COUNT(*) FROM processed").fetchone()[0]
-            finally:
-                db.close()
+        rows = read_sink(r.sink)
         consumed = {e.value for e in events if e.kind == "consumed" and e.offset is not None}
         done = {e.value for e in events if e.kind == "processed"}
         return CrashSnapshot(label, sum(1 for e in events if e.kind == "consumed" and e.offset is not None),
-                             sum(1 for e in events if e.kind == "processed"), len(batch), len(batch_done), rows,
+                             sum(1 for e in events if e.kind == "processed"), len(batch), len(batch_done),
+                             None if rows is None else len(rows),
                              dict(r.committed_at_crash), sorted(consumed - done))
 
     def restart(self, timeout_s: float = 60.0, one_at_a_time: bool = False) -> None:
@@ -872,7 +553,7 @@ class CrashAndRestart:
 
     def _finish_drain(self, name: str, p: workloads.Worker, deadline: float) -> None:
         r = self.runs[name]
-        ends = _end_offsets(r.acked)
+        ends = end_offsets(r.acked)
         left = max(0.1, deadline - time.monotonic())
         if r.cfg.client == "java":
             rc = p.wait(left)
@@ -894,8 +575,6 @@ class CrashAndRestart:
 
     def results(self) -> list[OffsetCommitResult]:
         """One ``OffsetCommitResult`` per run, in configuration order (after ``restart``)."""
-        from ..ledger import read_events
-
         if self.stage != "restart":
             raise KafkalabError(f"results() needs restart() first ({self.stage}() last)")
         out = []
@@ -911,14 +590,7 @@ class CrashAndRestart:
     def sink_rows(self, label: str) -> list[tuple[str, int, int]]:
         """Rows of run ``label``'s sqlite table ``processed``: ``(record_id, partition, offset)``,
         one per applied side effect (empty for the Java consumer, which writes none)."""
-        r = self.runs[label]
-        if r.sink is None or not r.sink.exists():
-            return []
-        db = sqlite3.connect(r.sink)
-        try:
-            return db.execute('SELECT record_id, partition, "offset" FROM processed').fetchall()
-        finally:
-            db.close()
+        return read_sink(self.runs[label].sink) or []
 
     def ledgers(self) -> list[str]:
         """Every ledger file of every run (producer, crashed and restarted consumers)."""
@@ -947,14 +619,6 @@ class CrashAndRestart:
                     p.kill()
 
 
-def _end_offsets(acked: list) -> dict[int, int]:
-    ends: dict[int, int] = {}
-    for e in acked:
-        if e.error is None and e.offset is not None:
-            ends[e.partition] = max(ends.get(e.partition, 0), e.offset + 1)
-    return ends
-
-
 class DefaultsProbe:
     """A librdkafka consumer configured with *nothing* about commits (librdkafka's defaults:
     ``enable.auto.commit=true``, ``enable.auto.offset.store=true``,
@@ -974,11 +638,9 @@ class DefaultsProbe:
         self.group_id = self.scope.add_group(f"{topic}-defaults-{self.run_id}")
         self.dir = workloads.run_dir(self.run_id)
         self.program = program or programs.from_notebook(NOTEBOOK, DEFAULTS_PROGRAM)
-        conf = harness_conf(self.group_id, "defaults-probe")  # a dynamic member, default session
+        conf = worker.lab_conf("defaults-probe", self.group_id)  # a dynamic member, default session
         spec = worker.ProgramSpec("defaults-probe", self.run_id, str(self.dir / "defaults-probe.jsonl"), "consumer",
                                   self.program.name, self.program.source, conf=conf, topics=[topic])
-        from ..ledger import now_ms
-
         self.started_ms = now_ms()
         self.proc = workloads.spawn(spec)
         self.java_out = self.dir / "java-defaults.out"
@@ -994,8 +656,6 @@ class DefaultsProbe:
         Raises:
             WaitTimeout: no commit within ``timeout_s`` (the default interval is 5000 ms).
         """
-        from ..ledger import read_events
-
         def committed():
             if not self.proc.alive:
                 raise KafkalabError(f"the defaults probe died; its log:\n{self.proc.log_tail()}")
@@ -1138,15 +798,13 @@ class RebalanceRedelivery:
 
     def _spawn(self, name: str, member: str) -> workloads.Worker:
         r = self.runs[name]
-        conf = harness_conf(r["group"], member)  # dynamic members
+        conf = worker.lab_conf(member, r["group"])  # dynamic members
         p = workloads.spawn(worker.ProgramSpec(member, self.scope.run_id, str(r["dir"] / f"{member}.jsonl"), "consumer",
                                                r["program"].name, r["program"].source, conf=conf, topics=[r["topic"]]))
         r["procs"][member] = p
         return p
 
     def _events(self, name: str, member: str) -> list:
-        from ..ledger import read_events
-
         p = self.runs[name]["procs"][member]
         if not p.alive and p.returncode not in (0, None):
             raise KafkalabError(f"{name}: {member} exited {p.returncode}; its log:\n{p.log_tail()}")
@@ -1173,8 +831,6 @@ class RebalanceRedelivery:
                        timeout_s=timeout_s, what=f"{name}: consumer-a processed all {self.messages} records")
         before = {name: sum(e.kind == "processed" for e in self._events(name, "consumer-a")) for name in self.runs}
         joined_ms = {}
-        from ..ledger import now_ms
-
         for name in self.runs:
             joined_ms[name] = now_ms()
             self._spawn(name, "consumer-b")

@@ -7,7 +7,7 @@ members; ``SLOW_PROGRAMS``, the slow consumer), with the ``pod`` role's instrume
 ``consumer`` role's plus a start gate, ``kafkalab.instruments.pod``): its rebalance callbacks
 write every ``assigned`` and ``revoked`` partition to its own ledger, and a pod's process can
 be started ahead and released when the run starts the pod (``RebalanceRun.prepare``). The
-harness adds only the run's addresses and names (``harness_conf``); every setting that decides
+harness adds only the run's addresses and names (``worker.lab_conf``); every setting that decides
 how the group rebalances is in the program, and ``Protocol.from_program`` reads them back
 from its text for the analysis. A run (``RebalanceRun``) drives one consumer group on one
 fresh topic through a sequence of *scenarios* (the Kubernetes events of article 002), waiting
@@ -181,13 +181,6 @@ def member_program(protocol_name: str, slow: bool = False) -> Program:
         raise KafkalabError(f"notebook 02 has {what} for {', '.join(table)} only, not {protocol_name!r}: "
                             "pass one (RebalanceConfig(program=..., slow_program=...))")
     return programs.from_notebook(NOTEBOOK, table[protocol_name])
-
-
-def harness_conf(group_id: str, client_id: str) -> dict[str, Any]:
-    """What the harness adds to a member program's settings (``lab.conf``): the run's
-    addresses and names (``worker.lab_conf``). Every setting about the group protocol, its
-    timeouts and static membership is in the program."""
-    return lab_conf(client_id, group_id)
 
 
 def protocol(name: str) -> Protocol:
@@ -515,7 +508,7 @@ class RebalanceRun:
         gate = self.dir / "gates" / f"{name}.go"
         gate.parent.mkdir(exist_ok=True)
         spec = ProgramSpec(name, self.run_id, str(self.dir / "ledgers" / f"{name}.jsonl"), "pod", prog.name,
-                           prog.source, conf=harness_conf(self.group_id, name), topics=[self.topic],
+                           prog.source, conf=lab_conf(name, self.group_id), topics=[self.topic],
                            options={"process_ms": process_ms, "work_until": str(work_until) if work_until else None,
                                     "start_gate": str(gate)})
         self.workers[name] = workloads.spawn(spec)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import click
 from .. import admin, cluster, config, defaults, dumplog, runscope, segments, workloads
@@ -212,18 +212,6 @@ PRODUCER_CLIENT_ID = "flight-producer"
 READER_CLIENT_ID = "flight-reader"
 
 
-def producer_conf(client_id: str = PRODUCER_CLIENT_ID) -> dict[str, Any]:
-    """What the harness adds to a producer program's settings (``lab.conf``): the CLIENT
-    listeners and a ``client.id``; nothing that changes what happens (``worker.lab_conf``)."""
-    return lab_conf(client_id)
-
-
-def reader_conf(group_id: str, client_id: str = READER_CLIENT_ID) -> dict[str, Any]:
-    """What the harness adds to a consumer program's settings (``lab.conf``): the CLIENT
-    listeners, the run's ``group.id`` and a ``client.id`` (``worker.lab_conf``)."""
-    return lab_conf(client_id, group_id)
-
-
 def _record_id(value: str | None) -> str:
     """The ``record_id`` of a flight's JSON value (``Flight.to_json``)."""
     if value is None:
@@ -234,7 +222,7 @@ def _record_id(value: str | None) -> str:
 def produce_flights(program: Program, topic: str, flights: list[Flight], timeout_s: float = 60.0,
                     client_id: str = PRODUCER_CLIENT_ID) -> list[Delivery]:
     """Run the producer ``program`` (a ``%%program`` cell of notebook 00, role ``producer``) in a
-    worker process on the CLIENT listeners (``producer_conf``): ``lab.records()`` gives it the
+    worker process on the CLIENT listeners (``worker.lab_conf``): ``lab.records()`` gives it the
     flights as ``(key, value, -1)`` (key: the aircraft's tail number, value: ``flight.to_json()``,
     -1: no partition chosen, the partitioner decides). Waits for it to end; returns its delivery
     reports (``lab.delivered``) in the order of ``flights``.
@@ -246,7 +234,7 @@ def produce_flights(program: Program, topic: str, flights: list[Flight], timeout
     run = runscope.run_id()
     ledger = workloads.run_dir(run) / f"{client_id}.jsonl"
     child = workloads.spawn(ProgramSpec(client_id, run, str(ledger), "producer", program.name, program.source,
-                                        conf=producer_conf(client_id), topics=[topic],
+                                        conf=lab_conf(client_id), topics=[topic],
                                         options={"records": [[f.key, f.to_json().decode(), -1] for f in flights]}))
     if child.wait(timeout_s) != 0:
         raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
@@ -266,7 +254,7 @@ def produce_flights(program: Program, topic: str, flights: list[Flight], timeout
 def consume_all(program: Program, topic: str, group_id: str, expected: int, timeout_s: float = 60.0,
                 client_id: str = READER_CLIENT_ID) -> list[Delivery]:
     """Run the consumer ``program`` (a ``%%program`` cell of notebook 00, role ``consumer``) in a
-    worker process, in group ``group_id`` (``reader_conf``), until its ledger holds ``expected``
+    worker process, in group ``group_id`` (``worker.lab_conf``), until its ledger holds ``expected``
     records (``lab.consumed``); then ask it to stop (SIGTERM: it closes its consumer, which
     leaves the group). Returns the records in the order ``consume`` handed them over.
 
@@ -277,7 +265,7 @@ def consume_all(program: Program, topic: str, group_id: str, expected: int, time
     run = runscope.run_id()
     ledger = workloads.run_dir(run) / f"{client_id}.jsonl"
     child = workloads.spawn(ProgramSpec(client_id, run, str(ledger), "consumer", program.name, program.source,
-                                        conf=reader_conf(group_id, client_id), topics=[topic]))
+                                        conf=lab_conf(client_id, group_id), topics=[topic]))
     got: list[Delivery] = []
 
     def all_read() -> bool:

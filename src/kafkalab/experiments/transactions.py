@@ -52,8 +52,6 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 import click
-from confluent_kafka import IsolationLevel, TopicPartition
-from confluent_kafka.admin import OffsetSpec
 
 from .. import admin, cluster, coordinators, dumplog, programs, runscope, workloads
 from ..instruments.transactions import CRASH_POINTS, ProcessorOptions
@@ -119,7 +117,7 @@ class TxnRun(RunScope):
         (``lab.conf``). The process is killed at cleanup. Returns its handle and ledger path."""
         ledger = str(self.dir / f"{name}.jsonl")
         spec = ProgramSpec(name=name, run_id=self.run_id, ledger=ledger, role=role, program_name=program.name,
-                           source=program.source, conf=harness_conf(name, (conf or {}).get("group.id")), topics=list(topics),
+                           source=program.source, conf=lab_conf(name, (conf or {}).get("group.id")), topics=list(topics),
                            options=options or {})
         p = workloads.spawn(spec)
         self.processes.append(p)
@@ -143,12 +141,6 @@ class TxnRun(RunScope):
 
 
 # ----------------------------------------------------------------------------- programs
-
-
-def harness_conf(client_id: str, group_id: str | None = None) -> dict[str, Any]:
-    """What the harness adds to a program's settings (``lab.conf``): ``bootstrap.servers``,
-    ``client.id`` and ``group.id`` if given (``worker.lab_conf``). Nothing that changes semantics."""
-    return lab_conf(client_id, group_id)
 
 
 def program_setting(program: Program, key: str) -> str | None:
@@ -295,11 +287,7 @@ def read_all(run: TxnRun, program: Program, topic: str, timeout_s: float = 30.0)
         WaitTimeout: not at the end within ``timeout_s`` (for read_committed: a transaction
             stayed open).
     """
-    r = run.reader(program, topic)
-    try:
-        return r.catch_up(timeout_s, until_stable=True)
-    finally:
-        r.close()
+    return read_views(run, [program], topic, timeout_s)[program.name]
 
 
 def read_views(run: TxnRun, readers: Sequence[Program], topic: str, timeout_s: float = 30.0
@@ -320,13 +308,9 @@ def end_offsets(topic: str, isolation_level: str = "read_uncommitted") -> dict[i
 
     Source: KIP-98 ("last stable offset"); Kafka protocol ListOffsets (IsolationLevel field).
     """
-    level = {"read_uncommitted": IsolationLevel.READ_UNCOMMITTED,
-             "read_committed": IsolationLevel.READ_COMMITTED}[isolation_level]
-    a = workloads.admin()
-    parts = _partitions(a, topic)
-    futs = a.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in parts},
-                          isolation_level=level, request_timeout=10)
-    return {tp.partition: f.result().offset for tp, f in futs.items()}
+    got = admin.list_offsets([(topic, p) for p in _partitions(workloads.admin(), topic)],
+                             isolation_level=isolation_level)
+    return {p: offset for (_, p), offset in got.items()}
 
 
 def offsets_table(topic: str, readers: Sequence[Reader] = ()) -> "pd.DataFrame":
@@ -346,24 +330,15 @@ def offsets_table(topic: str, readers: Sequence[Reader] = ()) -> "pd.DataFrame":
 
 
 def control_records(topic: str, status: cluster.ClusterStatus | None = None) -> list[DumpedRecord]:
-    """Every record, data and control, in the first segment of each partition of ``topic``,
-    read from the partition leader's ``.log`` file with Kafka's ``kafka-dump-log
+    """Every record, data and control, of each partition of ``topic``, read from the partition
+    leader's ``.log`` files (``coordinators.leader_log_files``) with Kafka's ``kafka-dump-log
     --print-data-log`` (one JVM for all partitions). Sorted by (file, offset).
 
     Control records (commit and abort markers) are written by the transaction coordinator to
     the partition leaders after ``EndTxn`` and replicated like data; read after a reader has
     seen the LSO move, they are on disk. Source: KIP-98 "Control messages".
     """
-    from .. import segments
-
-    status = status or cluster.status()
-    files = []
-    for p, leader in coordinators.partition_leaders(topic).items():
-        d = segments.partition_dirs(status.brokers[leader].data_dir, topic).get(p)
-        logs = [f for f in segments.segment_files(d) if f.kind == "log"] if d else []
-        if not logs:
-            raise KafkalabError(f"no .log file for {topic}-{p} on broker {leader}")
-        files.append(str(logs[0].path))
+    files = coordinators.leader_log_files(topic, len(coordinators.partition_leaders(topic)), status)
     return dumplog.run(files, print_data=True).records
 
 
@@ -721,7 +696,7 @@ def run_eos(run: TxnRun, program: Program, readers: Sequence[Program], messages:
         ledgers=ledgers, elapsed_ms=int((time.monotonic() - t0) * 1000), sink=sink,
         sink_path=sink_path if sink else None, transaction_timeout_ms=int(timeout) if timeout else None,
         program=program.name,
-        lab_conf={**harness_conf(incs[-1][0]), "lab.group_id": group, "lab.transactional_id": tid,
+        lab_conf={**lab_conf(incs[-1][0]), "lab.group_id": group, "lab.transactional_id": tid,
                   "lab.input_topic": tin, "lab.output_topic": tout, "lab.batch": batch},
     )
 

@@ -1,6 +1,6 @@
 """Notebook 05's measuring side: the exactly-once audit, control markers on disk (the
-transaction coordinator's address is ``kafkalab.coordinators``), and Spark as a stage
-(``run_streaming_stage``).
+transaction coordinator's address is ``kafkalab.coordinators``), and the run of Spark as a stage
+(``run_streaming_stage``: its Kafka source and sink are the notebook's).
 
 Pure functions (no cluster) are tested on planted data in ``tests/test_transactions_analysis.py``;
 ``spark_*`` functions take a SparkSession and return small results, computed by Spark. The
@@ -24,11 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from .. import config
 from ..errors import KafkalabError
 
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
@@ -397,14 +396,15 @@ class PlannedFailure(RuntimeError):
     """Raised inside ``foreachBatch`` after the sinks wrote: the planned crash point."""
 
 
-def run_streaming_stage(spark: "SparkSession", input_topic: str, output_topic: str, sink_path: str,
+def run_streaming_stage(stream: "DataFrame", kafka_sink: "Callable[[DataFrame, int], None]", sink_path: str,
                         checkpoint: str, fail_after_sinks: bool = False, timeout_s: float = 60.0) -> StreamingRun:
-    """Kafka -> Spark Structured Streaming -> Kafka, with the processor's transform in Spark SQL
-    (``record_id``, ``route``, ``delayed``), a checkpoint, and ``Trigger.AvailableNow`` (process
-    what is in the input now, then stop).
+    """Run notebook 05's streaming stage: ``stream`` (a streaming DataFrame with columns
+    ``key``, ``record_id``, ``route``, ``delayed``: Spark's Kafka source and the transform, as
+    the notebook builds them) through ``foreachBatch``, with a checkpoint and
+    ``Trigger.AvailableNow`` (process what is in the input now, then stop).
 
-    Each micro-batch goes to two sinks in ``foreachBatch``: the output topic through Spark's
-    Kafka writer (a plain Java producer, not transactional), and a sqlite table upserted by
+    Each micro-batch goes to two sinks: ``kafka_sink(batch, batch_id)`` (the notebook's: Spark's
+    Kafka writer, a plain Java producer, not transactional), then a sqlite table upserted by
     ``record_id`` (idempotent). With ``fail_after_sinks`` the batch function raises
     ``PlannedFailure`` after both sinks wrote and before Spark writes the batch to the
     checkpoint's commit log: the state a driver crash at that moment leaves. The next run
@@ -412,13 +412,15 @@ def run_streaming_stage(spark: "SparkSession", input_topic: str, output_topic: s
 
     The batch function keeps its own log in the sink database (table ``batch_calls``: one row
     per call, batch id and records, in the sink's transaction), and ``batches`` is read from
-    it: under Spark Connect the function runs in a Python worker of the server, not in this
-    process, so it cannot hand anything back through a variable.
+    it: under Spark Connect the function (``kafka_sink`` with it) runs in a Python worker of
+    the server, not in this process, so it cannot hand anything back through a variable, and
+    ``kafka_sink`` must carry the addresses it needs as values.
 
     Returns:
         A ``StreamingRun``.
 
     Raises:
+        KafkalabError: the query did not finish within ``timeout_s`` seconds (it is stopped).
         pyspark StreamingQueryException: any failure other than the planned one.
 
     Source: Spark Structured Streaming Programming Guide ("Fault Tolerance Semantics",
@@ -426,10 +428,8 @@ def run_streaming_stage(spark: "SparkSession", input_topic: str, output_topic: s
     Structured Streaming + Kafka Integration Guide ("Writing Data to Kafka": at least once).
     """
     from pyspark.errors import StreamingQueryException
-    from pyspark.sql import functions as F
 
     t0 = time.monotonic()
-    servers = config.bootstrap_servers()  # read here: the batch function may run in another process
     db = sqlite3.connect(sink_path)
     db.execute("CREATE TABLE IF NOT EXISTS sink (record_id TEXT PRIMARY KEY, route TEXT, delayed INTEGER, "
                 "batch_id INTEGER, writes INTEGER)")
@@ -442,9 +442,7 @@ def run_streaming_stage(spark: "SparkSession", input_topic: str, output_topic: s
     def write(df, batch_id: int) -> None:
         df.persist()
         try:
-            (df.select(F.col("key"), F.to_json(F.struct("record_id", "route", "delayed")).alias("value"))
-             .write.format("kafka").option("kafka.bootstrap.servers", servers)
-             .option("topic", output_topic).save())
+            kafka_sink(df, batch_id)
             rows = [(r.record_id, r.route, int(r.delayed), batch_id) for r in
                     df.select("record_id", "route", "delayed").collect()]
         finally:
@@ -459,16 +457,7 @@ def run_streaming_stage(spark: "SparkSession", input_topic: str, output_topic: s
         if fail_after_sinks:
             raise PlannedFailure(f"planned failure after the sinks wrote batch {batch_id}")
 
-    value = F.col("value").cast("string")
-    delay = F.get_json_object(value, "$.dep_delay").cast("int")
-    src = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", config.bootstrap_servers())
-           .option("subscribe", input_topic).option("startingOffsets", "earliest").load()
-           .select(F.col("key"),
-                   F.get_json_object(value, "$.record_id").alias("record_id"),
-                   F.concat_ws("-", F.get_json_object(value, "$.origin"),
-                               F.get_json_object(value, "$.dest")).alias("route"),
-                   F.coalesce(delay > 15, F.lit(False)).alias("delayed")))
-    query = src.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+    query = stream.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
     failed = False
     try:
         finished = query.awaitTermination(timeout_s)
