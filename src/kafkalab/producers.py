@@ -172,11 +172,8 @@ def burst_with(program: "Program", topic: str, records: int, value_bytes: int,
             an error.
         WaitTimeout: it ran longer than ``timeout_s``.
     """
-    import json
-    from pathlib import Path
-
     from . import runscope, workloads
-    from .instruments.measuring import MeasureOptions, times_path
+    from .instruments.measuring import MeasureOptions, read_times
     from .programs import program_settings
     from .worker import ProgramSpec, lab_conf
 
@@ -189,7 +186,7 @@ def burst_with(program: "Program", topic: str, records: int, value_bytes: int,
                                         options=asdict(MeasureOptions(records, value_bytes))))
     if child.wait(timeout_s) != 0:
         raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
-    reports = json.loads(Path(times_path(ledger)).read_text())
+    reports = read_times(ledger)
     errors = [e for *_, e in reports if e is not None]
     if len(reports) != records or errors:
         raise KafkalabError(f"program {program.name}: {len(reports)} of {records} delivery reports; errors {errors[:3]}")

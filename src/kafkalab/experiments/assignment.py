@@ -431,7 +431,7 @@ class ProgramMember:
             raise KafkalabError(f"{self.state.client_id}'s program failed:\n{error}")
         s = self.state
         out = MemberState(s.index, s.client_id, s.group_instance_id)
-        events = ledgers.read_events(self.ledger_path, growing=True) if self.ledger_path.exists() else []
+        events = ledgers.read_events(self.ledger_path, growing=True, missing_ok=True)
         for e in events:
             tp = (e.topic, e.partition)
             if e.kind == "assigned":
@@ -976,7 +976,7 @@ def _produce_with_programs(run: GroupRun, producers: Mapping[str, tuple[Program,
         error = run.host.ended(key)
         if error:
             raise KafkalabError(f"producer program for {topic} failed:\n{error}")
-        acked = {e.key: e for e in ledgers.read_events(path) if e.kind == "acked"}
+        acked = {e.key: e for e in ledgers.read_events(path, kinds="acked")}
         bad = [k for k in keys if k not in acked or acked[k].error]
         if bad:
             raise KafkalabError(f"producer program for {topic}: no delivery report without error for {bad[:5]}")

@@ -734,7 +734,7 @@ class RebalanceRun:
                 self.settle(self.live(), f"without {old}")
             new = self.start(slot)
             t_set = self.settle(self.live(), f"with {new} replacing {old}")
-            first = min((e.ts_ms for e in read_events(self.workers[new].ledger) if e.kind == "assigned"), default=None)
+            first = min((e.ts_ms for e in read_events(self.workers[new].ledger, kinds="assigned")), default=None)
             restarts.append({"old": old, "new": new, "held_before": held, "held_after": sorted(self.owned(new)),
                              "stop_to_assigned_ms": None if first is None else first - t_stop,
                              "stop_to_settled_ms": t_set - t_stop})
@@ -817,7 +817,7 @@ class RebalanceRun:
             # What the slow consumer believes at this moment: it cannot know it was removed
             # before it polls again (a zombie).
             notes.update({"removed_while_alive": w.alive, "zombie_held": sorted(self.owned(name)),
-                          "processed_before_removed": sum(e.kind == "processed" for e in read_events(w.ledger))})
+                          "processed_before_removed": len(read_events(w.ledger, kinds="processed"))})
             release.touch()  # now its work may end: it polls again and learns it was removed
             back_ms, notes["poll_error"] = wait_until(poll_error, timeout_s=self.cfg.slow_process_ms / 1000 + 15,
                                                       what=f"{name} to report the exceeded max.poll.interval.ms")
@@ -827,7 +827,7 @@ class RebalanceRun:
             release.touch()
             back_ms, notes["poll_error"] = poll_error()
             notes.update({"removed_while_alive": False, "zombie_held": [],
-                          "processed_before_removed": sum(e.kind == "processed" for e in read_events(w.ledger))})
+                          "processed_before_removed": len(read_events(w.ledger, kinds="processed"))})
             self.act("kill", name, slot=slot)
             w.kill()
             self.settle(self.live(), f"without killed {name}")

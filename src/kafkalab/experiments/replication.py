@@ -395,7 +395,7 @@ class _ProgramRuns:
         fault_gate.go_path(next(iter(self.workers.values())).ledger).touch()
 
     def reports(self, label: str) -> list:
-        return [e for e in read_events(self.workers[label].ledger) if e.kind == "acked"]
+        return read_events(self.workers[label].ledger, kinds="acked")
 
     def refused(self) -> Counter:
         """(topic, partition) -> delivery reports with an error, so far."""
@@ -1220,7 +1220,7 @@ def run_failover_retry(program: Program, records: int = 3, leader: int = 1, prox
                            f"broker {leader} leading {topic}-0 with a full ISR", timeout_s)
         wait_leaders_serving([(topic, 0)], timeout_s)
         log = [[c.offset, c.value] for c in workloads.read_topic(topic, 1, timeout_s=timeout_s)]
-        deliveries = [[e.value, e.offset, e.error] for e in read_events(child.ledger) if e.kind == "acked"]
+        deliveries = [[e.value, e.offset, e.error] for e in read_events(child.ledger, kinds="acked")]
         return FailoverRetry(topic, program.name, leader, new_leader, values, log,
                              len(log) - len({v for _, v in log}), deliveries, _attempts(proxy, cid), batches, conf)
     finally:
@@ -1318,7 +1318,7 @@ def run_follower_fetch(readers: Mapping[str, Program], records: int = 200, timeo
             def done() -> bool:
                 if not child.alive:
                     raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
-                events = read_events(child.ledger) if child.ledger.exists() else []   # none before its first record
+                events = read_events(child.ledger, missing_ok=True)   # none before its first record
                 state["read"] = sum(1 for e in events if e.kind == "consumed" and e.error is None)
                 state["brokers"] = fetch_brokers(child.log_path.read_text(errors="replace")) if child.log_path.exists() else []
                 if state["read"] >= records and state["lines_when_read"] is None:
