@@ -146,37 +146,21 @@ class Burst:
 def python_burst(topic: str, records: int, record_size: int, settings: ProducerSettings, partitions: int = 1,
                  timeout_s: float = 300.0) -> Burst:
     """Send ``records`` values of ``record_size`` bytes with one new confluent-kafka producer,
-    round-robin over ``partitions``; with ``settings.transactional_batch`` K, in transactions of
-    K records, each commit timed. One warm-up record (not timed) opens the connections.
+    round-robin over ``partitions``: the lab writing a topic for a consumer to read. One warm-up
+    record (not timed) opens the connections. (A producer whose throughput is the lesson is a
+    notebook's program: ``experiments.performance.send_with``.)
 
     Raises:
-        KafkalabError: librdkafka refused a setting, or the burst was not delivered in ``timeout_s``.
+        KafkalabError: librdkafka refused a setting, ``settings.transactional_batch`` set, or the
+            burst was not delivered in ``timeout_s``.
     """
-    from .producers import make_producer, produce_when_room, timed_burst
+    from .producers import timed_burst
 
+    if settings.transactional_batch:
+        raise KafkalabError("python_burst sends no transactions: time notebook 10's transactional_producer")
     conf = {"bootstrap.servers": config.bootstrap_servers(), "log_level": 3, **settings.librdkafka_conf()}
-    value = b"x" * record_size
-    if not settings.transactional_batch:
-        seconds = timed_burst(conf, topic, records, value, partitions, poll_every=1000, timeout_s=timeout_s)
-        return Burst("confluent-kafka", asdict(settings), records, record_size, seconds)
-    p = make_producer({**conf, "transactional.id": f"{topic}-perf-{time.time_ns()}"})
-    commits: list[float] = []
-    try:
-        p.init_transactions(30)
-        t0 = time.perf_counter()
-        sent = 0
-        while sent < records:
-            p.begin_transaction()
-            for i in range(min(settings.transactional_batch, records - sent)):
-                produce_when_room(p, topic, value, (sent + i) % partitions)
-            sent += min(settings.transactional_batch, records - sent)
-            c0 = time.perf_counter()
-            p.commit_transaction(timeout_s)  # flushes, then commits
-            commits.append((time.perf_counter() - c0) * 1000)
-        seconds = time.perf_counter() - t0
-    finally:
-        p.close()
-    return Burst("confluent-kafka", asdict(settings), records, record_size, seconds, commit_ms=commits)
+    seconds = timed_burst(conf, topic, records, b"x" * record_size, partitions, poll_every=1000, timeout_s=timeout_s)
+    return Burst("confluent-kafka", asdict(settings), records, record_size, seconds)
 
 
 _SUMMARY = re.compile(

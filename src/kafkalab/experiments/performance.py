@@ -35,7 +35,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from .. import admin, cluster, config, coordinators, perf, runscope, segments, workloads
 from ..errors import KafkalabError
 from ..instruments import fault_gate
-from ..instruments.measuring import MeasureOptions, commits_path, ready_path, times_path
+from ..instruments.measuring import MeasureOptions, read_commits, read_times, ready_path
 from ..ledger import read_events
 from ..programs import Program, program_settings
 from ..worker import ProgramSpec, lab_conf
@@ -62,9 +62,9 @@ class ThroughputResult:
             topic's segments (the clients' ``batch.size`` defaults differ: librdkafka 1000000
             bytes, Java 16384).
         settings: what ``kafka-producer-perf-test`` ran with (a ``ProducerSettings``'s fields).
-        program: the producer program the Python side ran (None: ``perf.python_burst``).
+        program: the producer program the Python side ran.
         python_settings: the settings that program writes, read from its text
-            (``programs.program_settings``); without a program, ``settings`` as librdkafka's.
+            (``programs.program_settings``).
     """
 
     settings: dict
@@ -88,43 +88,34 @@ class ThroughputResult:
         return d
 
 
-def run_throughput(messages: int, record_size: int, settings: ProducerSettings, partitions: int = 1,
-                   java: bool = True, program: Program | None = None) -> ThroughputResult:
-    """``messages`` values of ``record_size`` bytes with confluent-kafka, then with
-    ``kafka-producer-perf-test`` (same settings, its own fresh topic), as fast as each goes; the
-    Python topic's bytes on disk and records per batch are read from its segments. ``program``:
-    the Python side is that measuring producer program (a notebook's ``%%program`` cell, run as it
-    is by ``send_with``, to partition 0; a transactional one commits as it writes, and its
-    commits are timed); the row's Python settings are what that program writes
-    (``programs.program_settings``), so an edit of the program shows in the result. ``settings``
-    is what the Java tool runs with (``settings_of(program)``: the same as the program's).
-    None: ``perf.python_burst`` with ``settings``.
+def run_throughput(messages: int, record_size: int, settings: ProducerSettings, program: Program,
+                   java: bool = True) -> ThroughputResult:
+    """``messages`` values of ``record_size`` bytes sent by the measuring producer ``program`` (a
+    notebook's ``%%program`` cell, run as it is by ``send_with``, to partition 0 of a fresh
+    one-partition topic; a transactional one commits as it writes, and its commits are timed),
+    then by ``kafka-producer-perf-test`` with ``settings`` (``settings_of(program)``: the same as
+    the program's; its own fresh topic), as fast as each goes; the Python topic's bytes on disk and
+    records per batch are read from its segments. The row's Python settings are what the program
+    writes (``programs.program_settings``), so an edit of the program shows in the result.
 
     Raises:
-        KafkalabError: a burst failed, a bad setting, or a program with ``partitions`` > 1.
+        KafkalabError: a burst failed, or a bad setting.
     """
-    if program is not None and partitions != 1:
-        raise KafkalabError("a producer program sends to partition 0: one partition")
     run = RunScope("perf")
     try:
         t_py, t_java = run.topic("python"), run.topic("java")
-        admin.create_topics({t_py: partitions, t_java: partitions})
-        if program is not None:
-            written = program_settings(program.source)
-            sent = send_with(program, t_py, messages, record_size, rate=None, timeout_s=300)
-            py = Burst("confluent-kafka", written, messages, record_size, sent.seconds, commit_ms=sent.commit_ms)
-        else:
-            written = settings.librdkafka_conf()
-            py = perf.python_burst(t_py, messages, record_size, settings, partitions)
+        admin.create_topics({t_py: 1, t_java: 1})
+        written = program_settings(program.source)
+        sent = send_with(program, t_py, messages, record_size, rate=None, timeout_s=300)
+        py = Burst("confluent-kafka", written, messages, record_size, sent.seconds, commit_ms=sent.commit_ms)
         jv = perf.java_burst(t_java, messages, record_size, settings) if java and not settings.transactional_batch else None
-        batches = perf.records_per_batch(t_py, partitions)
-        java_batches = perf.records_per_batch(t_java, partitions) if jv else []
+        batches = perf.records_per_batch(t_py, 1)
+        java_batches = perf.records_per_batch(t_java, 1) if jv else []
         return ThroughputResult(
-            asdict(settings), messages, record_size, partitions, py, jv, round(py.records_per_s, 1),
+            asdict(settings), messages, record_size, 1, py, jv, round(py.records_per_s, 1),
             round(jv.records_per_s, 1) if jv else None, round(py.records_per_s / jv.records_per_s, 2) if jv else None,
-            round(perf.log_bytes(t_py, partitions) / messages, 1), round(statistics.mean(batches), 1) if batches else 0.0,
-            round(statistics.mean(java_batches), 1) if java_batches else None,
-            program.name if program is not None else None, written)
+            round(perf.log_bytes(t_py, 1) / messages, 1), round(statistics.mean(batches), 1) if batches else 0.0,
+            round(statistics.mean(java_batches), 1) if java_batches else None, program.name, written)
     finally:
         run.cleanup()
 
@@ -135,12 +126,12 @@ def _settings_text(settings: Mapping) -> str:
 
 
 def throughput_table(results: Iterable[ThroughputResult]) -> "pd.DataFrame":
-    """One row per run: the program that ran (or the lab's burst) and the settings it writes,
+    """One row per run: the program that ran and the settings it writes,
     what the Java tool ran with, records/s and MB/s of each client, their ratio, bytes on disk
     per record, records per batch."""
     import pandas as pd
 
-    return pd.DataFrame([{"python": f"{r.program or 'perf.python_burst'}: {_settings_text(r.python_settings)}",
+    return pd.DataFrame([{"python": f"{r.program}: {_settings_text(r.python_settings)}",
                           "java --producer-props": " ".join(ProducerSettings(**r.settings).java_props()),
                           "python records/s": round(r.python_records_per_s),
                           "java records/s": round(r.java_records_per_s) if r.java_records_per_s else None,
@@ -226,14 +217,13 @@ def send_with(program: Program, topic: str, count: int, value_bytes: int, rate: 
                                         options=asdict(MeasureOptions(count, value_bytes, rate, values_path))))
     if child.wait(timeout_s) != 0:
         raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
-    reports = json.loads(Path(times_path(str(ledger))).read_text())
+    reports = read_times(ledger)
     errors = [e for *_, e in reports if e is not None]
     if len(reports) != count or errors:
         raise KafkalabError(f"program {program.name}: {len(reports)} of {count} delivery reports; errors {errors[:3]}")
-    commits = Path(commits_path(str(ledger)))
     return ProgramTimes(program.name, conf, [(off, round((acked - sent) * 1000, 3)) for sent, acked, off, _ in reports],
                         max(a for _, a, _, _ in reports) - min(s for s, _, _, _ in reports), errors,
-                        json.loads(commits.read_text()) if commits.exists() else [])
+                        read_commits(ledger))
 
 
 @dataclass
@@ -295,7 +285,7 @@ class ReaderRun:
             raise
         if rc != 0:
             raise KafkalabError(f"program {self.program.name} exited {rc}:\n{self.child.log_tail()}")
-        t = json.loads(Path(times_path(str(self.ledger))).read_text())
+        t = read_times(self.ledger)
         return ReaderTimes(self.program.name, self.conf, t["latencies_ms"], t["value_bytes"], t["seconds"],
                            t["fetch_requests"])
 
@@ -568,7 +558,7 @@ class _FollowerWaitRun:
 
     def reports(self, label: str) -> list:
         """The delivery reports (``acked`` lines) of ``label``'s program so far."""
-        return [e for e in read_events(self.workers[label].ledger, growing=True) if e.kind == "acked"]
+        return read_events(self.workers[label].ledger, growing=True, kinds="acked")
 
     def check_alive(self) -> None:
         """Raises KafkalabError if a program exited with an error (its log's tail in the message)."""
@@ -622,7 +612,7 @@ class _FollowerWaitRun:
         line's time (ms since the epoch)."""
         while_paused = {label: any(e.error is None for e in self.reports(label)) for label in labels}
         isr = self.leader_state(self.topics[max(self.topics)])[1]
-        held_from = min(e.ts_ms for w in self.workers.values() for e in read_events(w.ledger) if e.kind == "produced")
+        held_from = min(e.ts_ms for w in self.workers.values() for e in read_events(w.ledger, kinds="produced"))
         return while_paused, isr, held_from
 
     def resume_follower(self) -> float:
