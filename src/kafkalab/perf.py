@@ -148,7 +148,7 @@ def python_burst(topic: str, records: int, record_size: int, settings: ProducerS
     """Send ``records`` values of ``record_size`` bytes with one new confluent-kafka producer,
     round-robin over ``partitions``: the lab writing a topic for a consumer to read. One warm-up
     record (not timed) opens the connections. (A producer whose throughput is the lesson is a
-    notebook's program: ``experiments.performance.send_with``.)
+    notebook's program: ``producers.send_with``.)
 
     Raises:
         KafkalabError: librdkafka refused a setting, ``settings.transactional_batch`` set, or the

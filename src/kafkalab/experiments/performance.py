@@ -35,8 +35,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from .. import admin, cluster, config, coordinators, perf, runscope, segments, workloads
 from ..errors import KafkalabError
 from ..instruments import fault_gate
-from ..instruments.measuring import MeasureOptions, read_commits, read_times, ready_path
+from ..instruments.measuring import MeasureOptions, read_times, ready_path
 from ..ledger import read_events
+from ..producers import send_with
 from ..programs import Program, program_settings
 from ..worker import ProgramSpec, lab_conf
 from ..perf import Burst, ConsumeBurst, Latency, ProducerSettings
@@ -177,53 +178,6 @@ class BatchingRow:
         if not self.linger_ms or self.linger_ms <= 1:
             raise KafkalabError(f"{self.label}: no lower bound on the gap between batches without a linger > 1 ms")
         return self.span_ms / (self.linger_ms - 1) + 1
-
-
-@dataclass
-class ProgramTimes:
-    """One run of a measuring producer program (``send_with``): what the harness added
-    (``lab_conf``), and per delivery report, in report order, ``(offset, ack_ms)``: the offset
-    (-1: not told, ``acks=0``) and the ms from ``produce`` to the report; ``seconds`` from the
-    first send to the last report; ``errors``: the reports' error names; ``commit_ms``: each
-    ``commit_transaction()``'s duration (a transactional program, ``lab.committed``)."""
-
-    program: str
-    lab_conf: dict
-    acks: list[tuple[int, float]]
-    seconds: float
-    errors: list[str] = field(default_factory=list)
-    commit_ms: list[float] = field(default_factory=list)
-
-
-def send_with(program: Program, topic: str, count: int, value_bytes: int, rate: float | None = None,
-              timeout_s: float = 120.0, values_path: str | None = None) -> ProgramTimes:
-    """Run the measuring producer ``program`` (a notebook's ``%%program`` cell, role
-    ``measuring``) as it is, in a worker process: ``count`` values of ``value_bytes`` to
-    partition 0 of ``topic`` (or the ``count`` strings of the JSON list in ``values_path``),
-    paced at ``rate`` records/s (None: a burst); wait for it to end and read its delivery
-    reports' times (``instruments.measuring``). The harness adds only ``bootstrap.servers`` and
-    ``client.id``.
-
-    Raises:
-        KafkalabError: the program failed, or a report was missing or an error.
-        WaitTimeout: it ran longer than ``timeout_s``.
-    """
-    run_id = runscope.run_id()
-    client_id = f"{run_id}-{program.name}"
-    conf = lab_conf(client_id)
-    ledger = workloads.run_dir(run_id) / f"{client_id}.jsonl"
-    child = workloads.spawn(ProgramSpec(client_id, run_id, str(ledger), "measuring", program.name, program.source,
-                                        conf=conf, topics=[topic],
-                                        options=asdict(MeasureOptions(count, value_bytes, rate, values_path))))
-    if child.wait(timeout_s) != 0:
-        raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
-    reports = read_times(ledger)
-    errors = [e for *_, e in reports if e is not None]
-    if len(reports) != count or errors:
-        raise KafkalabError(f"program {program.name}: {len(reports)} of {count} delivery reports; errors {errors[:3]}")
-    return ProgramTimes(program.name, conf, [(off, round((acked - sent) * 1000, 3)) for sent, acked, off, _ in reports],
-                        max(a for _, a, _, _ in reports) - min(s for s, _, _, _ in reports), errors,
-                        read_commits(ledger))
 
 
 @dataclass
