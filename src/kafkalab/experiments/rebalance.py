@@ -62,12 +62,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import click
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewPartitions
 
-from .. import admin, config, coordinators, programs, runscope, workloads
+from .. import admin, coordinators, programs, runscope, workloads
 from ..errors import KafkalabError, WaitTimeout
-from ..ledger import read_events
+from ..ledger import now_ms, read_events
 from ..programs import Program
 from ..runscope import RunScope
 from ..waiting import wait_until
@@ -132,13 +132,13 @@ class Protocol:
 
     @classmethod
     def from_program(cls, name: str, program: Program) -> "Protocol":
-        """The protocol a consumer program asks for, read from its text (``program_settings``):
+        """The protocol a consumer program asks for, read from its text (``programs.program_settings``):
         ``group.protocol``, ``partition.assignment.strategy``, ``group.instance.id`` (set at
         all: static), ``session.timeout.ms``, ``heartbeat.interval.ms``; librdkafka's defaults
         where the program sets none (``CLASSIC_DEFAULTS``). Under ``group.protocol=consumer`` the
         timeouts are the broker's (``CONSUMER_SESSION_TIMEOUT_MS``...; KIP-848). ``name``: the
         protocol's label in results and tables."""
-        s = program_settings(program)
+        s = programs.program_settings(program.source)
         static = "group.instance.id" in s
         if s.get("group.protocol", "classic") == "consumer":
             return cls(name, "consumer", None, static, CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS)
@@ -156,15 +156,6 @@ PROTOCOLS: dict[str, Protocol] = {
     "static": Protocol("static", "classic", "range", True, 6000, 500),
     "consumer": Protocol("consumer", "consumer", None, False, CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS),
 }
-
-
-def program_settings(program: Program) -> dict[str, Any]:
-    """The settings a program gives ``Consumer(...)``, read from its text (nothing runs):
-    ``programs.program_settings`` (every string key of the dict literals inside the call's first
-    argument, ``lab.conf | {...}``, with its value when it is a literal, else the expression's
-    source text, e.g. ``lab.name.split('.')[0]``). ``lab.conf`` itself (the harness's addresses
-    and names) is not in the text, so not in the result."""
-    return programs.program_settings(program.source)
 
 
 def member_program(protocol_name: str, slow: bool = False) -> Program:
@@ -205,22 +196,6 @@ def protocol(name: str) -> Protocol:
 # ----------------------------------------------------------------------------- client checks
 
 
-def consumer_conf_error(conf: dict) -> str | None:
-    """Construct a confluent-kafka ``Consumer`` with ``conf`` (plus bootstrap servers and a
-    group id) and close it again: returns librdkafka's error text if construction fails,
-    None if it succeeds. Nothing is sent to the cluster (no subscribe).
-
-    Used to show what librdkafka refuses, e.g. ``partition.assignment.strategy`` with
-    ``group.protocol=consumer``, or ``instance.group.id`` (no such property).
-    """
-    full = {"bootstrap.servers": config.bootstrap_servers(), "group.id": "kafkalab-conf-check", "log_level": 3, **conf}
-    try:
-        Consumer(full).close()
-    except KafkaException as e:
-        return e.args[0].str()
-    return None
-
-
 def broker_group_config(timeout_s: float = 10.0) -> dict[str, str]:
     """The live broker settings that time group membership (broker with the lowest id):
     ``group.consumer.session.timeout.ms``, ``group.consumer.heartbeat.interval.ms``,
@@ -252,68 +227,14 @@ def set_group_config(group_id: str, settings: dict[str, str | None], timeout_s: 
     admin.alter_group_config(group_id, settings, timeout_s)
 
 
-def group_config_values(group_id: str, timeout_s: float = 30.0) -> dict[str, str]:
-    """Every config of one consumer group as DescribeConfigs on the GROUP resource answers
-    it: the group's own values, else the broker's defaults (name -> value)."""
-    return {name: v.value for name, v in admin.describe_config("group", group_id, None, timeout_s).items()}
-
-
 def group_timeouts(group_id: str, timeout_s: float = 30.0) -> tuple[int, int]:
     """A KIP-848 consumer group's session timeout and heartbeat interval, ms, as the broker
     applies them: the group's own ``consumer.session.timeout.ms`` and
     ``consumer.heartbeat.interval.ms`` if an admin set them, else the broker's defaults
     (DescribeConfigs on the GROUP resource answers either)."""
-    values = group_config_values(group_id, timeout_s)
-    return int(values["consumer.session.timeout.ms"]), int(values["consumer.heartbeat.interval.ms"])
-
-
-# ----------------------------------------------------------------------------- generations
-
-
-def read_generations(group_id: str, since_ms: int, timeout_s: float = 15.0) -> list[dict]:
-    """Every generation (classic) or group epoch (KIP-848) the coordinator wrote for
-    ``group_id`` at or after ``since_ms`` (ms since the epoch), oldest first, as
-    ``{"ts_ms", "generation", "kind", "offset"}`` (``ts_ms``: the record's timestamp, set by
-    the coordinator). Tombstones are skipped.
-
-    Reads the one ``__consumer_offsets`` partition of the group (``coordinators.partition_for``) from
-    the offset of ``since_ms`` to its end, with an assign()-only consumer (no group).
-
-    Raises:
-        WaitTimeout: the end of the partition was not reached within ``timeout_s``.
-    """
-    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": "kafkalab-generations-reader",
-                  "enable.auto.commit": False, "enable.partition.eof": True, "log_level": 3})
-    try:
-        md = c.list_topics("__consumer_offsets", timeout=timeout_s)
-        n = len(md.topics["__consumer_offsets"].partitions)
-        p = coordinators.partition_for(group_id, n)
-        (tp,) = c.offsets_for_times([TopicPartition("__consumer_offsets", p, since_ms)], timeout=timeout_s)
-        if tp.offset < 0:  # nothing written since
-            return []
-        c.assign([tp])
-        out: list[dict] = []
-        done = {"eof": False}
-
-        def drained() -> bool:
-            m = c.poll(0.2)
-            if m is None:
-                return False
-            if m.error() is not None:
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    done["eof"] = True
-                    return True
-                raise KafkalabError(f"reading __consumer_offsets-{p}: {m.error().str()}")
-            rec = coordinators.decode_group_record(m.key(), m.value())
-            if rec is not None and rec.group_id == group_id and rec.generation is not None:
-                out.append({"ts_ms": m.timestamp()[1], "generation": rec.generation, "kind": rec.kind,
-                            "offset": m.offset()})
-            return False
-
-        wait_until(drained, timeout_s=timeout_s, interval_s=0, what=f"the end of __consumer_offsets-{p}")
-        return out
-    finally:
-        c.close()
+    values = admin.describe_config("group", group_id, ["consumer.session.timeout.ms",
+                                                        "consumer.heartbeat.interval.ms"], timeout_s)
+    return int(values["consumer.session.timeout.ms"].value), int(values["consumer.heartbeat.interval.ms"].value)
 
 
 # ----------------------------------------------------------------------------- a run
@@ -373,7 +294,7 @@ class RebalanceConfig:
             return
         if self.slow_program is None:
             self.slow_program = member_program(self.protocol, slow=True)
-        self.slow_max_poll_ms = int((CLASSIC_DEFAULTS | program_settings(self.slow_program))["max.poll.interval.ms"])
+        self.slow_max_poll_ms = int((CLASSIC_DEFAULTS | programs.program_settings(self.slow_program.source))["max.poll.interval.ms"])
         if self.slow_process_ms is None:
             # At least max.poll.interval.ms; the run then holds the work (``work_until``) until
             # the group has settled without the slow consumer, however long that takes: a
@@ -782,7 +703,8 @@ class RebalanceRun:
     def _slow_consumer(self, notes: dict) -> None:
         # Records in every partition (the members read from the earliest offset, committing
         # nothing), so whichever partitions the slow consumer gets, it has a record to work on.
-        produce_to_every_partition(self.topic, self.partitions, self.cfg.records_per_partition, self.run_id)
+        workloads.produce(self.topic, [(None, f"{self.run_id}-{p}-{i}".encode(), p, None) for p in range(self.partitions)
+                                       for i in range(self.cfg.records_per_partition)])
         slot = self.spare.pop("slow-consumer", None)
         slot = self.new_slot() if slot is None else slot
         mp = self.cfg.slow_max_poll_ms
@@ -836,7 +758,7 @@ class RebalanceRun:
 
     def record(self) -> RunRecord:
         """Read the coordinator's generations and write ``run.json``."""
-        gens = read_generations(self.group_id, self.started_ms - 1000)
+        gens = coordinators.read_generations(self.group_id, self.started_ms - 1000)
         for g in gens:
             g["run_id"] = self.run_id
         with open(self.dir / "generations.jsonl", "w") as f:
@@ -854,31 +776,6 @@ class RebalanceRun:
                         self.group_type, self.partition_assignor)
         (self.dir / "run.json").write_text(json.dumps(rec.to_json(), indent=1))
         return rec
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def produce_to_every_partition(topic: str, partitions: int, per_partition: int, prefix: str,
-                               timeout_s: float = 30.0) -> None:
-    """Produce ``per_partition`` records (values ``<prefix>-<partition>-<i>``) to each of
-    partitions 0..``partitions``-1 of ``topic`` and wait for every delivery report.
-
-    Raises:
-        KafkalabError: a record was not delivered within ``timeout_s``.
-    """
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": config.bootstrap_servers(), "log_level": 3})
-    failed: list = []
-    for part in range(partitions):
-        for i in range(per_partition):
-            p.produce(topic, value=f"{prefix}-{part}-{i}".encode(), partition=part,
-                      on_delivery=lambda err, msg: failed.append(err) if err else None)
-    left = p.flush(timeout_s)
-    if left or failed:
-        raise KafkalabError(f"{left} records undelivered to {topic} after {timeout_s} s; first error: {failed[:1]}")
 
 
 def leftovers(records: Sequence[RunRecord], timeout_s: float = 10.0) -> dict[str, list]:
@@ -940,9 +837,6 @@ class Launched:
         if error:
             raise error
         return done
-
-    def running(self) -> list[str]:
-        return [k for k, f in self.futures.items() if not f.done()]
 
     def finished(self) -> list[RunRecord]:
         """Records of the runs that finished without an error (for cleanup checks)."""
