@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 
 import click
 
-from .. import admin, cluster, config, coordinators, perf, runscope, segments, workloads
+from .. import admin, cluster, config, coordinators, perf, producers, runscope, segments, workloads
 from ..errors import KafkalabError
 from ..instruments.measuring import MeasureOptions, read_times, ready_path
 from ..producers import send_with
@@ -654,7 +654,8 @@ def run_consumer_throughput(readers: Iterable[Program], messages: int = 2000, re
     try:
         topic = run.topic("c")
         admin.create_topics({topic: 1})
-        perf.python_burst(topic, messages - 1, record_size, ProducerSettings(acks="1", batch_size=batch))
+        producers.timed_burst({"bootstrap.servers": config.bootstrap_servers(), "log_level": 3, "acks": "1",
+                               "batch.size": batch}, topic, messages - 1, b"x" * record_size, poll_every=1000)
         batches = perf.data_batches(topic, 1)
         rows = []
         for program in readers:
