@@ -15,7 +15,7 @@ end-to-end latency, and the broker-side counters that explain them.
   acknowledged and consumed before the next).
 - ``log_bytes`` and ``records_per_batch``: what a burst left on the leaders' disks (the
   project's segment reader, ``kafkalab.segments``).
-- ``broker_io`` and ``count_syscalls``: a broker JVM's ``/proc/<pid>/io`` counters and the
+- ``broker_io`` and ``SyscallCounter``: a broker JVM's ``/proc/<pid>/io`` counters and the
   system calls it makes while it serves (``strace``).
 
 Numbers move with the machine's load; compare measurements taken in the same run, never an

@@ -207,26 +207,6 @@ def broker_group_config(timeout_s: float = 10.0) -> dict[str, str]:
     return {n: v.value for n, v in admin.describe_config("broker", None, names, timeout_s).items()}
 
 
-def set_group_config(group_id: str, settings: dict[str, str | None], timeout_s: float = 30.0) -> None:
-    """Set (a value) or remove (None) configs of one consumer group, as an admin does
-    (IncrementalAlterConfigs on the GROUP resource; ``kafka-configs --entity-type groups``).
-    KIP-848: a consumer group's ``consumer.session.timeout.ms`` and
-    ``consumer.heartbeat.interval.ms`` override the broker's ``group.consumer.*`` defaults,
-    within its ``group.consumer.min/max.*`` bounds (in KRaft the controller checks them against
-    its own bounds: kafka/config/controller.properties). A group's configs outlive the group:
-    remove them when it is deleted. The group need not exist yet.
-
-    Returns once the values set are what DescribeConfigs answers for the group
-    (``admin.alter_group_config``: the controller writes them to the metadata log; the brokers
-    apply them a moment later).
-
-    Raises:
-        KafkalabError: a value out of the broker's bounds (INVALID_CONFIG), or no answer.
-        WaitTimeout: the brokers did not report the values within ``timeout_s``.
-    """
-    admin.alter_group_config(group_id, settings, timeout_s)
-
-
 def group_timeouts(group_id: str, timeout_s: float = 30.0) -> tuple[int, int]:
     """A KIP-848 consumer group's session timeout and heartbeat interval, ms, as the broker
     applies them: the group's own ``consumer.session.timeout.ms`` and
@@ -254,9 +234,10 @@ class RebalanceConfig:
     has settled without it);
     ``slow_max_poll_ms`` is read from its program (its ``max.poll.interval.ms``).
     ``settle_timeout_s``: how long to wait for the group to settle, s. ``group_config``: the
-    group's own configs, set on the group before its first member starts (``set_group_config``;
-    KIP-848 groups: ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``), and
-    removed at cleanup.
+    group's own configs, set on the group before its first member starts (``admin.alter_group_config``;
+    KIP-848 groups: ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``, which
+    override the broker's ``group.consumer.*`` defaults within its ``group.consumer.min/max.*``
+    bounds), and removed at cleanup (a group's configs outlive it).
 
     Raises:
         KafkalabError: too few consumers or partitions, an unknown scenario, or no program
@@ -566,8 +547,9 @@ class RebalanceRun:
         self.scope.add_topic(self.topic)
         self.scope.add_group(self.group_id)
         if self.cfg.group_config:  # removed at cleanup, after the workers stopped (closers run last first)
-            set_group_config(self.group_id, dict(self.cfg.group_config))
-            self.scope.on_cleanup(lambda: set_group_config(self.group_id, {k: None for k in self.cfg.group_config or {}}))
+            admin.alter_group_config(self.group_id, dict(self.cfg.group_config), 30.0)
+            self.scope.on_cleanup(lambda: admin.alter_group_config(self.group_id,
+                                                                   {k: None for k in self.cfg.group_config or {}}, 30.0))
         self.scope.on_cleanup(self._stop_workers)
         if self.proto.group_protocol == "consumer":  # KIP-848: the timeouts the broker applies to this group
             # the group's own values as set (a broker that has not applied them yet would still
