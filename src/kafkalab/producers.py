@@ -228,9 +228,8 @@ def run_bursts(programs: Sequence["Program"], records: int, value_bytes: int, ro
     from .programs import program_settings
     from .runscope import RunScope
 
-    run = RunScope(scope)
     out: list[ProgramBurst] = []
-    try:
+    with RunScope(scope) as run:
         topic = run.topic("t")
         admin.create_topics({topic: 1})
         for _ in range(rounds):
@@ -239,8 +238,6 @@ def run_bursts(programs: Sequence["Program"], records: int, value_bytes: int, ro
                 out.append(ProgramBurst(program.name, program_settings(program.source), t.lab_conf, records,
                                         value_bytes, t.seconds))
         return out
-    finally:
-        run.cleanup()
 
 
 def records_for(messages: int, partitions: int, start: int = 0) -> list[tuple[str, str, int]]:

@@ -99,8 +99,7 @@ def run_throughput(messages: int, record_size: int, settings: ProducerSettings, 
     Raises:
         KafkalabError: a burst failed, or a bad setting.
     """
-    run = RunScope("perf")
-    try:
+    with RunScope("perf") as run:
         t_py, t_java = run.topic("python"), run.topic("java")
         admin.create_topics({t_py: 1, t_java: 1})
         written = program_settings(program.source)
@@ -114,8 +113,6 @@ def run_throughput(messages: int, record_size: int, settings: ProducerSettings, 
             round(jv.records_per_s, 1) if jv else None, round(py.records_per_s / jv.records_per_s, 2) if jv else None,
             round(perf.log_bytes(t_py, 1) / messages, 1), round(statistics.mean(batches), 1) if batches else 0.0,
             round(statistics.mean(java_batches), 1) if java_batches else None, program.name, written)
-    finally:
-        run.cleanup()
 
 
 def _settings_text(settings: Mapping) -> str:
@@ -306,9 +303,8 @@ def run_batching_programs(programs: Mapping[str, Program], rate: float = 2000, s
     producer program, run as it is), send ``rate * seconds`` records at ``rate`` records/s to a
     fresh one-partition topic and read the batches back from the leader's segment. The row's
     ``linger_ms`` and ``batch_size`` are what the program writes (``program_setting``)."""
-    run = RunScope("batching")
     rows: list[BatchingRow] = []
-    try:
+    with RunScope("batching") as run:
         for label, program in programs.items():
             topic = run.topic(f"b{len(rows)}")
             admin.create_topics({topic: 1})
@@ -322,8 +318,6 @@ def run_batching_programs(programs: Mapping[str, Program], rate: float = 2000, s
                                     round(statistics.median(a for _, a in times.acks), 1), starts[-1] - starts[0],
                                     min(gaps) if gaps else None))
         return rows
-    finally:
-        run.cleanup()
 
 
 # ----------------------------------------------------------------------------- compression
@@ -352,9 +346,8 @@ def run_compression(programs: Mapping[str, Program], records: int = 10_000) -> l
 
     fl = flights()
     values = [record_json(fl[i % len(fl)], f"r{i}").decode() for i in range(records)]
-    run = RunScope("codec")
     rows: list[CompressionRow] = []
-    try:
+    with RunScope("codec") as run:
         path = workloads.run_dir(runscope.run_id()) / f"codec-values-{time.time_ns()}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
@@ -368,8 +361,6 @@ def run_compression(programs: Mapping[str, Program], records: int = 10_000) -> l
         for r in rows:
             r.ratio_to_none = round(none / r.bytes_on_disk_per_record, 2) if none else 0.0
         return rows
-    finally:
-        run.cleanup()
 
 
 # ----------------------------------------------------------------------------- acks, idempotence, transactions
@@ -391,9 +382,8 @@ def run_acks_programs(cases: Mapping[str, tuple[Program, int]], rate: float = 20
     records/s for ``seconds``, the cases alternating ``rounds`` times, one topic per
     ``min.insync.replicas``: how many records each producer learned an offset for, and the
     send-to-ack time."""
-    run = RunScope("acks")
     got: dict[str, list[tuple[int, float]]] = {label: [] for label in cases}
-    try:
+    with RunScope("acks") as run:
         topics = {m: run.topic(f"minisr{m}") for m in sorted({m for _, m in cases.values()})}
         for m, t in topics.items():
             admin.create_topics({t: 1}, topic_config={"min.insync.replicas": str(m)})
@@ -405,8 +395,6 @@ def run_acks_programs(cases: Mapping[str, tuple[Program, int]], rate: float = 20
             p50, p99, _ = perf.percentiles([ms for _, ms in acks])
             rows.append(AcksRow(label, len(acks), sum(1 for off, _ in acks if off >= 0), round(p50, 2), round(p99, 2)))
         return rows
-    finally:
-        run.cleanup()
 
 
 @dataclass
@@ -451,9 +439,8 @@ def run_idempotence_cost(programs: Iterable[Program], messages: int = 10_000,
     Raises:
         KafkalabError: a program failed, or does not write ``enable.idempotence``.
     """
-    run = RunScope("idemcost")
     rows: list[IdempotenceRow] = []
-    try:
+    with RunScope("idemcost") as run:
         for program in programs:
             on = program_flag(program, "enable.idempotence")
             if on is None:
@@ -471,8 +458,6 @@ def run_idempotence_cost(programs: Iterable[Program], messages: int = 10_000,
                                        round(stored / len(batches), 1), sorted({x.producer_id for x in batches}),
                                        consecutive))
         return rows
-    finally:
-        run.cleanup()
 
 
 @dataclass
@@ -496,9 +481,8 @@ def run_transactions(programs: Mapping[int, Program], commits: int = 10) -> list
     Raises:
         KafkalabError: a program failed, or did not commit ``commits`` times.
     """
-    run = RunScope("txcost")
     rows: list[TransactionRow] = []
-    try:
+    with RunScope("txcost") as run:
         for k, program in programs.items():
             topic = run.topic(f"k{k}")
             admin.create_topics({topic: 1})
@@ -508,8 +492,6 @@ def run_transactions(programs: Mapping[int, Program], commits: int = 10) -> list
             rows.append(TransactionRow(k, k * commits, round(k * commits / sent.seconds), len(sent.commit_ms),
                                        round(statistics.median(sent.commit_ms), 2), round(max(sent.commit_ms), 2)))
         return rows
-    finally:
-        run.cleanup()
 
 
 # ----------------------------------------------------------------------------- consumer side
@@ -650,8 +632,7 @@ def run_consumer_throughput(readers: Iterable[Program], messages: int = 2000, re
         KafkalabError: a burst or a read failed, or a program writes no ``max.partition.fetch.bytes``.
     """
     batch = producer_batch_size or 4 * record_size
-    run = RunScope("consume")
-    try:
+    with RunScope("consume") as run:
         topic = run.topic("c")
         admin.create_topics({topic: 1})
         producers.timed_burst({"bootstrap.servers": config.bootstrap_servers(), "log_level": 3, "acks": "1",
@@ -671,8 +652,6 @@ def run_consumer_throughput(readers: Iterable[Program], messages: int = 2000, re
         return ConsumerThroughputResult(messages, record_size, batch, len(batches),
                                         round(statistics.mean(b.records_count for b in batches), 2),
                                         max(b.size for b in batches), rows)
-    finally:
-        run.cleanup()
 
 
 def consumer_table(result: ConsumerThroughputResult) -> "pd.DataFrame":
@@ -746,8 +725,7 @@ def run_serving(writer: Program, reader: Program, tls_reader: Program | None = N
         KafkalabError: strace missing or not allowed (with ``trace``), a program failed, or
             records missing.
     """
-    run = RunScope("serving")
-    try:
+    with RunScope("serving") as run:
         topic = run.topic("s")
         admin.create_topics({topic: 1})
         send_with(writer, topic, records, record_size, rate=None, timeout_s=300)
@@ -767,8 +745,6 @@ def run_serving(writer: Program, reader: Program, tls_reader: Program | None = N
         tls_got, tls_syscalls = _read_all(tls_reader, topic, stored, pid, tls) if tls_reader else (0, {})
         return ServingResult(records, record_size, written, got, leader, after["read_bytes"] - before["read_bytes"],
                              syscalls, end_to_end, tls_got, tls_syscalls, resident)
-    finally:
-        run.cleanup()
 
 
 def _read_all(program: Program, topic: str, count: int, pid: int | None, addresses: dict[str, str] | None = None,
