@@ -334,12 +334,9 @@ def first_offset_from(topic: str, partition: int, offset: int, timeout_s: float 
     Raises:
         WaitTimeout: no record within ``timeout_s``; KafkalabError: a consumer error.
     """
-    c = _consumer()
-    try:
+    with _consumer() as c:
         c.assign([TopicPartition(topic, partition, offset)])
         return _first_offset(c, timeout_s, f"a record of {topic}-{partition} from offset {offset}")
-    finally:
-        c.close()
 
 
 def _first_offset(c: Consumer, timeout_s: float, what: str) -> int:
@@ -449,14 +446,11 @@ def offsets_for_times(topic: str, partition: int, timestamp_ms: int, timeout_s: 
     Raises:
         KafkalabError: the broker answered with an error for the partition.
     """
-    c = _consumer()
-    try:
+    with _consumer() as c:
         (tp,) = c.offsets_for_times([TopicPartition(topic, partition, timestamp_ms)], timeout=timeout_s)
         if tp.error is not None:
             raise KafkalabError(f"offsets_for_times({topic}-{partition}, {timestamp_ms}): {tp.error}")
         return tp.offset
-    finally:
-        c.close()
 
 
 # ----------------------------------------------------------------------------- compaction
