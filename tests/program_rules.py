@@ -11,6 +11,10 @@ once, so no rule is a check that cannot fail.
 - ``buffer_error``: a ``produce()`` in a tight loop (one that does not ``flush()`` each time
   round) sits in a ``try`` that handles ``BufferError`` (librdkafka's local queue is full:
   ``queue.buffering.max.messages``), within that loop.
+- ``purged_before_raise``: a program that gives up on records ``flush()`` left queued (an ``if``
+  on its result that raises) calls the producer's ``purge()`` first: else its ``close()`` waits
+  for them up to ``message.timeout.ms`` (librdkafka CONFIGURATION.md; 300000 ms by default),
+  measured in shared/FACTS.md.
 - ``closed_in_finally``: each ``Consumer``/``ShareConsumer``/``Producer`` a program builds has its
   ``close()`` called in a ``finally`` block.
 - ``instrument_acts``: for the lab's instruments: no call of a client method that changes what
@@ -121,6 +125,35 @@ def buffer_error(source: str) -> list[str]:
     return out
 
 
+def purged_before_raise(source: str) -> list[str]:
+    tree = ast.parse(source)
+    producers = {n for n, cls in _clients(tree).items() if cls == "Producer"}
+    flushed: dict[str, str] = {}  # a name assigned from flush() -> the producer
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call) and _call_name(node.value) == "flush"
+                and _receiver(node.value) in producers):
+            flushed[node.targets[0].id] = _receiver(node.value)
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If):
+            continue
+        test = node.test
+        if isinstance(test, ast.Name) and test.id in flushed:
+            who = flushed[test.id]
+        elif isinstance(test, ast.Call) and _call_name(test) == "flush" and _receiver(test) in producers:
+            who = _receiver(test)
+        else:
+            continue
+        raises = [i for i, stmt in enumerate(node.body) if isinstance(stmt, ast.Raise)]
+        purged = [i for i, stmt in enumerate(node.body) for c in ast.walk(stmt)
+                  if isinstance(c, ast.Call) and _call_name(c) == "purge" and _receiver(c) == who]
+        if raises and not (purged and min(purged) < raises[0]):
+            out.append(f"line {node.lineno}: gives up on what flush() left queued without {who}.purge() "
+                       "first (close() would wait for those records up to message.timeout.ms)")
+    return out
+
+
 def closed_in_finally(source: str) -> list[str]:
     tree = ast.parse(source)
     closed = {_receiver(c) for node in ast.walk(tree) if isinstance(node, ast.Try)
@@ -146,4 +179,5 @@ def instrument_acts(source: str) -> list[str]:
 
 
 RULES = {"consumer_errors": consumer_errors, "flush_checked": flush_checked,
-         "buffer_error": buffer_error, "closed_in_finally": closed_in_finally}
+         "buffer_error": buffer_error, "purged_before_raise": purged_before_raise,
+         "closed_in_finally": closed_in_finally}

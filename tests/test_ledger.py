@@ -136,6 +136,23 @@ def test_a_torn_line_is_reported_with_its_line_number(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
+def test_a_folder_reads_every_ledger_by_name_and_kinds_filter(tmp_path: Path) -> None:
+    for name, value in (("b", "v-b"), ("a", "v-a")):
+        with Ledger(tmp_path / f"{name}.jsonl", "r1") as ledger:
+            ledger.record("produced", topic="t", value=value)
+            ledger.record("acked", topic="t", value=value, partition=0, offset=0)
+    (tmp_path / "notes.txt").write_text("not a ledger")
+    assert [(e.kind, e.value) for e in read_events(tmp_path)] == [
+        ("produced", "v-a"), ("acked", "v-a"), ("produced", "v-b"), ("acked", "v-b")]
+    assert [e.value for e in read_events(tmp_path, kinds="acked")] == ["v-a", "v-b"]
+    assert len(read_events(tmp_path / "a.jsonl", kinds=("acked", "produced"))) == 2
+    with pytest.raises(ValueError, match="unknown event kind"):
+        read_events(tmp_path, kinds="ackd")
+    assert read_events(tmp_path / "none.jsonl", missing_ok=True) == []
+    with pytest.raises(FileNotFoundError):
+        read_events(tmp_path / "none.jsonl")
+
+
 def test_spark_loads_a_ledger_glob_with_the_explicit_schema(spark, tmp_path: Path) -> None:
     for name in ("producer", "consumer"):
         with Ledger(tmp_path / f"{name}.jsonl", run_id="r1") as book:

@@ -62,7 +62,11 @@ try:
                 producer.poll(1)
     left = producer.flush(30)
     if left:
+        producer.purge()
         raise RuntimeError(left)
+    if producer.flush(5):
+        producer.purge()
+        raise RuntimeError("not delivered")
 finally:
     producer.close()
 """
@@ -83,6 +87,8 @@ def test_the_rules_pass_a_service_grade_consumer_and_producer() -> None:
         "            print(msg.error(), file=sys.stderr)\n            continue\n", "")),
     ("flush_checked", GOOD_PRODUCER.replace("left = producer.flush(30)", "producer.flush(30)\n    left = 0")),
     ("buffer_error", GOOD_PRODUCER.replace("except BufferError:", "except ValueError:")),
+    ("purged_before_raise", GOOD_PRODUCER.replace("        producer.purge()\n        raise RuntimeError(left)", "        raise RuntimeError(left)")),
+    ("purged_before_raise", GOOD_PRODUCER.replace("        producer.purge()\n        raise RuntimeError(\"not", "        raise RuntimeError(\"not")),
     ("closed_in_finally", GOOD_PRODUCER.replace("    producer.close()", "    pass")),
     ("closed_in_finally", GOOD_CONSUMER.replace("finally:\n    consumer.close()", "except KeyError:\n    consumer.close()")),
 ])

@@ -17,14 +17,26 @@ from kafkalab import programs
 from kafkalab.cli import main
 from kafkalab.errors import KafkalabError
 from kafkalab.experiments import rebalance
-from kafkalab.experiments.rebalance import (PROTOCOLS, SCENARIOS, RebalanceConfig, RunRecord, Window,
-                                            consumer_conf_error)
+from kafkalab.experiments.rebalance import PROTOCOLS, SCENARIOS, RebalanceConfig, RunRecord, Window
 from kafkalab.experiments.rebalance_analysis import EXPECTED
+from kafkalab.programs import program_settings
+
+
+def consumer_conf_error(conf: dict) -> str | None:
+    """librdkafka's error text if it refuses to build a ``Consumer`` with ``conf`` (plus a
+    bootstrap address and a group id), else None: nothing is sent (no subscribe, no cluster)."""
+    from confluent_kafka import Consumer, KafkaException
+
+    try:
+        Consumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "kafkalab-conf-check", "log_level": 3, **conf}).close()
+    except KafkaException as e:
+        return e.args[0].str()
+    return None
 
 
 def literal_settings(program) -> dict:
     """A program's settings with the expressions (the static member's group.instance.id) made a literal."""
-    return {k: ("c0" if k == "group.instance.id" else v) for k, v in rebalance.program_settings(program).items()}
+    return {k: ("c0" if k == "group.instance.id" else v) for k, v in program_settings(program.source).items()}
 
 
 def test_every_member_program_of_notebook_02_is_accepted_by_librdkafka() -> None:
@@ -49,7 +61,7 @@ consumer = Consumer(lab.conf | {
     "enable.auto.commit": False,
 })
 """)
-    assert rebalance.program_settings(prog) == {"session.timeout.ms": 7000, "group.instance.id": "lab.name.split('.')[0]",
+    assert program_settings(prog.source) == {"session.timeout.ms": 7000, "group.instance.id": "lab.name.split('.')[0]",
                                                 "enable.auto.commit": False}
     p = rebalance.Protocol.from_program("x", prog)
     assert (p.group_protocol, p.strategy, p.static, p.session_timeout_ms, p.heartbeat_interval_ms) == \
@@ -57,16 +69,16 @@ consumer = Consumer(lab.conf | {
 
 
 def test_kip848_program_leaves_liveness_and_assignment_to_the_broker() -> None:
-    conf = rebalance.program_settings(rebalance.member_program("consumer"))
+    conf = program_settings(rebalance.member_program("consumer").source)
     assert conf["group.protocol"] == "consumer"
     assert not {"partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms"} & set(conf)
     assert consumer_conf_error({**conf, "session.timeout.ms": 6000}) is not None
 
 
 def test_static_program_names_its_pod_and_sets_the_session_timeout_a_restart_must_fit_in() -> None:
-    static = rebalance.program_settings(rebalance.member_program("static"))
+    static = program_settings(rebalance.member_program("static").source)
     assert static["group.instance.id"] == "lab.name.split('.')[0]", "the pod's name: c0 of the client id c0.1"
-    assert "group.instance.id" not in rebalance.program_settings(rebalance.member_program("eager"))
+    assert "group.instance.id" not in program_settings(rebalance.member_program("eager").source)
     # the broker's group.min.session.timeout.ms (6000 by default, Kafka 4.3 Broker Configs) is the floor
     assert static["session.timeout.ms"] == PROTOCOLS["static"].session_timeout_ms >= 6000
     assert PROTOCOLS["cooperative"].incremental and PROTOCOLS["consumer"].incremental
@@ -97,9 +109,9 @@ def test_config_rejects_what_cannot_rebalance() -> None:
 def test_the_slow_consumer_outlasts_its_max_poll_interval_which_librdkafka_accepts() -> None:
     for name in rebalance.SLOW_PROGRAMS:
         c = RebalanceConfig(name, scenarios=("slow-consumer",))
-        assert c.slow_max_poll_ms == rebalance.program_settings(c.slow_program)["max.poll.interval.ms"]
+        assert c.slow_max_poll_ms == program_settings(c.slow_program.source)["max.poll.interval.ms"]
         assert c.slow_process_ms >= c.slow_max_poll_ms  # then held until the group settled without it
-        assert consumer_conf_error(rebalance.program_settings(c.slow_program)) is None, name
+        assert consumer_conf_error(program_settings(c.slow_program.source)) is None, name
     with pytest.raises(KafkalabError, match="slow-consumer program for eager, consumer only"):
         RebalanceConfig("cooperative", scenarios=("slow-consumer",))
 

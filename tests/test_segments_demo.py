@@ -57,13 +57,6 @@ def test_filler_makes_records_of_the_asked_size() -> None:
     assert len({v for _, v, _ in recs}) == 5
 
 
-def test_produce_stats_rates() -> None:
-    st = demo.ProduceStats(1000, 2_000_000, 0.5, offsets=list(range(1000)))
-    assert (st.mb_per_s, st.records_per_s) == (4.0, 2000.0)
-    assert st.to_json() == {"records": 1000, "payload_bytes": 2_000_000, "seconds": 0.5, "mb_per_s": 4.0,
-                            "records_per_s": 2000}
-
-
 def test_compaction_scenario_predicts_what_the_cleaner_leaves() -> None:
     scn = demo.CompactionScenario("c", "d", 0, ["a", "b", "c"])
     scn.written = [(0, b"a", b"1"), (1, b"b", b"1"), (2, b"c", b"1"), (3, b"a", None), (4, b"b", b"2"), (5, b"c", b"2")]

@@ -368,6 +368,57 @@ def decode_group_record(key: bytes | None, value: bytes | None) -> GroupRecord |
         raise ValueError(f"malformed group record of type {rtype}: {e}") from None
 
 
+def read_generations(group_id: str, since_ms: int, timeout_s: float = 15.0) -> list[dict]:
+    """Every generation (classic) or group epoch (KIP-848) the coordinator wrote for
+    ``group_id`` at or after ``since_ms`` (ms since the epoch), oldest first, as
+    ``{"ts_ms", "generation", "kind", "offset"}`` (``ts_ms``: the record's timestamp, set by
+    the coordinator). Tombstones are skipped.
+
+    Reads the one ``__consumer_offsets`` partition of the group (``partition_for``) from
+    the offset of ``since_ms`` to its end, with an assign()-only consumer (no group).
+
+    Raises:
+        WaitTimeout: the end of the partition was not reached within ``timeout_s``.
+    """
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    from . import config
+    from .waiting import wait_until
+
+    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": "kafkalab-generations-reader",
+                  "enable.auto.commit": False, "enable.partition.eof": True, "log_level": 3})
+    try:
+        md = c.list_topics("__consumer_offsets", timeout=timeout_s)
+        n = len(md.topics["__consumer_offsets"].partitions)
+        p = partition_for(group_id, n)
+        (tp,) = c.offsets_for_times([TopicPartition("__consumer_offsets", p, since_ms)], timeout=timeout_s)
+        if tp.offset < 0:  # nothing written since
+            return []
+        c.assign([tp])
+        out: list[dict] = []
+        done = {"eof": False}
+
+        def drained() -> bool:
+            m = c.poll(0.2)
+            if m is None:
+                return False
+            if m.error() is not None:
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    done["eof"] = True
+                    return True
+                raise KafkalabError(f"reading __consumer_offsets-{p}: {m.error().str()}")
+            rec = decode_group_record(m.key(), m.value())
+            if rec is not None and rec.group_id == group_id and rec.generation is not None:
+                out.append({"ts_ms": m.timestamp()[1], "generation": rec.generation, "kind": rec.kind,
+                            "offset": m.offset()})
+            return False
+
+        wait_until(drained, timeout_s=timeout_s, interval_s=0, what=f"the end of __consumer_offsets-{p}")
+        return out
+    finally:
+        c.close()
+
+
 @dataclass(frozen=True)
 class OffsetCommitKey:
     """The key of an offset commit record of ``__consumer_offsets`` (``OffsetCommitKey``,

@@ -371,7 +371,7 @@ def produce_with_programs(host: MemberHost, runs: Sequence[tuple[Program, str, S
         error = host.ended(key)
         if error:
             raise KafkalabError(f"program {program.name} failed:\n{error}")
-        acked = {e.value: e for e in ledgers.read_events(path) if e.kind == "acked"}
+        acked = {e.value: e for e in ledgers.read_events(path, kinds="acked")}
         bad = [v for _, v in records if v not in acked or acked[v].error]
         if bad:
             raise KafkalabError(f"program {program.name}: no delivery report without error for {len(bad)} records, "

@@ -218,29 +218,46 @@ class Ledger:
         return f"Ledger({str(self.path)!r}, run_id={self.run_id!r}, events={self._seq})"
 
 
-def read_events(path: str | os.PathLike[str], growing: bool = False) -> list[Event]:
-    """All events of one ledger file, in file order (for small, local use; Spark: ``load``).
+def read_events(path: str | os.PathLike[str], growing: bool = False, kinds: str | Sequence[str] | None = None,
+                missing_ok: bool = False) -> list[Event]:
+    """The events of a ledger (for small, local use; Spark: ``load``): the one reader of the
+    format the ``Ledger`` writes (JSON lines, one ``Event`` each, fields ``FIELDS``).
 
-    Blank lines are skipped. ``growing=True``: the file is read while another process appends
-    to it, so a last line without its newline (caught mid-write) is left for the next read
-    instead of failing it.
+    Args:
+        path: one ledger file, or a folder: then every ``*.jsonl`` file in it, by name (one
+            file per process: a run's consumers, say).
+        growing: the files are read while their writers append, so a last line without its
+            newline (caught mid-write) is left for the next read instead of failing it.
+        kinds: keep only events of this kind (or these kinds, ``KINDS``); None: every event.
+        missing_ok: a ``path`` that does not exist (yet: a worker before its first event) gives
+            no events instead of raising.
+
+    Returns:
+        The ``Event`` objects in file order (a folder: file after file). Blank lines are skipped.
 
     Raises:
-        FileNotFoundError: no such file.
-        ValueError: a line is not valid JSON or has an unknown kind (message names the
-            file and line number); a torn last line means the writer died without
-            ``flush()``.
+        FileNotFoundError: no such file or folder (unless ``missing_ok``).
+        ValueError: a line is not valid JSON or has an unknown kind (message names the file
+            and line number; a torn last line means the writer died without ``flush()``), or
+            ``kinds`` names an unknown kind.
         TypeError: a line has fields ``Event`` does not.
     """
+    wanted = None if kinds is None else {check_kind(k) for k in ([kinds] if isinstance(kinds, str) else kinds)}
+    p = Path(path)
+    if missing_ok and not p.exists():
+        return []
     events: list[Event] = []
-    with Path(path).open(encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip() or (growing and not line.endswith("\n")):
-                continue
-            try:
-                events.append(Event.from_json(line))
-            except ValueError as e:
-                raise ValueError(f"{path}:{number}: {e}") from e
+    for file in sorted(p.glob("*.jsonl")) if p.is_dir() else [p]:
+        with file.open(encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                if not line.strip() or (growing and not line.endswith("\n")):
+                    continue
+                try:
+                    event = Event.from_json(line)
+                except ValueError as e:
+                    raise ValueError(f"{file}:{number}: {e}") from e
+                if wanted is None or event.kind in wanted:
+                    events.append(event)
     return events
 
 

@@ -4,9 +4,9 @@ end-to-end latency, and the broker-side counters that explain them.
 - ``ProducerSettings``: the knobs (acks, linger.ms, batch.size, compression, idempotence,
   transactions) as librdkafka settings and as Java producer properties, so both clients run
   the same configuration.
-- ``python_burst`` (confluent-kafka) and ``java_burst`` (``kafka-producer-perf-test``, from the
-  brokers' own jars): records/s and MB/s of one burst; ``parse_perf_summary`` reads the Java
-  tool's last line.
+- ``java_burst`` (``kafka-producer-perf-test``, from the brokers' own jars): records/s and MB/s
+  of one burst (the Python side is a notebook's program, ``producers.send_with``);
+  ``parse_perf_summary`` reads the Java tool's last line.
 - ``java_consume`` (``kafka-consumer-perf-test``): records/s, MB/s and records per Fetch request
   of one consumer reading records already in a partition; ``parse_consumer_perf_summary`` reads
   the Java tool's summary line and fetch metrics.
@@ -15,7 +15,7 @@ end-to-end latency, and the broker-side counters that explain them.
   acknowledged and consumed before the next).
 - ``log_bytes`` and ``records_per_batch``: what a burst left on the leaders' disks (the
   project's segment reader, ``kafkalab.segments``).
-- ``broker_io`` and ``count_syscalls``: a broker JVM's ``/proc/<pid>/io`` counters and the
+- ``broker_io`` and ``SyscallCounter``: a broker JVM's ``/proc/<pid>/io`` counters and the
   system calls it makes while it serves (``strace``).
 
 Numbers move with the machine's load; compare measurements taken in the same run, never an
@@ -100,12 +100,6 @@ class ProducerSettings:
             props["enable.idempotence"] = "false"
         return [f"{k}={v}" for k, v in {**props, "compression.type": self.compression}.items()]
 
-    def label(self) -> str:
-        """A short name: the settings that differ from ``ProducerSettings()``."""
-        base = ProducerSettings()
-        parts = [f"{k}={v}" for k, v in asdict(self).items() if v != getattr(base, k)]
-        return ", ".join(parts) or "acks=all (defaults)"
-
 
 @dataclass
 class Burst:
@@ -143,42 +137,6 @@ class Burst:
         return {**asdict(self), "records_per_s": round(self.records_per_s, 1), "mb_per_s": round(self.mb_per_s, 3)}
 
 
-def python_burst(topic: str, records: int, record_size: int, settings: ProducerSettings, partitions: int = 1,
-                 timeout_s: float = 300.0) -> Burst:
-    """Send ``records`` values of ``record_size`` bytes with one new confluent-kafka producer,
-    round-robin over ``partitions``; with ``settings.transactional_batch`` K, in transactions of
-    K records, each commit timed. One warm-up record (not timed) opens the connections.
-
-    Raises:
-        KafkalabError: librdkafka refused a setting, or the burst was not delivered in ``timeout_s``.
-    """
-    from .producers import make_producer, produce_when_room, timed_burst
-
-    conf = {"bootstrap.servers": config.bootstrap_servers(), "log_level": 3, **settings.librdkafka_conf()}
-    value = b"x" * record_size
-    if not settings.transactional_batch:
-        seconds = timed_burst(conf, topic, records, value, partitions, poll_every=1000, timeout_s=timeout_s)
-        return Burst("confluent-kafka", asdict(settings), records, record_size, seconds)
-    p = make_producer({**conf, "transactional.id": f"{topic}-perf-{time.time_ns()}"})
-    commits: list[float] = []
-    try:
-        p.init_transactions(30)
-        t0 = time.perf_counter()
-        sent = 0
-        while sent < records:
-            p.begin_transaction()
-            for i in range(min(settings.transactional_batch, records - sent)):
-                produce_when_room(p, topic, value, (sent + i) % partitions)
-            sent += min(settings.transactional_batch, records - sent)
-            c0 = time.perf_counter()
-            p.commit_transaction(timeout_s)  # flushes, then commits
-            commits.append((time.perf_counter() - c0) * 1000)
-        seconds = time.perf_counter() - t0
-    finally:
-        p.close()
-    return Burst("confluent-kafka", asdict(settings), records, record_size, seconds, commit_ms=commits)
-
-
 _SUMMARY = re.compile(
     r"(?P<records>\d+) records sent, (?P<rps>[\d.]+) records/sec \((?P<mbps>[\d.]+) MB/sec\), "
     r"(?P<avg>[\d.]+) ms avg latency, (?P<max>[\d.]+) ms max latency, (?P<p50>\d+) ms 50th, "
@@ -209,7 +167,7 @@ def java_burst(topic: str, records: int, record_size: int, settings: ProducerSet
                timeout_s: float = 300.0) -> Burst:
     """The same burst with Kafka's Java producer: ``kafka-producer-perf-test --throughput -1``
     (as fast as it can), in a JVM with its full JIT compiler (``cluster.TOOL_JVM_MEASURE``).
-    Its records/s counts from its first send to its last callback, as ``python_burst`` does;
+    Its records/s counts from its first send to its last callback, as ``producers.send_with`` does;
     its JVM start is not counted, its JIT warm-up is.
 
     Raises:

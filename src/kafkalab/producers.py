@@ -4,7 +4,8 @@ record per Produce request, and the records a workload sends.
 ``workloads.produce`` sends a list of records and waits for every ack; this module has what
 an experiment needs when *how* records travel matters (notebooks 04, 07 and 10): librdkafka
 settings at teaching values, a refused configuration turned into one readable error, timed
-bursts, the records a workload sends, and the cost tables of notebooks 04 and 07
+bursts, the measuring producer programs run as they are (``send_with``: notebooks 04, 07, 10),
+the records a workload sends, and the cost tables of notebooks 04 and 07
 (``run_bursts``: a notebook's timed producer program and its edited copies, each run as it is
 in a worker process, role ``measuring``, timed inside the run).
 
@@ -14,7 +15,7 @@ Sources: librdkafka CONFIGURATION.md v2.16 (``socket.timeout.ms``, ``message.tim
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .errors import KafkalabError
@@ -132,9 +133,60 @@ def timed_burst(conf: dict, topic: str, records: int, value: bytes, partitions: 
         p.close()
 
 
+@dataclass
+class ProgramTimes:
+    """One run of a measuring producer program (``send_with``): what the harness added
+    (``lab_conf``), and per delivery report, in report order, ``(offset, ack_ms)``: the offset
+    (-1: not told, ``acks=0``) and the ms from ``produce`` to the report; ``seconds`` from the
+    first send to the last report; ``errors``: the reports' error names; ``commit_ms``: each
+    ``commit_transaction()``'s duration (a transactional program, ``lab.committed``)."""
+
+    program: str
+    lab_conf: dict
+    acks: list[tuple[int, float]]
+    seconds: float
+    errors: list[str] = field(default_factory=list)
+    commit_ms: list[float] = field(default_factory=list)
+
+
+def send_with(program: "Program", topic: str, count: int, value_bytes: int, rate: float | None = None,
+              timeout_s: float = 120.0, values_path: str | None = None) -> ProgramTimes:
+    """Run the measuring producer ``program`` (a notebook's ``%%program`` cell, role
+    ``measuring``) as it is, in a worker process: ``count`` values of ``value_bytes`` to
+    partition 0 of ``topic`` (or the ``count`` strings of the JSON list in ``values_path``),
+    paced at ``rate`` records/s (None: a burst); wait for it to end and read its delivery
+    reports' times (``instruments.measuring``). The harness adds only ``bootstrap.servers`` and
+    ``client.id``.
+
+    Raises:
+        KafkalabError: the program failed, or a report was missing or an error.
+        WaitTimeout: it ran longer than ``timeout_s``.
+    """
+    from . import runscope, workloads
+    from .instruments.measuring import MeasureOptions, read_commits, read_times
+    from .worker import ProgramSpec, lab_conf
+
+    run_id = runscope.run_id()
+    client_id = f"{run_id}-{program.name}"
+    conf = lab_conf(client_id)
+    ledger = workloads.run_dir(run_id) / f"{client_id}.jsonl"
+    child = workloads.spawn(ProgramSpec(client_id, run_id, str(ledger), "measuring", program.name, program.source,
+                                        conf=conf, topics=[topic],
+                                        options=asdict(MeasureOptions(count, value_bytes, rate, values_path))))
+    if child.wait(timeout_s) != 0:
+        raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
+    reports = read_times(ledger)
+    errors = [e for *_, e in reports if e is not None]
+    if len(reports) != count or errors:
+        raise KafkalabError(f"program {program.name}: {len(reports)} of {count} delivery reports; errors {errors[:3]}")
+    return ProgramTimes(program.name, conf, [(off, round((acked - sent) * 1000, 3)) for sent, acked, off, _ in reports],
+                        max(a for _, a, _, _ in reports) - min(s for s, _, _, _ in reports), errors,
+                        read_commits(ledger))
+
+
 @dataclass(frozen=True)
 class ProgramBurst:
-    """One run of a timed producer program (``burst_with``): its name, the settings its text
+    """One run of a timed producer program (``send_with``, in ``run_bursts``): its name, the settings its text
     writes (``programs.program_settings``), what the harness added (``lab_conf``: addresses and
     names), and ``records`` values of ``value_bytes`` each sent in ``seconds``, from the
     program's first timed ``produce`` to its last delivery report (its own stopwatch,
@@ -159,50 +211,12 @@ class ProgramBurst:
         return self.records * self.value_bytes / self.seconds / 1e6
 
 
-def burst_with(program: "Program", topic: str, records: int, value_bytes: int,
-               timeout_s: float = 120.0) -> ProgramBurst:
-    """Run the timed producer ``program`` (a notebook's ``%%program`` cell or an edited copy,
-    role ``measuring``: ``kafkalab.instruments.measuring``) as it is, in a worker process, with
-    ``records`` values of ``value_bytes`` bytes for ``topic``; wait for it to end and read its
-    delivery reports' stopwatch times. The harness adds only ``bootstrap.servers`` and
-    ``client.id`` (``worker.lab_conf``).
-
-    Raises:
-        KafkalabError: the program failed (its log's tail), or a delivery report was missing or
-            an error.
-        WaitTimeout: it ran longer than ``timeout_s``.
-    """
-    import json
-    from pathlib import Path
-
-    from . import runscope, workloads
-    from .instruments.measuring import MeasureOptions, times_path
-    from .programs import program_settings
-    from .worker import ProgramSpec, lab_conf
-
-    run_id = runscope.run_id()
-    client_id = f"{run_id}-{program.name}"
-    conf = lab_conf(client_id)
-    ledger = str(workloads.run_dir(run_id) / f"{client_id}.jsonl")
-    child = workloads.spawn(ProgramSpec(client_id, run_id, ledger, "measuring", program.name, program.source,
-                                        conf=conf, topics=[topic],
-                                        options=asdict(MeasureOptions(records, value_bytes))))
-    if child.wait(timeout_s) != 0:
-        raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
-    reports = json.loads(Path(times_path(ledger)).read_text())
-    errors = [e for *_, e in reports if e is not None]
-    if len(reports) != records or errors:
-        raise KafkalabError(f"program {program.name}: {len(reports)} of {records} delivery reports; errors {errors[:3]}")
-    seconds = max(acked for _, acked, _, _ in reports) - min(sent for sent, _, _, _ in reports)
-    return ProgramBurst(program.name, program_settings(program.source), conf, records, value_bytes, seconds)
-
-
 def run_bursts(programs: Sequence["Program"], records: int, value_bytes: int, rounds: int = 1,
                scope: str = "bursts", timeout_s: float = 120.0) -> list[ProgramBurst]:
     """Each timed producer program of ``programs`` sends ``records`` values of ``value_bytes``
     to one fresh one-partition topic on the CLIENT listeners (no fault proxy), one program after
     the other, ``rounds`` times (alternating, so every program sees the same machine), each
-    run by ``burst_with``; the topic is deleted at the end. ``scope``: the run's name
+    run by ``send_with``; the topic is deleted at the end. ``scope``: the run's name
     (``RunScope``). Returns every burst, in the order they ran; the numbers are for showing,
     never for asserting (notebooks 04 and 07).
 
@@ -211,19 +225,19 @@ def run_bursts(programs: Sequence["Program"], records: int, value_bytes: int, ro
         WaitTimeout: a program ran longer than ``timeout_s``.
     """
     from . import admin
+    from .programs import program_settings
     from .runscope import RunScope
 
-    run = RunScope(scope)
     out: list[ProgramBurst] = []
-    try:
+    with RunScope(scope) as run:
         topic = run.topic("t")
         admin.create_topics({topic: 1})
         for _ in range(rounds):
             for program in programs:
-                out.append(burst_with(program, topic, records, value_bytes, timeout_s))
+                t = send_with(program, topic, records, value_bytes, timeout_s=timeout_s)
+                out.append(ProgramBurst(program.name, program_settings(program.source), t.lab_conf, records,
+                                        value_bytes, t.seconds))
         return out
-    finally:
-        run.cleanup()
 
 
 def records_for(messages: int, partitions: int, start: int = 0) -> list[tuple[str, str, int]]:

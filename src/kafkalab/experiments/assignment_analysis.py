@@ -39,11 +39,12 @@ def warm_up(spark: "SparkSession") -> None:
     """Run ``per_case`` on three in-memory rows, the query this notebook runs later: the
     warm-up given to ``kafkalab.spark.session_in_background``."""
     rows = [("range", 3, 1, 2, f"consumer-{i}", n, "warm-up", 0) for i, n in enumerate((1, 1, 0))]
-    per_case(spark.createDataFrame(rows, ledger_schema())).collect()
+    per_case(spark.createDataFrame(rows, sweep_schema())).collect()
 
 
-def ledger_schema():
-    """The explicit schema of a sweep ledger (no inference: a wrong field fails the read)."""
+def sweep_schema():
+    """The explicit schema of a sweep's lines (no inference: a wrong field fails the read). Not an
+    event ledger (``kafkalab.ledger.ledger_schema``): one row per (case run, member)."""
     from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
     return StructType([
@@ -59,9 +60,9 @@ def ledger_schema():
 
 
 def read_sweep(spark: "SparkSession", path: Path | str) -> "DataFrame":
-    """The ledger as a DataFrame with ``ledger_schema()``; malformed lines fail the read
+    """The sweep's lines as a DataFrame with ``sweep_schema()``; malformed lines fail the read
     (``mode=FAILFAST``) instead of turning into nulls."""
-    return spark.read.schema(ledger_schema()).option("mode", "FAILFAST").json(str(path))
+    return spark.read.schema(sweep_schema()).option("mode", "FAILFAST").json(str(path))
 
 
 def per_case(rows: "DataFrame") -> "DataFrame":

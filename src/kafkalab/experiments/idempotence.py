@@ -262,7 +262,7 @@ def run_to_end(child: workloads.Worker, timeout_s: float) -> list[Delivery]:
 def deliveries_of(ledger: Path) -> list[Delivery]:
     """The delivery reports a producer program recorded (``lab.delivered``)."""
     return [Delivery(e.key, e.value, e.partition, e.offset, e.error, e.client_id)
-            for e in read_events(ledger) if e.kind == "acked"]
+            for e in read_events(ledger, kinds="acked")]
 
 
 def librdkafka_lines(log: Path) -> list[str]:
@@ -397,8 +397,8 @@ def _run_with_restart(program: Program, proxy: FaultProxy, topic: str, recs: lis
         proxy.remove_rule(rule)
     deliveries = deliveries_of(child.ledger)
     acked = {d.value for d in deliveries if d.error is None}
-    unacked = [(e.key, e.value, e.partition) for e in read_events(child.ledger)
-               if e.kind == "produced" and e.value not in acked]
+    unacked = [(e.key, e.value, e.partition) for e in read_events(child.ledger, kinds="produced")
+               if e.value not in acked]
     again = spawn_program(program, proxy, topic, unacked, second, run_id, rdir / f"{second}.jsonl",
                           together=min(drop_acks, len(unacked)))
     return deliveries + run_to_end(again, timeout_s), len(unacked), [first, second]

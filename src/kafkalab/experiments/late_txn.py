@@ -237,7 +237,7 @@ def _steps_from_ledger(ledger: Path, returncode: int, log: str) -> list[dict]:
     ``commit_transaction()`` returned), and how it ended (the last line of its traceback if it
     raised)."""
     steps: list[dict] = []
-    for e in read_events(ledger):
+    for e in read_events(ledger, kinds=("acked", "committed")):
         if e.kind == "acked":
             steps.append({"step": "delivery", "value": e.value, "offset": e.offset, "error": e.error})
         elif e.kind == "committed":

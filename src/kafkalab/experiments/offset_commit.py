@@ -808,7 +808,7 @@ class RebalanceRedelivery:
         p = self.runs[name]["procs"][member]
         if not p.alive and p.returncode not in (0, None):
             raise KafkalabError(f"{name}: {member} exited {p.returncode}; its log:\n{p.log_tail()}")
-        return read_events(p.ledger, growing=True) if p.ledger.exists() else []
+        return read_events(p.ledger, growing=True, missing_ok=True)
 
     def run(self, timeout_s: float = 60.0) -> dict[str, RedeliveryResult]:
         """Produce, let the first member process everything, start the second, wait until

@@ -6,10 +6,10 @@ measurements themselves live in the shared layer (``kafkalab.perf``); this famil
 settings, the topics and the data, and returns tables. Every Python client whose outcome the
 notebook checks is one of the notebook's own programs (``%%program`` cells), run as shown or with
 a line changed (``Program.replace``), in a worker process: the measuring producers
-(``send_with``: ``burst_producer``, ``paced_producer``, ``transactional_producer``; role
-``measuring``, ``kafkalab.instruments.measuring``), the measuring consumer (``read_with``,
-``ReaderRun``: ``measuring_consumer``, role ``timed_reader``) and the producer held at the fault
-gate while a follower is frozen (``run_follower_wait``: ``one_record_producer``, role ``gated``).
+(``producers.send_with``: ``burst_producer``, ``paced_producer``, ``transactional_producer``;
+role ``measuring``, ``kafkalab.instruments.measuring``) and the measuring consumer (``read_with``,
+``ReaderRun``: ``measuring_consumer``, role ``timed_reader``). The producer held at the fault gate
+while a follower is frozen is ``experiments.follower_wait``.
 The CLI runs the same programs (``programs.from_notebook``). The Java sides are Kafka's own tools
 (``kafka-producer-perf-test``, ``kafka-e2e-latency``, ``kafka-consumer-perf-test``).
 
@@ -30,13 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 import click
-from confluent_kafka.admin import AdminClient
 
-from .. import admin, cluster, config, coordinators, perf, runscope, segments, workloads
+from .. import admin, cluster, config, coordinators, perf, producers, runscope, segments, workloads
 from ..errors import KafkalabError
-from ..instruments import fault_gate
-from ..instruments.measuring import MeasureOptions, commits_path, ready_path, times_path
-from ..ledger import read_events
+from ..instruments.measuring import MeasureOptions, read_times, ready_path
+from ..producers import send_with
 from ..programs import Program, program_settings
 from ..worker import ProgramSpec, lab_conf
 from ..perf import Burst, ConsumeBurst, Latency, ProducerSettings
@@ -62,9 +60,9 @@ class ThroughputResult:
             topic's segments (the clients' ``batch.size`` defaults differ: librdkafka 1000000
             bytes, Java 16384).
         settings: what ``kafka-producer-perf-test`` ran with (a ``ProducerSettings``'s fields).
-        program: the producer program the Python side ran (None: ``perf.python_burst``).
+        program: the producer program the Python side ran.
         python_settings: the settings that program writes, read from its text
-            (``programs.program_settings``); without a program, ``settings`` as librdkafka's.
+            (``programs.program_settings``).
     """
 
     settings: dict
@@ -88,45 +86,33 @@ class ThroughputResult:
         return d
 
 
-def run_throughput(messages: int, record_size: int, settings: ProducerSettings, partitions: int = 1,
-                   java: bool = True, program: Program | None = None) -> ThroughputResult:
-    """``messages`` values of ``record_size`` bytes with confluent-kafka, then with
-    ``kafka-producer-perf-test`` (same settings, its own fresh topic), as fast as each goes; the
-    Python topic's bytes on disk and records per batch are read from its segments. ``program``:
-    the Python side is that measuring producer program (a notebook's ``%%program`` cell, run as it
-    is by ``send_with``, to partition 0; a transactional one commits as it writes, and its
-    commits are timed); the row's Python settings are what that program writes
-    (``programs.program_settings``), so an edit of the program shows in the result. ``settings``
-    is what the Java tool runs with (``settings_of(program)``: the same as the program's).
-    None: ``perf.python_burst`` with ``settings``.
+def run_throughput(messages: int, record_size: int, settings: ProducerSettings, program: Program,
+                   java: bool = True) -> ThroughputResult:
+    """``messages`` values of ``record_size`` bytes sent by the measuring producer ``program`` (a
+    notebook's ``%%program`` cell, run as it is by ``send_with``, to partition 0 of a fresh
+    one-partition topic; a transactional one commits as it writes, and its commits are timed),
+    then by ``kafka-producer-perf-test`` with ``settings`` (``settings_of(program)``: the same as
+    the program's; its own fresh topic), as fast as each goes; the Python topic's bytes on disk and
+    records per batch are read from its segments. The row's Python settings are what the program
+    writes (``programs.program_settings``), so an edit of the program shows in the result.
 
     Raises:
-        KafkalabError: a burst failed, a bad setting, or a program with ``partitions`` > 1.
+        KafkalabError: a burst failed, or a bad setting.
     """
-    if program is not None and partitions != 1:
-        raise KafkalabError("a producer program sends to partition 0: one partition")
-    run = RunScope("perf")
-    try:
+    with RunScope("perf") as run:
         t_py, t_java = run.topic("python"), run.topic("java")
-        admin.create_topics({t_py: partitions, t_java: partitions})
-        if program is not None:
-            written = program_settings(program.source)
-            sent = send_with(program, t_py, messages, record_size, rate=None, timeout_s=300)
-            py = Burst("confluent-kafka", written, messages, record_size, sent.seconds, commit_ms=sent.commit_ms)
-        else:
-            written = settings.librdkafka_conf()
-            py = perf.python_burst(t_py, messages, record_size, settings, partitions)
+        admin.create_topics({t_py: 1, t_java: 1})
+        written = program_settings(program.source)
+        sent = send_with(program, t_py, messages, record_size, rate=None, timeout_s=300)
+        py = Burst("confluent-kafka", written, messages, record_size, sent.seconds, commit_ms=sent.commit_ms)
         jv = perf.java_burst(t_java, messages, record_size, settings) if java and not settings.transactional_batch else None
-        batches = perf.records_per_batch(t_py, partitions)
-        java_batches = perf.records_per_batch(t_java, partitions) if jv else []
+        batches = perf.records_per_batch(t_py, 1)
+        java_batches = perf.records_per_batch(t_java, 1) if jv else []
         return ThroughputResult(
-            asdict(settings), messages, record_size, partitions, py, jv, round(py.records_per_s, 1),
+            asdict(settings), messages, record_size, 1, py, jv, round(py.records_per_s, 1),
             round(jv.records_per_s, 1) if jv else None, round(py.records_per_s / jv.records_per_s, 2) if jv else None,
-            round(perf.log_bytes(t_py, partitions) / messages, 1), round(statistics.mean(batches), 1) if batches else 0.0,
-            round(statistics.mean(java_batches), 1) if java_batches else None,
-            program.name if program is not None else None, written)
-    finally:
-        run.cleanup()
+            round(perf.log_bytes(t_py, 1) / messages, 1), round(statistics.mean(batches), 1) if batches else 0.0,
+            round(statistics.mean(java_batches), 1) if java_batches else None, program.name, written)
 
 
 def _settings_text(settings: Mapping) -> str:
@@ -135,12 +121,12 @@ def _settings_text(settings: Mapping) -> str:
 
 
 def throughput_table(results: Iterable[ThroughputResult]) -> "pd.DataFrame":
-    """One row per run: the program that ran (or the lab's burst) and the settings it writes,
+    """One row per run: the program that ran and the settings it writes,
     what the Java tool ran with, records/s and MB/s of each client, their ratio, bytes on disk
     per record, records per batch."""
     import pandas as pd
 
-    return pd.DataFrame([{"python": f"{r.program or 'perf.python_burst'}: {_settings_text(r.python_settings)}",
+    return pd.DataFrame([{"python": f"{r.program}: {_settings_text(r.python_settings)}",
                           "java --producer-props": " ".join(ProducerSettings(**r.settings).java_props()),
                           "python records/s": round(r.python_records_per_s),
                           "java records/s": round(r.java_records_per_s) if r.java_records_per_s else None,
@@ -186,54 +172,6 @@ class BatchingRow:
         if not self.linger_ms or self.linger_ms <= 1:
             raise KafkalabError(f"{self.label}: no lower bound on the gap between batches without a linger > 1 ms")
         return self.span_ms / (self.linger_ms - 1) + 1
-
-
-@dataclass
-class ProgramTimes:
-    """One run of a measuring producer program (``send_with``): what the harness added
-    (``lab_conf``), and per delivery report, in report order, ``(offset, ack_ms)``: the offset
-    (-1: not told, ``acks=0``) and the ms from ``produce`` to the report; ``seconds`` from the
-    first send to the last report; ``errors``: the reports' error names; ``commit_ms``: each
-    ``commit_transaction()``'s duration (a transactional program, ``lab.committed``)."""
-
-    program: str
-    lab_conf: dict
-    acks: list[tuple[int, float]]
-    seconds: float
-    errors: list[str] = field(default_factory=list)
-    commit_ms: list[float] = field(default_factory=list)
-
-
-def send_with(program: Program, topic: str, count: int, value_bytes: int, rate: float | None = None,
-              timeout_s: float = 120.0, values_path: str | None = None) -> ProgramTimes:
-    """Run the measuring producer ``program`` (a notebook's ``%%program`` cell, role
-    ``measuring``) as it is, in a worker process: ``count`` values of ``value_bytes`` to
-    partition 0 of ``topic`` (or the ``count`` strings of the JSON list in ``values_path``),
-    paced at ``rate`` records/s (None: a burst); wait for it to end and read its delivery
-    reports' times (``instruments.measuring``). The harness adds only ``bootstrap.servers`` and
-    ``client.id``.
-
-    Raises:
-        KafkalabError: the program failed, or a report was missing or an error.
-        WaitTimeout: it ran longer than ``timeout_s``.
-    """
-    run_id = runscope.run_id()
-    client_id = f"{run_id}-{program.name}"
-    conf = lab_conf(client_id)
-    ledger = workloads.run_dir(run_id) / f"{client_id}.jsonl"
-    child = workloads.spawn(ProgramSpec(client_id, run_id, str(ledger), "measuring", program.name, program.source,
-                                        conf=conf, topics=[topic],
-                                        options=asdict(MeasureOptions(count, value_bytes, rate, values_path))))
-    if child.wait(timeout_s) != 0:
-        raise KafkalabError(f"program {program.name} exited {child.returncode}:\n{child.log_tail()}")
-    reports = json.loads(Path(times_path(str(ledger))).read_text())
-    errors = [e for *_, e in reports if e is not None]
-    if len(reports) != count or errors:
-        raise KafkalabError(f"program {program.name}: {len(reports)} of {count} delivery reports; errors {errors[:3]}")
-    commits = Path(commits_path(str(ledger)))
-    return ProgramTimes(program.name, conf, [(off, round((acked - sent) * 1000, 3)) for sent, acked, off, _ in reports],
-                        max(a for _, a, _, _ in reports) - min(s for s, _, _, _ in reports), errors,
-                        json.loads(commits.read_text()) if commits.exists() else [])
 
 
 @dataclass
@@ -295,7 +233,7 @@ class ReaderRun:
             raise
         if rc != 0:
             raise KafkalabError(f"program {self.program.name} exited {rc}:\n{self.child.log_tail()}")
-        t = json.loads(Path(times_path(str(self.ledger))).read_text())
+        t = read_times(self.ledger)
         return ReaderTimes(self.program.name, self.conf, t["latencies_ms"], t["value_bytes"], t["seconds"],
                            t["fetch_requests"])
 
@@ -365,9 +303,8 @@ def run_batching_programs(programs: Mapping[str, Program], rate: float = 2000, s
     producer program, run as it is), send ``rate * seconds`` records at ``rate`` records/s to a
     fresh one-partition topic and read the batches back from the leader's segment. The row's
     ``linger_ms`` and ``batch_size`` are what the program writes (``program_setting``)."""
-    run = RunScope("batching")
     rows: list[BatchingRow] = []
-    try:
+    with RunScope("batching") as run:
         for label, program in programs.items():
             topic = run.topic(f"b{len(rows)}")
             admin.create_topics({topic: 1})
@@ -381,8 +318,6 @@ def run_batching_programs(programs: Mapping[str, Program], rate: float = 2000, s
                                     round(statistics.median(a for _, a in times.acks), 1), starts[-1] - starts[0],
                                     min(gaps) if gaps else None))
         return rows
-    finally:
-        run.cleanup()
 
 
 # ----------------------------------------------------------------------------- compression
@@ -411,9 +346,8 @@ def run_compression(programs: Mapping[str, Program], records: int = 10_000) -> l
 
     fl = flights()
     values = [record_json(fl[i % len(fl)], f"r{i}").decode() for i in range(records)]
-    run = RunScope("codec")
     rows: list[CompressionRow] = []
-    try:
+    with RunScope("codec") as run:
         path = workloads.run_dir(runscope.run_id()) / f"codec-values-{time.time_ns()}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
@@ -427,8 +361,6 @@ def run_compression(programs: Mapping[str, Program], records: int = 10_000) -> l
         for r in rows:
             r.ratio_to_none = round(none / r.bytes_on_disk_per_record, 2) if none else 0.0
         return rows
-    finally:
-        run.cleanup()
 
 
 # ----------------------------------------------------------------------------- acks, idempotence, transactions
@@ -450,9 +382,8 @@ def run_acks_programs(cases: Mapping[str, tuple[Program, int]], rate: float = 20
     records/s for ``seconds``, the cases alternating ``rounds`` times, one topic per
     ``min.insync.replicas``: how many records each producer learned an offset for, and the
     send-to-ack time."""
-    run = RunScope("acks")
     got: dict[str, list[tuple[int, float]]] = {label: [] for label in cases}
-    try:
+    with RunScope("acks") as run:
         topics = {m: run.topic(f"minisr{m}") for m in sorted({m for _, m in cases.values()})}
         for m, t in topics.items():
             admin.create_topics({t: 1}, topic_config={"min.insync.replicas": str(m)})
@@ -464,268 +395,6 @@ def run_acks_programs(cases: Mapping[str, tuple[Program, int]], rate: float = 20
             p50, p99, _ = perf.percentiles([ms for _, ms in acks])
             rows.append(AcksRow(label, len(acks), sum(1 for off, _ in acks if off >= 0), round(p50, 2), round(p99, 2)))
         return rows
-    finally:
-        run.cleanup()
-
-
-@dataclass
-class FollowerWait:
-    """``run_follower_wait``: which writes the leader acknowledges while one in-sync follower is
-    frozen (SIGSTOP), and which wait for it.
-
-    Attributes:
-        leader, follower: the broker that leads both topics' partition, and the follower paused.
-        min_insync_replicas: case label -> its topic's ``min.insync.replicas``.
-        acked_while_paused: case label -> its record was acknowledged before the follower was
-            resumed.
-        isr_while_paused: the partition's ISR as the leader reported it after the acknowledged
-            writes were counted, still with the follower paused: the follower was still in it.
-        ack_ms: case label -> ms from ``produce`` to the delivery report.
-        held_ms: ms from the sends to the resume (the follower's pause seen by the writes).
-        replica_lag_time_max_ms, broker_session_timeout_ms, broker_heartbeat_interval_ms: the
-            leader's configs that bound how long a silent follower stays in the ISR.
-    """
-
-    leader: int
-    follower: int
-    min_insync_replicas: dict[str, int]
-    acked_while_paused: dict[str, bool]
-    isr_while_paused: list[int]
-    ack_ms: dict[str, float]
-    held_ms: float
-    replica_lag_time_max_ms: int
-    broker_session_timeout_ms: int
-    broker_heartbeat_interval_ms: int
-
-    @property
-    def isr_kept_ms(self) -> int:
-        """The least time a frozen follower stays in the ISR: the leader drops it after
-        ``replica.lag.time.max.ms`` without catching up, the controller fences it after
-        ``broker.session.timeout.ms`` without a heartbeat, the last of which came at most
-        ``broker.heartbeat.interval.ms`` before the pause."""
-        return min(self.replica_lag_time_max_ms, self.broker_session_timeout_ms - self.broker_heartbeat_interval_ms)
-
-    def to_json(self) -> dict:
-        return {**asdict(self), "isr_kept_ms": self.isr_kept_ms}
-
-
-def program_acks(program: Program) -> str | None:
-    """The ``acks`` a producer program writes (``"acks": "all"`` -> ``"all"``), or None
-    (``programs.program_settings``)."""
-    value = program_settings(program.source).get("acks")
-    return None if value is None else str(value)
-
-
-def _isr_bounds(leader: int) -> dict[str, int]:
-    """The leader's configs that bound how long a silent follower stays in the ISR
-    (``replica.lag.time.max.ms``, ``broker.session.timeout.ms``, ``broker.heartbeat.interval.ms``;
-    ms), from DescribeConfigs (Kafka 4.3 Broker Configs)."""
-    return {k: int(v.value) for k, v in admin.describe_config(
-        "broker", str(leader), ["replica.lag.time.max.ms", "broker.session.timeout.ms",
-                                "broker.heartbeat.interval.ms"]).items()}
-
-
-class _FollowerWaitRun:
-    """One ``run_follower_wait``: its topics, its producer programs (one worker each, role
-    ``gated``) and one method per phase, called in this order: ``create_topics``,
-    ``start_programs``, ``pause_follower_and_send``, ``wait_report``, ``hold``,
-    ``observe_while_paused``, ``resume_follower``, ``wait_programs_ended``, ``ack_times``;
-    ``clean_up`` always. Every wait is bounded by ``timeout_s`` (seconds) unless it says more."""
-
-    def __init__(self, leader: int, follower: int, timeout_s: float):
-        self.leader, self.follower, self.timeout_s = leader, follower, timeout_s
-        self.run = RunScope("ackwait")
-        self.run_id = runscope.run_id()
-        self.folder = workloads.run_dir(self.run_id) / self.run.topic("gate")
-        self.workers: dict[str, workloads.Worker] = {}
-        self.topics: dict[int, str] = {}
-        self.paused = False
-        self.at_leader = f"127.0.0.1:{config.Topology().node(leader).client_port}"
-
-    def leader_state(self, t: str) -> tuple[int, list[int]]:
-        """(leader, ISR) of topic ``t``'s partition 0 as the leader reports it: a fresh client
-        asks the broker it is bootstrapped on, never the paused one."""
-        md = AdminClient({"bootstrap.servers": self.at_leader, "log_level": 0}).list_topics(t, timeout=5).topics[t]
-        p = md.partitions.get(0)
-        return (p.leader, sorted(p.isrs)) if p is not None else (-1, [])
-
-    def create_topics(self, cases: Mapping[str, tuple[Program, int]], replicas: list[int]) -> None:
-        """One one-partition topic per ``min.insync.replicas`` with replicas ``replicas``; until
-        each is led by the leader with a full ISR.
-
-        Raises:
-            KafkalabError: a topic could not be created.
-            WaitTimeout: not led by the leader with a full ISR within ``timeout_s``.
-        """
-        self.topics = {m: self.run.topic(f"minisr{m}") for m in sorted({m for _, m in cases.values()})}
-        admin.create_placed_topics({t: {"min.insync.replicas": str(m)} for m, t in self.topics.items()}, replicas,
-                                   timeout_s=self.timeout_s)
-        wait_until(lambda: all(self.leader_state(t) == (self.leader, sorted(replicas)) for t in self.topics.values()),
-                   timeout_s=self.timeout_s,
-                   what=f"both topics led by broker {self.leader} with a full ISR {sorted(replicas)}")
-
-    def reports(self, label: str) -> list:
-        """The delivery reports (``acked`` lines) of ``label``'s program so far."""
-        return [e for e in read_events(self.workers[label].ledger, growing=True) if e.kind == "acked"]
-
-    def check_alive(self) -> None:
-        """Raises KafkalabError if a program exited with an error (its log's tail in the message)."""
-        for label, w in self.workers.items():
-            if not w.alive and w.returncode != 0:
-                raise KafkalabError(f"producer program for {label} exited {w.returncode}:\n{w.log_tail()}")
-
-    def start_programs(self, cases: Mapping[str, tuple[Program, int]]) -> None:
-        """One worker per case, writing one record to its ``min.insync.replicas``'s topic; until
-        each has sent its warm-up record and waits at ``lab.wait_for_fault()`` (up to
-        ``max(timeout_s, 120)`` seconds)."""
-        for i, (label, (prog, m)) in enumerate(cases.items()):
-            cid = f"{self.run_id}-ackwait-{i}"
-            self.workers[label] = workloads.spawn(ProgramSpec(
-                cid, self.run_id, str(self.folder / f"{cid}.jsonl"), "gated", prog.name, prog.source,
-                conf=lab_conf(cid), topics=[self.topics[m]],
-                options={"records": [[f"case-{i}", "during the pause", 0]]}))
-
-        def ready() -> bool:
-            self.check_alive()
-            return all(fault_gate.ready_path(w.ledger).exists() for w in self.workers.values())
-
-        wait_until(ready, timeout_s=max(self.timeout_s, 120.0), interval_s=0.05,
-                   what="every producer program at lab.wait_for_fault(), its warm-up record acknowledged")
-
-    def pause_follower_and_send(self) -> None:
-        """The follower frozen (SIGSTOP), then the gate opened: every program sends its record."""
-        cluster.pause(self.follower)
-        self.paused = True
-        fault_gate.go_path(next(iter(self.workers.values())).ledger).touch()
-
-    def wait_report(self, label: str) -> None:
-        """Until ``label``'s program has its delivery report."""
-        def first_acked() -> bool:
-            self.check_alive()
-            return bool(self.reports(label))
-
-        wait_until(first_acked, timeout_s=self.timeout_s, interval_s=0.005,
-                   what=f"the {label} record's delivery report")
-
-    @staticmethod
-    def hold(hold_ms: float) -> None:
-        """``hold_ms`` ms with the follower still frozen: the hold itself is the measurement."""
-        hold_until = time.monotonic() + hold_ms / 1000
-        while time.monotonic() < hold_until:
-            time.sleep(0.01)
-
-    def observe_while_paused(self, labels: Iterable[str]) -> tuple[dict[str, bool], list[int], int]:
-        """Still paused: which labels have an acknowledged record, the ISR of the topic with the
-        highest ``min.insync.replicas`` as the leader reports it, and the first ``produced``
-        line's time (ms since the epoch)."""
-        while_paused = {label: any(e.error is None for e in self.reports(label)) for label in labels}
-        isr = self.leader_state(self.topics[max(self.topics)])[1]
-        held_from = min(e.ts_ms for w in self.workers.values() for e in read_events(w.ledger) if e.kind == "produced")
-        return while_paused, isr, held_from
-
-    def resume_follower(self) -> float:
-        """The follower resumed (SIGCONT); returns when, ms since the epoch."""
-        cluster.resume(self.follower)
-        resumed_ms = time.time() * 1000
-        self.paused = False
-        return resumed_ms
-
-    def wait_programs_ended(self) -> None:
-        """Every program ended (up to ``timeout_s + 60`` seconds each).
-
-        Raises:
-            KafkalabError: a program exited with an error.
-            WaitTimeout: a program still running after ``timeout_s + 60`` seconds.
-        """
-        for label, w in self.workers.items():
-            if w.wait(self.timeout_s + 60) != 0:
-                raise KafkalabError(f"producer program for {label} exited {w.returncode}:\n{w.log_tail()}")
-
-    def ack_times(self) -> dict[str, float]:
-        """Label -> ms from the ledger's ``produced`` to its ``acked`` line.
-
-        Raises:
-            KafkalabError: a program has not exactly one delivery report, or it failed.
-        """
-        ack_ms: dict[str, float] = {}
-        for label, w in self.workers.items():
-            events = read_events(w.ledger)
-            produced = [e for e in events if e.kind == "produced"]
-            acked = [e for e in events if e.kind == "acked"]
-            if len(acked) != 1 or acked[0].error is not None:
-                raise KafkalabError(f"{label}: delivery reports {[(e.offset, e.error) for e in acked]}")
-            ack_ms[label] = float(acked[0].ts_ms - produced[0].ts_ms)
-        return ack_ms
-
-    def clean_up(self) -> None:
-        """The follower resumed if still paused, every program killed, the cluster restored
-        (``cluster.restore``), the topics deleted."""
-        if self.paused:
-            cluster.resume(self.follower)
-        for w in self.workers.values():
-            if w.alive:
-                w.kill()
-        cluster.restore(max(self.timeout_s, 60.0))
-        self.run.cleanup()
-
-
-def run_follower_wait(cases: Mapping[str, tuple[Program, int]], leader: int = 1, follower: int = 3,
-                      hold_ms: float = 500.0, timeout_s: float = 30.0) -> FollowerWait:
-    """One record per case ``label -> (producer program, the topic's min.insync.replicas)`` while
-    follower ``follower`` is frozen (SIGSTOP, ``kafkalab.cluster.pause``) but still in the ISR.
-    Each program (role ``gated``: ``kafkalab.instruments.fault_gate``) runs as it is in a worker
-    process: it sends a warm-up record (connections and metadata ready), then waits at
-    ``lab.wait_for_fault()``. One one-partition topic per ``min.insync.replicas`` (RF 3, replicas
-    ``[leader, ..., follower]``) is created and fully replicated first. Then the follower is
-    paused and the gate opened, so the records are sent at once; after the first report of a
-    program that does not write ``acks=all`` plus ``hold_ms``, the run notes which reports came
-    (the ledgers) and asks the leader for the ISR; then the follower is resumed and every program
-    awaited. ``ack_ms`` is from the ledger's ``produced`` to its ``acked`` line (ms resolution).
-
-    The leader acknowledges an ``acks=all`` write when its high watermark passes it, that is
-    when every replica in the ISR has fetched it, whatever ``min.insync.replicas`` says; a
-    frozen follower sends no fetch, so the write waits for it until it is resumed or dropped
-    from the ISR (``FollowerWait.isr_kept_ms``, at least 5 s here). ``min.insync.replicas``
-    only decides whether the leader accepts an ``acks=all`` write when the ISR is smaller
-    (NOT_ENOUGH_REPLICAS below it). ``acks=1`` is answered after the leader's own append.
-
-    The cluster is restored (follower resumed, ISR full: ``cluster.restore``) before this
-    returns or raises.
-
-    Raises:
-        KafkalabError: ``hold_ms`` not well below the configured ISR bound, no case without
-            ``acks=all``, a program failed, a report missing or failed.
-        WaitTimeout: the topics not led by ``leader`` with a full ISR within ``timeout_s``.
-
-    Sources: Kafka documentation 4.3, Design > Replication ("Replicated Logs", "Availability
-    and Durability Guarantees"), Producer Configs ``acks``, Broker Configs
-    ``replica.lag.time.max.ms``, ``broker.session.timeout.ms``; KIP-631 (KRaft fencing).
-    """
-    quick = next((label for label, (prog, _) in cases.items() if program_acks(prog) != "all"), None)
-    if quick is None:
-        raise KafkalabError("one case must not write acks=all: its report marks the start of the hold")
-    replicas = [leader, *[b for b in config.BROKER_IDS if b != leader and b != follower], follower]
-    cfg = _isr_bounds(leader)
-    bound = FollowerWait(leader, follower, {}, {}, [], {}, 0.0, cfg["replica.lag.time.max.ms"],
-                         cfg["broker.session.timeout.ms"], cfg["broker.heartbeat.interval.ms"]).isr_kept_ms
-    if hold_ms > bound / 4:
-        raise KafkalabError(f"hold_ms={hold_ms} is not well below the {bound} ms a frozen follower stays in the ISR")
-    fw = _FollowerWaitRun(leader, follower, timeout_s)
-    try:
-        fw.create_topics(cases, replicas)
-        fw.start_programs(cases)
-        fw.pause_follower_and_send()
-        fw.wait_report(quick)
-        fw.hold(hold_ms)
-        while_paused, isr, held_from = fw.observe_while_paused(cases)
-        resumed_ms = fw.resume_follower()
-        fw.wait_programs_ended()
-        ack_ms = fw.ack_times()
-        return FollowerWait(leader, follower, {label: m for label, (_, m) in cases.items()}, while_paused,
-                            isr, ack_ms, round(resumed_ms - held_from, 1), cfg["replica.lag.time.max.ms"],
-                            cfg["broker.session.timeout.ms"], cfg["broker.heartbeat.interval.ms"])
-    finally:
-        fw.clean_up()
 
 
 @dataclass
@@ -770,9 +439,8 @@ def run_idempotence_cost(programs: Iterable[Program], messages: int = 10_000,
     Raises:
         KafkalabError: a program failed, or does not write ``enable.idempotence``.
     """
-    run = RunScope("idemcost")
     rows: list[IdempotenceRow] = []
-    try:
+    with RunScope("idemcost") as run:
         for program in programs:
             on = program_flag(program, "enable.idempotence")
             if on is None:
@@ -790,8 +458,6 @@ def run_idempotence_cost(programs: Iterable[Program], messages: int = 10_000,
                                        round(stored / len(batches), 1), sorted({x.producer_id for x in batches}),
                                        consecutive))
         return rows
-    finally:
-        run.cleanup()
 
 
 @dataclass
@@ -815,9 +481,8 @@ def run_transactions(programs: Mapping[int, Program], commits: int = 10) -> list
     Raises:
         KafkalabError: a program failed, or did not commit ``commits`` times.
     """
-    run = RunScope("txcost")
     rows: list[TransactionRow] = []
-    try:
+    with RunScope("txcost") as run:
         for k, program in programs.items():
             topic = run.topic(f"k{k}")
             admin.create_topics({topic: 1})
@@ -827,8 +492,6 @@ def run_transactions(programs: Mapping[int, Program], commits: int = 10) -> list
             rows.append(TransactionRow(k, k * commits, round(k * commits / sent.seconds), len(sent.commit_ms),
                                        round(statistics.median(sent.commit_ms), 2), round(max(sent.commit_ms), 2)))
         return rows
-    finally:
-        run.cleanup()
 
 
 # ----------------------------------------------------------------------------- consumer side
@@ -969,11 +632,11 @@ def run_consumer_throughput(readers: Iterable[Program], messages: int = 2000, re
         KafkalabError: a burst or a read failed, or a program writes no ``max.partition.fetch.bytes``.
     """
     batch = producer_batch_size or 4 * record_size
-    run = RunScope("consume")
-    try:
+    with RunScope("consume") as run:
         topic = run.topic("c")
         admin.create_topics({topic: 1})
-        perf.python_burst(topic, messages - 1, record_size, ProducerSettings(acks="1", batch_size=batch))
+        producers.timed_burst({"bootstrap.servers": config.bootstrap_servers(), "log_level": 3, "acks": "1",
+                               "batch.size": batch}, topic, messages - 1, b"x" * record_size, poll_every=1000)
         batches = perf.data_batches(topic, 1)
         rows = []
         for program in readers:
@@ -989,8 +652,6 @@ def run_consumer_throughput(readers: Iterable[Program], messages: int = 2000, re
         return ConsumerThroughputResult(messages, record_size, batch, len(batches),
                                         round(statistics.mean(b.records_count for b in batches), 2),
                                         max(b.size for b in batches), rows)
-    finally:
-        run.cleanup()
 
 
 def consumer_table(result: ConsumerThroughputResult) -> "pd.DataFrame":
@@ -1064,8 +725,7 @@ def run_serving(writer: Program, reader: Program, tls_reader: Program | None = N
         KafkalabError: strace missing or not allowed (with ``trace``), a program failed, or
             records missing.
     """
-    run = RunScope("serving")
-    try:
+    with RunScope("serving") as run:
         topic = run.topic("s")
         admin.create_topics({topic: 1})
         send_with(writer, topic, records, record_size, rate=None, timeout_s=300)
@@ -1085,8 +745,6 @@ def run_serving(writer: Program, reader: Program, tls_reader: Program | None = N
         tls_got, tls_syscalls = _read_all(tls_reader, topic, stored, pid, tls) if tls_reader else (0, {})
         return ServingResult(records, record_size, written, got, leader, after["read_bytes"] - before["read_bytes"],
                              syscalls, end_to_end, tls_got, tls_syscalls, resident)
-    finally:
-        run.cleanup()
 
 
 def _read_all(program: Program, topic: str, count: int, pid: int | None, addresses: dict[str, str] | None = None,

@@ -59,15 +59,15 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import click
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewPartitions
 
-from .. import admin, config, coordinators, programs, runscope, workloads
+from .. import admin, coordinators, programs, runscope, workloads
 from ..errors import KafkalabError, WaitTimeout
-from ..ledger import read_events
+from ..ledger import now_ms, read_events
 from ..programs import Program
 from ..runscope import RunScope
 from ..waiting import wait_until
@@ -132,13 +132,13 @@ class Protocol:
 
     @classmethod
     def from_program(cls, name: str, program: Program) -> "Protocol":
-        """The protocol a consumer program asks for, read from its text (``program_settings``):
+        """The protocol a consumer program asks for, read from its text (``programs.program_settings``):
         ``group.protocol``, ``partition.assignment.strategy``, ``group.instance.id`` (set at
         all: static), ``session.timeout.ms``, ``heartbeat.interval.ms``; librdkafka's defaults
         where the program sets none (``CLASSIC_DEFAULTS``). Under ``group.protocol=consumer`` the
         timeouts are the broker's (``CONSUMER_SESSION_TIMEOUT_MS``...; KIP-848). ``name``: the
         protocol's label in results and tables."""
-        s = program_settings(program)
+        s = programs.program_settings(program.source)
         static = "group.instance.id" in s
         if s.get("group.protocol", "classic") == "consumer":
             return cls(name, "consumer", None, static, CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS)
@@ -156,15 +156,6 @@ PROTOCOLS: dict[str, Protocol] = {
     "static": Protocol("static", "classic", "range", True, 6000, 500),
     "consumer": Protocol("consumer", "consumer", None, False, CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS),
 }
-
-
-def program_settings(program: Program) -> dict[str, Any]:
-    """The settings a program gives ``Consumer(...)``, read from its text (nothing runs):
-    ``programs.program_settings`` (every string key of the dict literals inside the call's first
-    argument, ``lab.conf | {...}``, with its value when it is a literal, else the expression's
-    source text, e.g. ``lab.name.split('.')[0]``). ``lab.conf`` itself (the harness's addresses
-    and names) is not in the text, so not in the result."""
-    return programs.program_settings(program.source)
 
 
 def member_program(protocol_name: str, slow: bool = False) -> Program:
@@ -198,22 +189,6 @@ def protocol(name: str) -> Protocol:
 # ----------------------------------------------------------------------------- client checks
 
 
-def consumer_conf_error(conf: dict) -> str | None:
-    """Construct a confluent-kafka ``Consumer`` with ``conf`` (plus bootstrap servers and a
-    group id) and close it again: returns librdkafka's error text if construction fails,
-    None if it succeeds. Nothing is sent to the cluster (no subscribe).
-
-    Used to show what librdkafka refuses, e.g. ``partition.assignment.strategy`` with
-    ``group.protocol=consumer``, or ``instance.group.id`` (no such property).
-    """
-    full = {"bootstrap.servers": config.bootstrap_servers(), "group.id": "kafkalab-conf-check", "log_level": 3, **conf}
-    try:
-        Consumer(full).close()
-    except KafkaException as e:
-        return e.args[0].str()
-    return None
-
-
 def broker_group_config(timeout_s: float = 10.0) -> dict[str, str]:
     """The live broker settings that time group membership (broker with the lowest id):
     ``group.consumer.session.timeout.ms``, ``group.consumer.heartbeat.interval.ms``,
@@ -225,88 +200,14 @@ def broker_group_config(timeout_s: float = 10.0) -> dict[str, str]:
     return {n: v.value for n, v in admin.describe_config("broker", None, names, timeout_s).items()}
 
 
-def set_group_config(group_id: str, settings: dict[str, str | None], timeout_s: float = 30.0) -> None:
-    """Set (a value) or remove (None) configs of one consumer group, as an admin does
-    (IncrementalAlterConfigs on the GROUP resource; ``kafka-configs --entity-type groups``).
-    KIP-848: a consumer group's ``consumer.session.timeout.ms`` and
-    ``consumer.heartbeat.interval.ms`` override the broker's ``group.consumer.*`` defaults,
-    within its ``group.consumer.min/max.*`` bounds (in KRaft the controller checks them against
-    its own bounds: kafka/config/controller.properties). A group's configs outlive the group:
-    remove them when it is deleted. The group need not exist yet.
-
-    Returns once the values set are what DescribeConfigs answers for the group
-    (``admin.alter_group_config``: the controller writes them to the metadata log; the brokers
-    apply them a moment later).
-
-    Raises:
-        KafkalabError: a value out of the broker's bounds (INVALID_CONFIG), or no answer.
-        WaitTimeout: the brokers did not report the values within ``timeout_s``.
-    """
-    admin.alter_group_config(group_id, settings, timeout_s)
-
-
-def group_config_values(group_id: str, timeout_s: float = 30.0) -> dict[str, str]:
-    """Every config of one consumer group as DescribeConfigs on the GROUP resource answers
-    it: the group's own values, else the broker's defaults (name -> value)."""
-    return {name: v.value for name, v in admin.describe_config("group", group_id, None, timeout_s).items()}
-
-
 def group_timeouts(group_id: str, timeout_s: float = 30.0) -> tuple[int, int]:
     """A KIP-848 consumer group's session timeout and heartbeat interval, ms, as the broker
     applies them: the group's own ``consumer.session.timeout.ms`` and
     ``consumer.heartbeat.interval.ms`` if an admin set them, else the broker's defaults
     (DescribeConfigs on the GROUP resource answers either)."""
-    values = group_config_values(group_id, timeout_s)
-    return int(values["consumer.session.timeout.ms"]), int(values["consumer.heartbeat.interval.ms"])
-
-
-# ----------------------------------------------------------------------------- generations
-
-
-def read_generations(group_id: str, since_ms: int, timeout_s: float = 15.0) -> list[dict]:
-    """Every generation (classic) or group epoch (KIP-848) the coordinator wrote for
-    ``group_id`` at or after ``since_ms`` (ms since the epoch), oldest first, as
-    ``{"ts_ms", "generation", "kind", "offset"}`` (``ts_ms``: the record's timestamp, set by
-    the coordinator). Tombstones are skipped.
-
-    Reads the one ``__consumer_offsets`` partition of the group (``coordinators.partition_for``) from
-    the offset of ``since_ms`` to its end, with an assign()-only consumer (no group).
-
-    Raises:
-        WaitTimeout: the end of the partition was not reached within ``timeout_s``.
-    """
-    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": "kafkalab-generations-reader",
-                  "enable.auto.commit": False, "enable.partition.eof": True, "log_level": 3})
-    try:
-        md = c.list_topics("__consumer_offsets", timeout=timeout_s)
-        n = len(md.topics["__consumer_offsets"].partitions)
-        p = coordinators.partition_for(group_id, n)
-        (tp,) = c.offsets_for_times([TopicPartition("__consumer_offsets", p, since_ms)], timeout=timeout_s)
-        if tp.offset < 0:  # nothing written since
-            return []
-        c.assign([tp])
-        out: list[dict] = []
-        done = {"eof": False}
-
-        def drained() -> bool:
-            m = c.poll(0.2)
-            if m is None:
-                return False
-            if m.error() is not None:
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    done["eof"] = True
-                    return True
-                raise KafkalabError(f"reading __consumer_offsets-{p}: {m.error().str()}")
-            rec = coordinators.decode_group_record(m.key(), m.value())
-            if rec is not None and rec.group_id == group_id and rec.generation is not None:
-                out.append({"ts_ms": m.timestamp()[1], "generation": rec.generation, "kind": rec.kind,
-                            "offset": m.offset()})
-            return False
-
-        wait_until(drained, timeout_s=timeout_s, interval_s=0, what=f"the end of __consumer_offsets-{p}")
-        return out
-    finally:
-        c.close()
+    values = admin.describe_config("group", group_id, ["consumer.session.timeout.ms",
+                                                        "consumer.heartbeat.interval.ms"], timeout_s)
+    return int(values["consumer.session.timeout.ms"].value), int(values["consumer.heartbeat.interval.ms"].value)
 
 
 # ----------------------------------------------------------------------------- a run
@@ -326,9 +227,10 @@ class RebalanceConfig:
     has settled without it);
     ``slow_max_poll_ms`` is read from its program (its ``max.poll.interval.ms``).
     ``settle_timeout_s``: how long to wait for the group to settle, s. ``group_config``: the
-    group's own configs, set on the group before its first member starts (``set_group_config``;
-    KIP-848 groups: ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``), and
-    removed at cleanup.
+    group's own configs, set on the group before its first member starts (``admin.alter_group_config``;
+    KIP-848 groups: ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``, which
+    override the broker's ``group.consumer.*`` defaults within its ``group.consumer.min/max.*``
+    bounds), and removed at cleanup (a group's configs outlive it).
 
     Raises:
         KafkalabError: too few consumers or partitions, an unknown scenario, or no program
@@ -366,7 +268,7 @@ class RebalanceConfig:
             return
         if self.slow_program is None:
             self.slow_program = member_program(self.protocol, slow=True)
-        self.slow_max_poll_ms = int((CLASSIC_DEFAULTS | program_settings(self.slow_program))["max.poll.interval.ms"])
+        self.slow_max_poll_ms = int((CLASSIC_DEFAULTS | programs.program_settings(self.slow_program.source))["max.poll.interval.ms"])
         if self.slow_process_ms is None:
             # At least max.poll.interval.ms; the run then holds the work (``work_until``) until
             # the group has settled without the slow consumer, however long that takes: a
@@ -638,8 +540,9 @@ class RebalanceRun:
         self.scope.add_topic(self.topic)
         self.scope.add_group(self.group_id)
         if self.cfg.group_config:  # removed at cleanup, after the workers stopped (closers run last first)
-            set_group_config(self.group_id, dict(self.cfg.group_config))
-            self.scope.on_cleanup(lambda: set_group_config(self.group_id, {k: None for k in self.cfg.group_config or {}}))
+            admin.alter_group_config(self.group_id, dict(self.cfg.group_config), 30.0)
+            self.scope.on_cleanup(lambda: admin.alter_group_config(self.group_id,
+                                                                   {k: None for k in self.cfg.group_config or {}}, 30.0))
         self.scope.on_cleanup(self._stop_workers)
         if self.proto.group_protocol == "consumer":  # KIP-848: the timeouts the broker applies to this group
             # the group's own values as set (a broker that has not applied them yet would still
@@ -727,7 +630,7 @@ class RebalanceRun:
                 self.settle(self.live(), f"without {old}")
             new = self.start(slot)
             t_set = self.settle(self.live(), f"with {new} replacing {old}")
-            first = min((e.ts_ms for e in read_events(self.workers[new].ledger) if e.kind == "assigned"), default=None)
+            first = min((e.ts_ms for e in read_events(self.workers[new].ledger, kinds="assigned")), default=None)
             restarts.append({"old": old, "new": new, "held_before": held, "held_after": sorted(self.owned(new)),
                              "stop_to_assigned_ms": None if first is None else first - t_stop,
                              "stop_to_settled_ms": t_set - t_stop})
@@ -775,7 +678,8 @@ class RebalanceRun:
     def _slow_consumer(self, notes: dict) -> None:
         # Records in every partition (the members read from the earliest offset, committing
         # nothing), so whichever partitions the slow consumer gets, it has a record to work on.
-        produce_to_every_partition(self.topic, self.partitions, self.cfg.records_per_partition, self.run_id)
+        workloads.produce(self.topic, [(None, f"{self.run_id}-{p}-{i}".encode(), p, None) for p in range(self.partitions)
+                                       for i in range(self.cfg.records_per_partition)])
         slot = self.spare.pop("slow-consumer", None)
         slot = self.new_slot() if slot is None else slot
         mp = self.cfg.slow_max_poll_ms
@@ -810,7 +714,7 @@ class RebalanceRun:
             # What the slow consumer believes at this moment: it cannot know it was removed
             # before it polls again (a zombie).
             notes.update({"removed_while_alive": w.alive, "zombie_held": sorted(self.owned(name)),
-                          "processed_before_removed": sum(e.kind == "processed" for e in read_events(w.ledger))})
+                          "processed_before_removed": len(read_events(w.ledger, kinds="processed"))})
             release.touch()  # now its work may end: it polls again and learns it was removed
             back_ms, notes["poll_error"] = wait_until(poll_error, timeout_s=self.cfg.slow_process_ms / 1000 + 15,
                                                       what=f"{name} to report the exceeded max.poll.interval.ms")
@@ -820,7 +724,7 @@ class RebalanceRun:
             release.touch()
             back_ms, notes["poll_error"] = poll_error()
             notes.update({"removed_while_alive": False, "zombie_held": [],
-                          "processed_before_removed": sum(e.kind == "processed" for e in read_events(w.ledger))})
+                          "processed_before_removed": len(read_events(w.ledger, kinds="processed"))})
             self.act("kill", name, slot=slot)
             w.kill()
             self.settle(self.live(), f"without killed {name}")
@@ -829,7 +733,7 @@ class RebalanceRun:
 
     def record(self) -> RunRecord:
         """Read the coordinator's generations and write ``run.json``."""
-        gens = read_generations(self.group_id, self.started_ms - 1000)
+        gens = coordinators.read_generations(self.group_id, self.started_ms - 1000)
         for g in gens:
             g["run_id"] = self.run_id
         with open(self.dir / "generations.jsonl", "w") as f:
@@ -847,31 +751,6 @@ class RebalanceRun:
                         self.group_type, self.partition_assignor)
         (self.dir / "run.json").write_text(json.dumps(rec.to_json(), indent=1))
         return rec
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def produce_to_every_partition(topic: str, partitions: int, per_partition: int, prefix: str,
-                               timeout_s: float = 30.0) -> None:
-    """Produce ``per_partition`` records (values ``<prefix>-<partition>-<i>``) to each of
-    partitions 0..``partitions``-1 of ``topic`` and wait for every delivery report.
-
-    Raises:
-        KafkalabError: a record was not delivered within ``timeout_s``.
-    """
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": config.bootstrap_servers(), "log_level": 3})
-    failed: list = []
-    for part in range(partitions):
-        for i in range(per_partition):
-            p.produce(topic, value=f"{prefix}-{part}-{i}".encode(), partition=part,
-                      on_delivery=lambda err, msg: failed.append(err) if err else None)
-    left = p.flush(timeout_s)
-    if left or failed:
-        raise KafkalabError(f"{left} records undelivered to {topic} after {timeout_s} s; first error: {failed[:1]}")
 
 
 def leftovers(records: Sequence[RunRecord], timeout_s: float = 10.0) -> dict[str, list]:
@@ -933,9 +812,6 @@ class Launched:
         if error:
             raise error
         return done
-
-    def running(self) -> list[str]:
-        return [k for k, f in self.futures.items() if not f.done()]
 
     def finished(self) -> list[RunRecord]:
         """Records of the runs that finished without an error (for cleanup checks)."""

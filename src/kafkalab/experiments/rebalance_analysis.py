@@ -77,25 +77,16 @@ def membership(ledger: DataFrame) -> DataFrame:
 
 def actions_frame(spark: SparkSession, records: Sequence[RunRecord]) -> DataFrame:
     """The experiment's actions: run_id, ts_ms, action, client_id."""
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-    schema = StructType([StructField("run_id", StringType()), StructField("ts_ms", LongType()),
-                         StructField("action", StringType()), StructField("client_id", StringType())])
     rows = [(a["run_id"], int(a["ts_ms"]), a["action"], a.get("client_id")) for r in records for a in r.actions]
-    return spark.createDataFrame(rows, schema)
+    return spark.createDataFrame(rows, "run_id string, ts_ms long, action string, client_id string")
 
 
 def windows_frame(spark: SparkSession, records: Sequence[RunRecord]) -> DataFrame:
     """One row per window: run_id, index, scenario, protocol, start_ms, end_ms, partitions."""
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
-
-    schema = StructType([StructField("run_id", StringType()), StructField("index", IntegerType()),
-                         StructField("scenario", StringType()), StructField("protocol", StringType()),
-                         StructField("start_ms", LongType()), StructField("end_ms", LongType()),
-                         StructField("partitions", IntegerType())])
     rows = [(r.run_id, w.index, w.scenario, r.protocol.name, int(w.start_ms), int(w.end_ms), int(w.partitions))
             for r in records for w in r.windows]
-    return spark.createDataFrame(rows, schema)
+    return spark.createDataFrame(rows, "run_id string, index int, scenario string, protocol string, start_ms long, "
+                                       "end_ms long, partitions int")
 
 
 # ----------------------------------------------------------------------------- intervals and gaps
@@ -246,15 +237,11 @@ def rebalances_of(record: RunRecord) -> list[dict]:
 
 def rebalances_frame(spark: SparkSession, records: Sequence[RunRecord]) -> DataFrame:
     """``rebalances_of`` every run, with the window's partition count, as a DataFrame."""
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
-
-    schema = StructType([StructField("run_id", StringType()), StructField("index", IntegerType()),
-                         StructField("generation", IntegerType()), StructField("ts_ms", LongType()),
-                         StructField("since_ms", LongType()), StructField("partitions", IntegerType())])
     parts = {(r.run_id, w.index): w.partitions for r in records for w in r.windows}
     rows = [(x["run_id"], x["index"], x["generation"], x["ts_ms"], x["since_ms"], parts[(x["run_id"], x["index"])])
             for r in records for x in rebalances_of(r)]
-    return spark.createDataFrame(rows, schema)
+    return spark.createDataFrame(rows, "run_id string, index int, generation int, ts_ms long, since_ms long, "
+                                       "partitions int")
 
 
 def per_rebalance(intervals: DataFrame, rebalances: DataFrame) -> DataFrame:

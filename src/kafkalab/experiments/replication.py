@@ -348,7 +348,7 @@ class _ProgramRuns:
         fault_gate.go_path(next(iter(self.workers.values())).ledger).touch()
 
     def reports(self, label: str) -> list:
-        return [e for e in read_events(self.workers[label].ledger) if e.kind == "acked"]
+        return read_events(self.workers[label].ledger, kinds="acked")
 
     def refused(self) -> Counter:
         """(topic, partition) -> delivery reports with an error, so far."""

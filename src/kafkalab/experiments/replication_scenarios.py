@@ -111,7 +111,7 @@ def _write_once(run: runscope.RunScope, program: Program, topic: str, step: int,
     finally:
         if child.alive:
             child.kill()
-    reports = [e for e in read_events(child.ledger) if e.kind == "acked"]
+    reports = [e for e in read_events(child.ledger, kinds="acked")]
     if len(reports) != 1:
         raise KafkalabError(f"program {program.name} reported {len(reports)} deliveries of its one record:\n"
                             f"{child.log_tail()}")
@@ -334,7 +334,7 @@ def run_failover_retry(program: Program, records: int = 3, leader: int = 1, prox
                                  f"broker {leader} leading {topic}-0 with a full ISR", timeout_s)
         admin.wait_leaders_serving([(topic, 0)], timeout_s)
         log = [[c.offset, c.value] for c in workloads.read_topic(topic, 1, timeout_s=timeout_s)]
-        deliveries = [[e.value, e.offset, e.error] for e in read_events(child.ledger) if e.kind == "acked"]
+        deliveries = [[e.value, e.offset, e.error] for e in read_events(child.ledger, kinds="acked")]
         return FailoverRetry(topic, program.name, leader, new_leader, values, log,
                              len(log) - len({v for _, v in log}), deliveries, _attempts(proxy, cid), batches, conf)
     finally:
@@ -425,7 +425,7 @@ def run_follower_fetch(readers: Mapping[str, Program], records: int = 200, timeo
             def done() -> bool:
                 if not child.alive:
                     raise _failed(program, child)
-                events = read_events(child.ledger) if child.ledger.exists() else []   # none before its first record
+                events = read_events(child.ledger, missing_ok=True)   # none before its first record
                 state["read"] = sum(1 for e in events if e.kind == "consumed" and e.error is None)
                 state["brokers"] = fetch_brokers(child.log_path.read_text(errors="replace")) if child.log_path.exists() else []
                 if state["read"] >= records and state["lines_when_read"] is None:

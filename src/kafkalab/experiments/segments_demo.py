@@ -115,69 +115,31 @@ def offset_commit_records(partition_dir: str | Path, group_id: str, topic: str) 
 # ----------------------------------------------------------------------------- producing
 
 
-@dataclass
-class ProduceStats:
-    """What ``produce_records`` sent: records, payload bytes (keys + values), wall time (s),
-    and the resulting throughput in MB/s (10^6 bytes) and records/s."""
-
-    records: int
-    payload_bytes: int
-    seconds: float
-    offsets: list[int] = field(default_factory=list, repr=False)
-
-    @property
-    def mb_per_s(self) -> float:
-        return self.payload_bytes / 1e6 / self.seconds if self.seconds > 0 else float("inf")
-
-    @property
-    def records_per_s(self) -> float:
-        return self.records / self.seconds if self.seconds > 0 else float("inf")
-
-    def to_json(self) -> dict:
-        return {"records": self.records, "payload_bytes": self.payload_bytes, "seconds": round(self.seconds, 3),
-                "mb_per_s": round(self.mb_per_s, 1), "records_per_s": round(self.records_per_s)}
-
-
 def produce_records(topic: str, records: Iterable[tuple[bytes | None, bytes | None, int | None]],
-                    partition: int = 0, conf: dict | None = None, timeout_s: float = 60.0) -> ProduceStats:
+                    partition: int = 0, conf: dict | None = None, timeout_s: float = 60.0) -> None:
     """Produce ``(key, value, timestamp_ms or None)`` records to one partition with
-    confluent-kafka (librdkafka), ``conf`` on top of ``acks=all``, and wait for every delivery.
-    A timestamp given is the record's CreateTime; None lets the producer use now. The stats
-    carry each record's offset, in input order.
+    confluent-kafka (librdkafka), ``conf`` on top of ``acks=all``, and wait for every delivery:
+    the lab writing records a solution or a test reads (the notebook's own writes are its
+    programs, ``write_with``). A timestamp given is the record's CreateTime; None lets the
+    producer use now.
 
     Raises:
         KafkalabError: a record was not delivered within ``timeout_s``.
     """
     p = Producer({"bootstrap.servers": config.bootstrap_servers(), "acks": "all", "log_level": 3, **(conf or {})})
     errors: list = []
-    offsets: list[int] = []
-
-    def report(err, msg, i):
-        if err is not None:
-            errors.append(err)
-        else:
-            offsets[i] = msg.offset()
-
-    n = size = 0
-    t0 = time.perf_counter()
     for key, value, ts in records:
-        kwargs = {"timestamp": ts} if ts is not None else {}
         while True:
-            try:
-                p.produce(topic, value=value, key=key, partition=partition,
-                          on_delivery=lambda err, msg, i=n: report(err, msg, i), **kwargs)
+            try:  # timestamp 0: the producer stamps the record
+                p.produce(topic, value=value, key=key, partition=partition, timestamp=ts or 0,
+                          on_delivery=lambda err, _: errors.append(err) if err is not None else None)
                 break
             except BufferError:  # local queue full: let deliveries drain
                 p.poll(0.05)
-        offsets.append(-1)
-        n += 1
-        size += len(key or b"") + len(value or b"")
         p.poll(0)
     remaining = p.flush(timeout_s)
-    seconds = time.perf_counter() - t0
     if remaining or errors:
-        raise KafkalabError(f"{remaining} of {n} records undelivered to {topic}; first error: {errors[:1]}")
-    return ProduceStats(n, size, seconds, offsets)
+        raise KafkalabError(f"{remaining} records undelivered to {topic}; first error: {errors[:1]}")
 
 
 def filler(n: int, value_bytes: int, key_prefix: str = "k", timestamp_ms: int | None = None
@@ -372,12 +334,9 @@ def first_offset_from(topic: str, partition: int, offset: int, timeout_s: float 
     Raises:
         WaitTimeout: no record within ``timeout_s``; KafkalabError: a consumer error.
     """
-    c = _consumer()
-    try:
+    with _consumer() as c:
         c.assign([TopicPartition(topic, partition, offset)])
         return _first_offset(c, timeout_s, f"a record of {topic}-{partition} from offset {offset}")
-    finally:
-        c.close()
 
 
 def _first_offset(c: Consumer, timeout_s: float, what: str) -> int:
@@ -480,38 +439,6 @@ def resume_group(group_id: str, topic: str, partition: int, reset: str, timeout_
         c.close()
 
 
-def consume_partition(topic: str, partition: int = 0, timeout_s: float = 15.0
-                      ) -> list[tuple[int, bytes | None, bytes | None]]:
-    """Every record a consumer reads from ``topic``-``partition``, from the beginning to the end
-    of the partition (librdkafka's partition EOF event): ``(offset, key, value)`` in offset
-    order. A compacted partition has gaps in its offsets; this reads what is there.
-
-    Raises:
-        WaitTimeout: the end was not reached within ``timeout_s``; KafkalabError: a consumer error.
-    """
-    from confluent_kafka import OFFSET_BEGINNING, KafkaError
-
-    c = _consumer({"enable.partition.eof": True})
-    got: list[tuple[int, bytes | None, bytes | None]] = []
-    try:
-        c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-
-        def at_end() -> bool:
-            for msg in c.consume(num_messages=500, timeout=0.2):
-                if msg.error() is not None:
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        return True
-                    raise KafkalabError(f"consumer error on {topic}-{partition}: {msg.error()}")
-                got.append((msg.offset(), msg.key(), msg.value()))
-            return False
-
-        wait_until(at_end, timeout_s=timeout_s, interval_s=0.0, what=f"the end of {topic}-{partition}",
-                   on_timeout=lambda: f"{len(got)} records read")
-    finally:
-        c.close()
-    return got
-
-
 def offsets_for_times(topic: str, partition: int, timestamp_ms: int, timeout_s: float = 10.0) -> int:
     """``Consumer.offsets_for_times``: the earliest offset whose timestamp is >= ``timestamp_ms``
     (ms since the epoch; ListOffsets with a timestamp), or -1 if no record is that recent.
@@ -519,14 +446,11 @@ def offsets_for_times(topic: str, partition: int, timestamp_ms: int, timeout_s: 
     Raises:
         KafkalabError: the broker answered with an error for the partition.
     """
-    c = _consumer()
-    try:
+    with _consumer() as c:
         (tp,) = c.offsets_for_times([TopicPartition(topic, partition, timestamp_ms)], timeout=timeout_s)
         if tp.error is not None:
             raise KafkalabError(f"offsets_for_times({topic}-{partition}, {timestamp_ms}): {tp.error}")
         return tp.offset
-    finally:
-        c.close()
 
 
 # ----------------------------------------------------------------------------- compaction

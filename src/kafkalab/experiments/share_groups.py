@@ -310,13 +310,6 @@ def crash_points_missed(events: list[ledger.Event], crash_after: int, gone: set[
     return sorted(c for c, n in processed.items() if n < crash_after)
 
 
-def _events(folder: Path) -> list[ledger.Event]:
-    out: list[ledger.Event] = []
-    for p in sorted(folder.glob("*.jsonl")):
-        out.extend(ledger.read_events(p, growing=True))  # read while the consumers append
-    return out
-
-
 def _terminate_all(workers: list[workloads.Worker]) -> None:
     """SIGTERM to every worker at once, then each waited for (``Worker.terminate``): the members
     close and leave their group side by side, not one after another."""
@@ -399,6 +392,10 @@ class _ShareGroupRun:
         self.held_window: dict[str, dict] | None = None
         self.run.on_cleanup(self.stop_all)
 
+    def events(self) -> list[ledger.Event]:
+        """Every ledger of the run (the members' and the producer's), read while the members append."""
+        return ledger.read_events(self.folder, growing=True)
+
     def role(self, name: str) -> str:
         """Member ``name``'s (``share-<i>``) part: ``crash``, ``freeze`` or ``run`` (``ShareRun.role``)."""
         return self.cfg.role(int(name.rsplit("-", 1)[1]))
@@ -460,7 +457,7 @@ class _ShareGroupRun:
         """Once every frozen member stopped at its crash point and everything else is settled
         (the records still in flight are exactly the held ones): the share-partitions described
         (``held_window``), then the frozen members SIGKILLed. Does nothing before that."""
-        events = _events(self.folder)
+        events = self.events()
         held = held_offsets(events, set(self.frozen))
         if not all(self.procs[n].stopped for n in self.frozen) or not held:
             return
@@ -468,7 +465,7 @@ class _ShareGroupRun:
         if not self.produced - settled <= {v for v, (p, o) in self.places.items() if o in held.get(p, [])}:
             return
         described = admin.share_group_offsets(self.group)
-        events = _events(self.folder)  # the frozen members hold theirs still: nothing moved below them
+        events = self.events()  # the frozen members hold theirs still: nothing moved below them
         accepted = {(e.partition, e.offset) for e in events if e.kind == "acknowledged" and e.ack == "ACCEPT"}
         self.held_window = {str(p): {**described[(self.topic, p)], "held": offs,
                                      "end_offset": 1 + max(o for q, o in self.places.values() if q == p),
@@ -479,7 +476,7 @@ class _ShareGroupRun:
 
     def not_final(self) -> set[str]:
         """The produced values not yet in a final state (``final_values``)."""
-        return self.produced - final_values(_events(self.folder), self.cfg.delivery_count_limit, self.gone)
+        return self.produced - final_values(self.events(), self.cfg.delivery_count_limit, self.gone)
 
     def wait_final(self, timeout_s: float) -> None:
         """Until the ledgers show every record accepted, rejected or archived.
@@ -504,14 +501,14 @@ class _ShareGroupRun:
         """One more acquisition lock (``lock_ms``): a rejected or archived record must not be
         delivered again. Ends early if one is delivered past the limit (the audit then reports it)."""
         end = time.monotonic() + self.cfg.lock_ms / 1000
-        wait_until(lambda: time.monotonic() >= end or past_limit(_events(self.folder), self.cfg.delivery_count_limit),
+        wait_until(lambda: time.monotonic() >= end or past_limit(self.events(), self.cfg.delivery_count_limit),
                    timeout_s=self.cfg.lock_ms / 1000 + 5, interval_s=0.2,
                    what="one acquisition lock after the last record was settled")
 
     def check_crash_points(self) -> None:
         """Raises KafkalabError if a crashed or frozen member processed fewer than
         ``crash_after`` records (it never reached its crash point)."""
-        missed = crash_points_missed(_events(self.folder), self.cfg.crash_after, self.gone)
+        missed = crash_points_missed(self.events(), self.cfg.crash_after, self.gone)
         if missed:
             raise KafkalabError(f"{', '.join(missed)} processed fewer than crash_after={self.cfg.crash_after} records, "
                                 f"so never crashed or froze: give each consumer more records (messages) or a lower "

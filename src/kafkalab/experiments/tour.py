@@ -269,7 +269,7 @@ def consume_all(program: Program, topic: str, group_id: str, expected: int, time
     got: list[Delivery] = []
 
     def all_read() -> bool:
-        events = [e for e in read_events(ledger, growing=True) if e.kind == "consumed"] if ledger.exists() else []
+        events = read_events(ledger, growing=True, kinds="consumed", missing_ok=True)
         errors = [e.error for e in events if e.error is not None]
         if errors:
             raise KafkalabError(f"program {program.name}: consume returned an error on {topic}: {errors[0]}")

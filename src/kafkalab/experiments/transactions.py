@@ -223,9 +223,7 @@ class Reader:
         from ..instruments.transactions import END_OF_PARTITION
         from ..ledger import read_events
 
-        if not os.path.exists(self.ledger):
-            return []
-        events = read_events(self.ledger, growing=True)
+        events = read_events(self.ledger, growing=True, missing_ok=True)
         new, self._seen = events[self._seen:], len(events)
         out = []
         for e in new:

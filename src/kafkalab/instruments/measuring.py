@@ -46,7 +46,9 @@ Nothing here sets a Kafka configuration, sends or reads a record: the program do
 from __future__ import annotations
 
 import json
+import os
 import time
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -87,6 +89,30 @@ def times_path(ledger: str) -> str:
 def commits_path(ledger: str) -> str:
     """Where a transactional measuring program's commit durations go: ``<ledger>.commits.json``."""
     return f"{ledger}.commits.json"
+
+
+def read_times(ledger: str | os.PathLike[str]) -> Any:
+    """What a measuring program wrote to ``<ledger>.times.json`` when it ended: a producer's
+    delivery reports as ``[sent, acked, offset, error]`` lists (stopwatch seconds, offset -1 if
+    not told, error name or None), in report order; a consumer's dict (``latencies_ms``,
+    ``value_bytes``, ``seconds``, ``fetch_requests``; ``MeasuringConsumerLab.close``).
+
+    Raises:
+        FileNotFoundError: the program did not end through ``close`` (it crashed or was killed).
+        ValueError: the file is not JSON.
+    """
+    return json.loads(Path(times_path(str(ledger))).read_text())
+
+
+def read_commits(ledger: str | os.PathLike[str]) -> list[float]:
+    """The ``commit_transaction()`` durations (ms, in order) a transactional measuring program
+    wrote to ``<ledger>.commits.json``; [] if it timed none (the file is written only then).
+
+    Raises:
+        ValueError: the file is not JSON.
+    """
+    path = Path(commits_path(str(ledger)))
+    return json.loads(path.read_text()) if path.exists() else []
 
 
 def ready_path(ledger: str) -> str:

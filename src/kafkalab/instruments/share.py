@@ -106,12 +106,8 @@ def overtaken(folder: str | os.PathLike[str], topic: str, partition: int, offset
     ``processed`` for an offset above ``offset`` of ``topic`` ``partition``. Reads the ledgers as
     they stand, while their writers append. The member that waits on it counts too: a record
     delivered again to a member that has since processed later offsets is overtaken already."""
-    for path in Path(folder).glob("*.jsonl"):
-        for e in read_events(path, growing=True):
-            if (e.kind == "processed" and e.topic == topic and e.partition == partition
-                    and e.offset is not None and e.offset > offset):
-                return True
-    return False
+    return any(e.topic == topic and e.partition == partition and e.offset is not None and e.offset > offset
+               for e in read_events(folder, growing=True, kinds="processed"))
 
 
 class ShareLab(ProgramLab):
