@@ -126,7 +126,7 @@ def lab() -> Iterator[Lab]:
                 pytest.fail(f"no Docker engine on CI, where one can always be had (root + apt): {reason}", pytrace=False)
             pytest.skip(f"no Docker engine here: {reason}")
         assert engine_ready, f"engine.sh up failed:\n{cp.stderr}"
-        s.compose = cluster.compose_program()
+        s.compose = cluster.compose_program("docker")
         cp = _timed("lab image (engine.sh lab-image)", [str(ENGINE), "lab-image"], env, timeout_s=3000)
         assert cp.returncode == 0, f"engine.sh lab-image failed:\n{cp.stderr[-4000:]}"
         env["KAFKALAB_LAB_IMAGE"] = cp.stdout.strip().splitlines()[-1]
