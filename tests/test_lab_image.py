@@ -103,3 +103,10 @@ def test_the_devcontainer_is_sized_for_codespaces_and_forwards_jupyterlab():
 def test_the_build_context_leaves_out_what_git_ignores():
     ignored = set((ROOT / ".dockerignore").read_text().split())
     assert {".git", ".venv", ".kafkalab", "build"} <= ignored, ignored
+
+
+def test_ci_runs_the_lab_smoke_after_the_compose_smoke():
+    run = (ROOT / ".ci" / "run").read_text()
+    assert "make lab-smoke" in run and run.index("make compose-smoke") < run.index("make lab-smoke"), \
+        ".ci/run runs the lab smoke after the compose smoke, never beside it"
+    assert "CI=${CI:-true} make lab-smoke" in run, "on CI no engine fails the lab smoke"

@@ -24,6 +24,7 @@ The seconds of each step are printed (``make lab-smoke`` runs pytest with ``-s``
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -40,7 +41,8 @@ import pytest
 
 from kafkalab import cluster, config
 from test_browser import LAB_SETTINGS, _kernels, _shot, _wait, browser  # noqa: F401 (browser: a fixture)
-from test_compose_live import ENGINE, NO_ENGINE, _project_objects, on_ci
+import test_compose_live as compose_live
+from test_compose_live import ENGINE, _project_objects
 
 ROOT = config.repo_root()
 #: The host port the smoke publishes JupyterLab on unless ``$KAFKALAB_LAB_PORT`` says: not the
@@ -65,14 +67,7 @@ pytestmark = [
 
 #: Seconds per step, printed at the end.
 TIMES: dict[str, float] = {}
-
-
-def _timed(step: str, cmd: list[str], env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
-    t0 = time.monotonic()
-    cp = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s, cwd=ROOT)
-    TIMES[step] = round(time.monotonic() - t0, 1)
-    print(f"lab smoke: {step}: {TIMES[step]} s (exit {cp.returncode})", file=sys.stderr)
-    return cp
+_timed = functools.partial(compose_live._timed, times=TIMES, label="lab smoke")
 
 
 @dataclass
@@ -114,18 +109,10 @@ def lab() -> Iterator[Lab]:
     port = int(os.environ.get("KAFKALAB_LAB_PORT") or DEFAULT_PORT)
     env = {**os.environ, "KAFKALAB_LAB_PORT": str(port)}
     s = Lab(env=env, project=f"kafkalab-lab-{port}", port=port)
-    pid_file = cluster.docker_work_dir() / "dockerd.pid"
-    had_pid_file = pid_file.exists()
-    cp = _timed("engine (engine.sh up)", [str(ENGINE), "up"], env, timeout_s=1800)
-    s.engine_started_here = pid_file.exists() and not had_pid_file
+    cp, s.engine_started_here = compose_live.engine_up(env, _timed)
     engine_ready = cp.returncode == 0
     try:
-        if cp.returncode == NO_ENGINE:
-            reason = cp.stderr.strip().splitlines()[-1] if cp.stderr.strip() else "engine.sh up exited 3"
-            if on_ci():
-                pytest.fail(f"no Docker engine on CI, where one can always be had (root + apt): {reason}", pytrace=False)
-            pytest.skip(f"no Docker engine here: {reason}")
-        assert engine_ready, f"engine.sh up failed:\n{cp.stderr}"
+        compose_live.require_engine(cp)
         s.compose = cluster.compose_program("docker")
         cp = _timed("lab image (engine.sh lab-image)", [str(ENGINE), "lab-image"], env, timeout_s=3000)
         assert cp.returncode == 0, f"engine.sh lab-image failed:\n{cp.stderr[-4000:]}"
