@@ -130,9 +130,13 @@ def compose_model(controllers: int, env: Mapping[str, str] | None = BY_HAND) -> 
     return model if env is None else interpolate(model, env)
 
 
-def compose_services(controllers: int, env: Mapping[str, str] | None = BY_HAND) -> dict[str, Any]:
-    """The services of ``compose_model``."""
-    return compose_model(controllers, env)["services"]
+def compose_services(controllers: int, env: Mapping[str, str] | None = BY_HAND,
+                     profiles: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The services of ``compose_model`` that ``docker compose`` starts with ``profiles`` active
+    (``--profile``): those without ``profiles:``, and those with one of ``profiles``. With none
+    active, the cluster's nodes (the lab service has the profile ``lab``)."""
+    services = compose_model(controllers, env)["services"]
+    return {name: s for name, s in services.items() if not s.get("profiles") or set(s["profiles"]) & set(profiles)}
 
 
 def nodes_with_services(controllers: int, env: Mapping[str, str] | None = BY_HAND) -> list[tuple[Node, dict[str, Any]]]:

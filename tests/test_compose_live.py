@@ -67,12 +67,34 @@ def on_ci() -> bool:
 TIMES: dict[str, float] = {}
 
 
-def _timed(step: str, cmd: list[str], env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
+def _timed(step: str, cmd: list[str], env: dict[str, str], timeout_s: float, *, times: dict[str, float] = TIMES,
+           label: str = "compose smoke") -> subprocess.CompletedProcess:
+    """``cmd`` run in the checkout, its seconds kept in ``times[step]`` and printed after ``label``."""
     t0 = time.monotonic()
     cp = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s, cwd=ROOT)
-    TIMES[step] = round(time.monotonic() - t0, 1)
-    print(f"compose smoke: {step}: {TIMES[step]} s (exit {cp.returncode})", file=sys.stderr)
+    times[step] = round(time.monotonic() - t0, 1)
+    print(f"{label}: {step}: {times[step]} s (exit {cp.returncode})", file=sys.stderr)
     return cp
+
+
+def engine_up(env: dict[str, str], timed=_timed) -> tuple[subprocess.CompletedProcess, bool]:
+    """``engine.sh up``: its result, and whether it started dockerd (also when it failed after
+    starting it), so the caller stops it at the end."""
+    pid_file = cluster.docker_work_dir() / "dockerd.pid"
+    had_pid_file = pid_file.exists()
+    cp = timed("engine (engine.sh up)", [str(ENGINE), "up"], env, timeout_s=1800)
+    return cp, pid_file.exists() and not had_pid_file
+
+
+def require_engine(cp: subprocess.CompletedProcess) -> None:
+    """After ``engine_up``: no engine to be had (exit ``NO_ENGINE``) skips, saying why, for a user
+    and fails on CI, where one can always be had; any other failure fails."""
+    if cp.returncode == NO_ENGINE:
+        reason = cp.stderr.strip().splitlines()[-1] if cp.stderr.strip() else "engine.sh up exited 3"
+        if on_ci():
+            pytest.fail(f"no Docker engine on CI, where one can always be had (root + apt): {reason}", pytrace=False)
+        pytest.skip(f"no Docker engine here: {reason}")
+    assert cp.returncode == 0, f"engine.sh up failed:\n{cp.stderr}"
 
 
 def _project_objects(project: str) -> dict[str, list[str]]:
@@ -118,18 +140,10 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Smoke]:
            "KAFKALAB_STATE": str(config.state_dir() / "compose-smoke")}
     env.pop("KAFKALAB_BOOTSTRAP", None)
     s = Smoke(env)
-    pid_file = cluster.docker_work_dir() / "dockerd.pid"
-    had_pid_file = pid_file.exists()
-    cp = _timed("engine (engine.sh up)", [str(ENGINE), "up"], env, timeout_s=1800)
-    s.engine_started_here = pid_file.exists() and not had_pid_file  # also when up failed after starting it
+    cp, s.engine_started_here = engine_up(env)
     engine_ready = cp.returncode == 0
     try:
-        if cp.returncode == NO_ENGINE:
-            reason = cp.stderr.strip().splitlines()[-1] if cp.stderr.strip() else "engine.sh up exited 3"
-            if on_ci():
-                pytest.fail(f"no Docker engine on CI, where one can always be had (root + apt): {reason}", pytrace=False)
-            pytest.skip(f"no Docker engine here: {reason}")
-        assert engine_ready, f"engine.sh up failed:\n{cp.stderr}"
+        require_engine(cp)
         cp = _timed("image (engine.sh image)", [str(ENGINE), "image"], env, timeout_s=1800)
         assert cp.returncode == 0, f"engine.sh image failed:\n{cp.stderr}"
         assert cp.stdout.strip().startswith("kafkalab/kafka:"), cp.stdout

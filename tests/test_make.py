@@ -72,7 +72,8 @@ def check_tools(folder: Path, *args: str) -> subprocess.CompletedProcess:
     for name in ("python3.11", "python3.12", "python3.13", "java"):
         if not (folder / name).exists():
             stub(folder, name, "exit 127")  # hides the system's own, if it has one
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "JAVA_HOME", "MAKEFLAGS", "MAKELEVEL")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHON", "JAVA_HOME", "MAKEFLAGS", "MAKELEVEL", "KAFKALAB_JARS", "KAFKALAB_VENV")}
     env["PATH"] = f"{folder}:/usr/bin:/bin"
     return subprocess.run(["make", "--no-print-directory", "check-tools", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
@@ -148,7 +149,8 @@ def without_java(folder: Path) -> dict[str, str]:
     for name in SYSTEM_TOOLS:
         if (found := shutil.which(name)) and not (tools / name).exists():
             (tools / name).symlink_to(found)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "JAVA_HOME", "MAKEFLAGS", "MAKELEVEL")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHON", "JAVA_HOME", "MAKEFLAGS", "MAKELEVEL", "KAFKALAB_JARS", "KAFKALAB_VENV")}
     env["PATH"] = f"{folder}:{tools}"
     return env
 
@@ -192,6 +194,24 @@ def test_setup_and_all_that_set_up_still_want_java_and_maven(tmp_path: Path) -> 
     cp = make(env, "check-tools")
     assert cp.returncode != 0 and f"error: mvn not found: Maven fetches the Kafka jars ({JAVA_INSTALL})" in cp.stdout, \
         cp.stdout
+
+
+def test_jars_fetched_elsewhere_are_used_and_maven_does_not_run(tmp_path: Path) -> None:
+    # the lab image (.devcontainer/Dockerfile) sets KAFKALAB_JARS to the jars it fetched and
+    # KAFKALAB_VENV to its venv: make lab and make check in a Dev Container use both
+    stub_python(tmp_path, "python3.11", "3.11.2")
+    env = without_java(tmp_path)
+    jars = tmp_path / "jars"
+    for part in ("broker", "spark"):
+        (jars / part).mkdir(parents=True)
+        (jars / part / ".fetched").touch()
+    env.update(KAFKALAB_JARS=str(jars), KAFKALAB_VENV=str(tmp_path / "venv"))
+    dry = make(env, "-n", "-B", "setup").stdout
+    assert "mvn -q" not in dry and f"using the jars in {jars} (KAFKALAB_JARS)" in dry, dry
+    assert f"{tmp_path / 'venv'}/bin/pip install" in dry, dry
+    (jars / "spark" / ".fetched").unlink()
+    assert "mvn -q -B -s kafka/maven-settings.xml" in make(env, "-n", "-B", "jars").stdout, \
+        "jars only half fetched: Maven runs as on a fresh clone"
 
 
 # --- README for day one ------------------------------------------------------------------------

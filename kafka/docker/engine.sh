@@ -6,6 +6,10 @@
 #                                  Go), else says why
 #   kafka/docker/engine.sh image   the Kafka image of kafka/docker/Dockerfile, built on a Debian
 #                                  base made by debootstrap (no registry needed); prints its tag
+#   kafka/docker/engine.sh lab-image
+#                                  the lab image of .devcontainer/Dockerfile (JupyterLab, a JDK,
+#                                  kafkalab, the jars), on python:3.13-slim or, where no registry
+#                                  serves it, a stand-in of that name made here; prints its tag
 #   kafka/docker/engine.sh down    stops dockerd if `up` started it (and only then)
 #   kafka/docker/engine.sh compose-version-ok VERSION
 #                                  exit 0 when VERSION (`docker compose version --short`) is
@@ -59,6 +63,14 @@ DEBIAN_SUITE=bookworm
 DEBIAN_MIRROR=${KAFKALAB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 BASE_IMAGE=kafkalab/debian:${DEBIAN_SUITE}-minbase
 NO_ENGINE=3
+#: The lab image's base (.devcontainer/Dockerfile's FROM): the official image a user pulls. Where
+#: no registry serves it (this project's CI), `lab-image` makes a stand-in of the same name: Debian
+#: 13 (trixie, whose Python is 3.13, as python:3.13-slim's base is trixie) minbase from debootstrap,
+#: with python3, python3-venv, python3-pip and /usr/local/bin/python3 -> /usr/bin/python3, so the
+#: Dockerfile runs unchanged on either.
+LAB_BASE_IMAGE=python:3.13-slim
+LAB_SUITE=trixie
+LAB_IMAGE=kafkalab/lab
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -251,17 +263,7 @@ cmd_image() {
     echo "$tag"; return 0
   fi
   if ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
-    command -v debootstrap >/dev/null || {
-      is_root && command -v apt-get >/dev/null && apt_install debootstrap
-    } || no_engine "the base image $BASE_IMAGE needs debootstrap (Debian: apt-get install debootstrap)"
-    is_root || no_engine "debootstrap needs root to make the base image $BASE_IMAGE"
-    local rootfs=$WORK/rootfs-$DEBIAN_SUITE
-    rm -rf "$rootfs"; mkdir -p "$WORK"
-    say "making $BASE_IMAGE with debootstrap from $DEBIAN_MIRROR"
-    debootstrap --variant=minbase "$DEBIAN_SUITE" "$rootfs" "$DEBIAN_MIRROR" >"$WORK/debootstrap.log" 2>&1 \
-      || { tail -n 20 "$WORK/debootstrap.log" >&2; exit 1; }
-    tar -C "$rootfs" -c . | docker import - "$BASE_IMAGE" >/dev/null
-    rm -rf "$rootfs"
+    debootstrap_image "$DEBIAN_SUITE" "$BASE_IMAGE"
   fi
   # The build context: the Dockerfile, its two scripts and the jars (hard links: no copy).
   local ctx=$WORK/image-context
@@ -279,10 +281,84 @@ cmd_image() {
   echo "$tag"
 }
 
+# debootstrap_image SUITE TAG: a Debian SUITE minbase root from $DEBIAN_MIRROR, imported as TAG.
+debootstrap_image() {
+  local suite=$1 tag=$2
+  command -v debootstrap >/dev/null || {
+    is_root && command -v apt-get >/dev/null && apt_install debootstrap
+  } || no_engine "the base image $tag needs debootstrap (Debian: apt-get install debootstrap)"
+  is_root || no_engine "debootstrap needs root to make the base image $tag"
+  local rootfs=$WORK/rootfs-$suite
+  rm -rf "$rootfs"; mkdir -p "$WORK"
+  say "making $tag with debootstrap from $DEBIAN_MIRROR"
+  debootstrap --variant=minbase "$suite" "$rootfs" "$DEBIAN_MIRROR" >"$WORK/debootstrap-$suite.log" 2>&1 \
+    || { tail -n 20 "$WORK/debootstrap-$suite.log" >&2; exit 1; }
+  tar -C "$rootfs" -c . | docker import - "$tag" >/dev/null
+  rm -rf "$rootfs"
+}
+
+# lab_base_standin: $LAB_BASE_IMAGE made here (no registry): trixie minbase + Python 3.13, with
+# this machine's own CA certificates (/usr/local/share/ca-certificates, as .ci/debian13.sh's
+# copy_trust_store) in the system trust store, which pip (PIP_CERT) and, once the Dockerfile
+# installs a JDK, Java's keystore (ca-certificates-java) read: the build fetches from PyPI and
+# Maven Central through this machine's network. The official image needs none of it.
+lab_base_standin() {
+  local raw=kafkalab/debian:$LAB_SUITE-minbase ctx=$WORK/lab-base-context
+  docker image inspect "$raw" >/dev/null 2>&1 || debootstrap_image "$LAB_SUITE" "$raw"
+  rm -rf "$ctx"; mkdir -p "$ctx/ca"
+  [ -d /usr/local/share/ca-certificates ] && cp -a /usr/local/share/ca-certificates/. "$ctx/ca/"
+  cat > "$ctx/Dockerfile" <<EOF
+FROM $raw
+COPY ca/ /usr/local/share/ca-certificates/
+RUN set -eux; export DEBIAN_FRONTEND=noninteractive; \\
+    printf 'deb $DEBIAN_MIRROR $LAB_SUITE main\ndeb $DEBIAN_MIRROR $LAB_SUITE-updates main\ndeb ${DEBIAN_MIRROR%/debian}/debian-security $LAB_SUITE-security main\n' > /etc/apt/sources.list; \\
+    apt-get update -qq; \\
+    apt-get install -y -qq --no-install-recommends python3 python3-venv python3-pip ca-certificates >/dev/null; \\
+    update-ca-certificates >/dev/null; \\
+    ln -s /usr/bin/python3 /usr/local/bin/python3; ln -s /usr/bin/python3 /usr/local/bin/python; \\
+    rm -rf /var/lib/apt/lists/* /var/cache/apt/*
+ENV LANG=C.UTF-8 PIP_CERT=/etc/ssl/certs/ca-certificates.crt
+LABEL org.opencontainers.image.title="kafkalab stand-in for $LAB_BASE_IMAGE (Debian $LAB_SUITE minbase + python3)"
+CMD ["python3"]
+EOF
+  say "making the stand-in $LAB_BASE_IMAGE (no registry here)"
+  DOCKER_BUILDKIT=0 docker build -q -t "$LAB_BASE_IMAGE" "$ctx" >/dev/null
+  rm -rf "$ctx"
+}
+
+# The lab image's inputs: every file of the build context that git tracks or would track
+# (.dockerignore leaves out what git ignores), by content, so a change of the Dockerfile, the
+# lock, the POMs or the package rebuilds it, and nothing else does.
+lab_inputs_hash() {
+  (cd "$REPO" && git ls-files -z --cached --others --exclude-standard | LC_ALL=C sort -z \
+     | xargs -0 sha256sum 2>/dev/null) | sha256sum | cut -c1-12
+}
+
+cmd_lab_image() {
+  engine_answers || no_engine "no Docker engine answers: kafka/docker/engine.sh up first"
+  local tag t0=$SECONDS
+  tag=$LAB_IMAGE:$(lab_inputs_hash)
+  if docker image inspect "$tag" >/dev/null 2>&1; then
+    echo "$tag"; return 0
+  fi
+  docker image inspect "$LAB_BASE_IMAGE" >/dev/null 2>&1 || lab_base_standin
+  say "building $tag (.devcontainer/Dockerfile; log: $WORK/lab-build.log)"
+  # the legacy builder, as for the Kafka image: Debian's engine has no BuildKit plugin (buildx)
+  DOCKER_BUILDKIT=0 docker build -f "$REPO/.devcontainer/Dockerfile" -t "$tag" "$REPO" >"$WORK/lab-build.log" 2>&1 \
+    || { tail -n 30 "$WORK/lab-build.log" >&2; say "building $tag failed (log: $WORK/lab-build.log)"; exit 1; }
+  docker tag "$tag" "$LAB_IMAGE:latest"
+  # earlier builds (other input hashes) go: only the current one is used
+  docker images "$LAB_IMAGE" --format '{{.Repository}}:{{.Tag}}' | grep -vxF -e "$tag" -e "$LAB_IMAGE:latest" \
+    | xargs -r docker rmi >/dev/null 2>&1 || true
+  say "built $tag in $((SECONDS - t0)) s"
+  echo "$tag"
+}
+
 case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
   image) tag=$(cmd_image); mkdir -p "$WORK"; echo "$tag" > "$WORK/image"; echo "$tag" ;;
+  lab-image) mkdir -p "$WORK"; tag=$(cmd_lab_image); echo "$tag" > "$WORK/lab-image"; echo "$tag" ;;
   compose-version-ok) compose_version_ok "${2:-}" || { say "$WHY"; exit 1; } ;;
-  *) echo "usage: $0 up|image|down|compose-version-ok VERSION" >&2; exit 2 ;;
+  *) echo "usage: $0 up|image|lab-image|down|compose-version-ok VERSION" >&2; exit 2 ;;
 esac
