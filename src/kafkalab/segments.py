@@ -17,7 +17,7 @@ preallocated to ``segment.index.bytes`` (10 MiB by default), rounded down to a w
 number of entries, zero-filled past the last entry, and trimmed when the segment rolls.
 
 This module reads those files without the broker: ``read_log`` (record batch v2 headers,
-records, CRC-32C checked: ``kafkalab.crc32c``), ``read_offset_index``, ``read_time_index``, ``read_partition``;
+records, CRC-32C checked with the ``crc32c`` library from PyPI), ``read_offset_index``, ``read_time_index``, ``read_partition``;
 looks offsets and timestamps up the way the broker does (``lookup_offset``,
 ``scan_for_offset``, ``offset_for_timestamp``); states the broker's rules for index
 entries and retention as functions (``expected_offset_index``, ``size_retention_deletes``,
@@ -46,7 +46,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .crc32c import crc32c, crc32c_many
+# CRC-32C (Castagnoli), the checksum of record batch v2 (KIP-98; Kafka's
+# org.apache.kafka.common.utils.Crc32C): ICRAR's crc32c, hardware-accelerated where the CPU has it.
+from crc32c import crc32c
+
 from .errors import KafkalabError
 from .protocol import (BATCH_HEADER_SIZE, COMPRESSION_CODECS, CONTROL_BIT, CRC_START, DELETE_HORIZON_BIT,
                        LOG_OVERHEAD, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, ProtocolError, read_batch_header,
@@ -443,7 +446,7 @@ def parse_batches(data: bytes | bytearray | memoryview, *, where: str = "<bytes>
         pos += LOG_OVERHEAD + batch_length
     crcs: list[int | None]
     if check_crc:
-        crcs = crc32c_many([buf[p + CRC_START:p + f.size] for p, f in headers])
+        crcs = [crc32c(buf[p + CRC_START:p + f.size]) for p, f in headers]
     else:
         crcs = [None] * len(headers)
     out = []
