@@ -230,18 +230,12 @@ def _retry_offsets(proxy: FaultProxy, client_id: str) -> list[list[int]]:
 ACK_LOSS = {"timeout": "drop_response", "disconnect": "cut_at_response"}
 
 
-def lost_ack_conf(proxy: FaultProxy, client_id: str) -> dict[str, str]:
-    """``lab.conf`` of a producer program in these runs: the fault proxy's ports as
-    ``bootstrap.servers`` (the proxy's rules pick the producer by ``client_id``), nothing else."""
-    return lab_conf(client_id, bootstrap_servers=proxy.bootstrap_servers)
-
-
 def spawn_program(program: Program, proxy: FaultProxy | None, topic: str, records: list[tuple[str, str, int]],
                   client_id: str, run_id: str, ledger: Path, together: int = 0) -> workloads.Worker:
     """Start ``program`` (role ``producer``) in a worker process, bootstrapped on the proxy
     (``proxy`` None: on the CLIENT listeners), with ``records`` to send and the last
     ``together`` of them to send in one batch."""
-    conf = lost_ack_conf(proxy, client_id) if proxy is not None else lab_conf(client_id)
+    conf = lab_conf(client_id, bootstrap_servers=proxy.bootstrap_servers if proxy is not None else None)
     return workloads.spawn(ProgramSpec(client_id, run_id, str(ledger), "producer", program.name, program.source,
                                        conf=conf, topics=[topic],
                                        options={"records": [list(r) for r in records], "together": together}))
@@ -354,7 +348,7 @@ def run_lost_ack(program: Program, messages: int, drop_acks: int, restart_produc
         counts = Counter(c.value for c in log)
         dropped = [e for e in produce_events if e.kind == "response" and e.action in ("dropped", "cut")]
         return LostAckResult(
-            topic=topic, partitions=partitions, program=program.name, lab_conf=lost_ack_conf(proxy, client_ids[0]),
+            topic=topic, partitions=partitions, program=program.name, lab_conf=lab_conf(client_ids[0], bootstrap_servers=proxy.bootstrap_servers),
             drop_acks=drop_acks, restart_producer=restart_producer, ack_loss=ack_loss, sent=messages,
             acked=sum(1 for d in deliveries if d.error is None), failed=sum(1 for d in deliveries if d.error),
             records_in_log=len(log), unique_in_log=len(counts), duplicates=len(log) - len(counts),
