@@ -66,3 +66,9 @@ def test_the_port_and_state_variables_the_guide_uses_are_the_ones_kafkalab_reads
     config = (NOTEBOOK_DIR.parent / "src" / "kafkalab" / "config.py").read_text()
     for var in ("KAFKALAB_PORT_BASE", "KAFKALAB_STATE"):
         assert var in GUIDE and f'os.environ.get("{var}"' in config
+
+
+def test_the_ways_in_the_guide_gives_are_the_readmes() -> None:
+    readme = (NOTEBOOK_DIR.parent / "README.md").read_text()
+    for command in ("make lab", "docker compose --profile lab up lab"):
+        assert f"`{command}`" in GUIDE and f"`{command}`" in readme, command
