@@ -70,6 +70,7 @@ from ..errors import KafkalabError, WaitTimeout
 from ..ledger import now_ms, read_events
 from ..programs import Program
 from ..runscope import RunScope
+from ..instruments.pod import ready_path
 from ..waiting import wait_until
 from ..worker import ProgramSpec, lab_conf
 from .rebalance_analysis import SCENARIOS
@@ -430,6 +431,23 @@ class RebalanceRun:
         self.slots[slot] = name
         return name
 
+    def wait_prepared(self, timeout_s: float = 120.0) -> None:
+        """Until every process ``prepare`` started waits at its gate (``<gate>.ready``).
+
+        Raises:
+            KafkalabError: a prepared process exited first (its log's tail in the message).
+            WaitTimeout: not all of them ready within ``timeout_s`` (s).
+        """
+        def ready() -> bool:
+            for name, gate in self.prepared.values():
+                w = self.workers[name]
+                if not w.alive:
+                    raise KafkalabError(f"pod {name} exited before its start (exit {w.returncode}):\n{w.log_tail()}")
+            return all(ready_path(gate).exists() for _, gate in self.prepared.values())
+
+        wait_until(ready, timeout_s=timeout_s, interval_s=0.05,
+                   what=f"{len(self.prepared)} prepared pod(s) of {self.group_id} waiting at their gates")
+
     def new_slot(self) -> int:
         """A slot number no process of this run has used."""
         return max([*self.incarnations, -1]) + 1
@@ -622,6 +640,10 @@ class RebalanceRun:
         for slot in sorted(self.slots):  # the replacements' processes start ahead, held at their gates
             if slot not in self.prepared:
                 self.prepare(slot)
+        # ...and the first pod stops once all of them wait there: their Python start and imports
+        # (seconds of CPU each on 2 cores) then never fall inside a restart, where a static
+        # member's replacement must join within session.timeout.ms of its predecessor's last heartbeat.
+        self.wait_prepared()
         for slot in sorted(self.slots):
             old = self.slots[slot]
             held = sorted(self.owned(old))
