@@ -60,7 +60,7 @@ def test_status_json_lists_brokers_and_controllers(local: cluster.LocalCluster) 
     base = config.port_base()
     assert b1["alive"] and b1["pid"] and b1["listeners"]["CLIENT"] == f"127.0.0.1:{base}"
     assert d["bootstrap_servers"] == f"127.0.0.1:{base},127.0.0.1:{base + 100},127.0.0.1:{base + 200}"
-    assert d["kafka_version"] == "4.3.1"
+    assert d["kafka_version"] == config.KAFKA_VERSION
 
 
 def test_killed_broker_is_fenced_and_comes_back_with_start(local: cluster.LocalCluster, topic: str) -> None:

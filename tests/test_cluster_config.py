@@ -144,3 +144,14 @@ def test_feature_levels_reads_kafka_features_describe() -> None:
             "FinalizedVersionLevel: 29\tEpoch: 5\n")
     assert cluster.feature_levels(text) == {"eligible.leader.replicas.version": 1, "share.version": 1,
                                             "metadata.version": 29}
+
+
+def test_stale_features_say_what_to_do_on_data_an_older_kafka_formatted() -> None:
+    """A 4.3.1 state folder keeps share.version 1 under 4.4.0 binaries (measured: kafkalab up on
+    it serves, with metadata.version 4.3-IV0 and share.version 1); a fresh 4.4.0 format has 2."""
+    assert cluster.stale_features({"share.version": 2, "metadata.version": 4}) is None
+    msg = cluster.stale_features({"share.version": 1})
+    assert msg and f"share.version 1 (Kafka {config.KAFKA_VERSION} formats 2)" in msg
+    assert "kafkalab down && kafkalab wipe --yes && kafkalab up" in msg
+    assert f"kafka-features upgrade --release-version {cluster.RELEASE_VERSION}" in msg
+    assert "share.version 0" in cluster.stale_features({})

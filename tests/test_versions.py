@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalab import versions
+from kafkalab import config, versions
 from kafkalab.cluster import ClusterStatus, NodeStatus
 from kafkalab.errors import KafkalabError
 
@@ -28,10 +28,18 @@ def test_a_broker_reports_the_version_it_logged_at_its_last_start(tmp_path) -> N
     assert versions.versions(st)["kafka"] == "4.3.1"
 
 
+def test_a_4_4_broker_logs_the_version_from_appinfoparser_in_internals(tmp_path) -> None:
+    """Kafka 4.4.0 moved AppInfoParser to ``org.apache.kafka.common.utils.internals``, and its
+    log line names the class where it now is (server.log of this lab's 4.4.0 brokers)."""
+    line = "[2026-11-29 11:51:36,448] INFO Kafka version: 4.4.0 (org.apache.kafka.common.utils.internals.AppInfoParser)\n"
+    st = status_with_logs(tmp_path, {1: LINE.format("4.3.1") + line})
+    assert versions.broker_versions(st) == {1: "4.4.0"}
+
+
 def test_brokers_on_different_versions_are_reported_as_mixed(tmp_path) -> None:
-    st = status_with_logs(tmp_path, {1: LINE.format("4.3.1"), 2: LINE.format("4.2.0")})
-    assert versions.versions(st)["kafka"] == "mixed: {1: '4.3.1', 2: '4.2.0'}"
-    assert versions.differences(st)["kafka"] == ("4.3.1", "mixed: {1: '4.3.1', 2: '4.2.0'}")
+    st = status_with_logs(tmp_path, {1: LINE.format("4.4.0"), 2: LINE.format("4.3.1")})
+    assert versions.versions(st)["kafka"] == "mixed: {1: '4.4.0', 2: '4.3.1'}"
+    assert versions.differences(st)["kafka"] == (config.KAFKA_VERSION, "mixed: {1: '4.4.0', 2: '4.3.1'}")
 
 
 def test_a_broker_without_a_version_line_is_an_error(tmp_path) -> None:

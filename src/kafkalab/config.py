@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 #: Apache Kafka version of the broker jars (kafka/pom.xml) and the compose image.
-KAFKA_VERSION = "4.3.1"
+KAFKA_VERSION = "4.4.0"
 #: PySpark version (pyproject.toml).
 SPARK_VERSION = "4.3.0"
 

@@ -8,11 +8,13 @@ partitions. ``CLIENT_DEFAULTS`` is the table of notebook 00, with sources; the
 partitioner functions let a notebook predict both clients' partitions and check them live.
 
 Versions: librdkafka 2.16 (confluent-kafka 2.16.1, pyproject.toml); Java client 4.x
-(Kafka 4.3.1) unless a row says otherwise. Spark's connector bundles its own
+(Kafka 4.4.0; no default in this table changed from 4.3.1: the ``ConfigDef`` defaults of
+``ProducerConfig``, ``ConsumerConfig`` and ``AdminClientConfig`` of both jars compared, 4.4.0 only
+adds settings) unless a row says otherwise. Spark's connector bundles its own
 kafka-clients (``kafka_clients_jar_version``), 3.9.2 with connector 4.2.0.
 
 Sources: librdkafka CONFIGURATION.md (v2.16); Kafka documentation "Producer Configs" and
-"Consumer Configs" (4.3); KIP-679 (producer idempotence on by default, 3.0);
+"Consumer Configs" (4.4); KIP-679 (producer idempotence on by default, 3.0);
 librdkafka src/rdkafka_msg.c (``rd_kafka_msg_partitioner_consistent_random``: CRC32 of
 the key modulo the partition count); Kafka clients ``Utils.murmur2`` and
 ``BuiltInPartitioner.partitionForKey`` (``toPositive(murmur2(key)) % numPartitions``).
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
 #: librdkafka minor version the table describes (confluent-kafka 2.16.1 ships librdkafka 2.16.0).
 LIBRDKAFKA_VERSION = "2.16"
 #: Java client version the table describes: the one of the brokers' own release.
-JAVA_CLIENT_VERSION = "4.3"
+JAVA_CLIENT_VERSION = "4.4"
 
 
 @dataclass(frozen=True)

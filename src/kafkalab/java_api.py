@@ -5,7 +5,7 @@ Articles quote Java client calls that later releases removed (``KafkaConsumer.po
 ``KafkaProducer.sendOffsetsToTransaction(Map, String)``, both gone in kafka-clients 4.0, KIP-266
 and KIP-732/KIP-447). ``compile_snippet`` puts the snippet in a method of a class whose
 parameters are a consumer and a producer, compiles it with ``javac`` against the kafka-clients
-jar the brokers run (the pinned 4.3.1, ``cluster.broker_classpath``), and returns what the
+jar the brokers run (the pinned 4.4.0, ``cluster.broker_classpath``), and returns what the
 compiler said: the live answer to "does this still work?".
 """
 
@@ -87,7 +87,7 @@ CLIENTS_JAR = Path("clients") / "kafkalab-clients.jar"
 
 def program_classpath(java_class: str) -> str:
     """The classpath that runs one of kafkalab's Java programs: ``CLIENTS_JAR``, then the broker
-    jars (kafka-clients 4.3.1). Checks, in milliseconds, that ``make jars`` built ``java_class``.
+    jars (kafka-clients 4.4.0). Checks, in milliseconds, that ``make jars`` built ``java_class``.
 
     Args:
         java_class: a fully qualified class name, e.g. ``"kafkalab.clients.OffsetCommitConsumer"``.

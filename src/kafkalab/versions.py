@@ -6,7 +6,9 @@ release. Each setup cell asserts ``versions(status) == TAUGHT``, so a notebook r
 versions stops at once and says which differ, instead of teaching what another version does.
 
 Measured, not copied from a constant: the broker's version is what each running broker logged
-at start-up (``AppInfoParser``: "Kafka version: 4.3.1" in ``server.log``) on the local backend,
+at start-up (``AppInfoParser``: "Kafka version: 4.4.0" in ``server.log``; the class is
+``org.apache.kafka.common.utils.AppInfoParser`` up to 4.3 and ``...common.utils.internals.AppInfoParser``
+from 4.4.0, and both are read) on the local backend,
 whose logging kafkalab configures; on the compose backend, whose logging is the image's, it is
 the version of the Kafka jar in each running container (``ComposeCluster.kafka_version``).
 librdkafka's is what
@@ -32,7 +34,9 @@ TAUGHT: dict[str, str] = {
     "pyspark": SPARK_VERSION,
 }
 
-_BROKER_VERSION = re.compile(r"INFO Kafka version: (\S+) \(org\.apache\.kafka\.common\.utils\.AppInfoParser\)")
+_BROKER_VERSION = re.compile(
+    r"INFO Kafka version: (\S+) \(org\.apache\.kafka\.common\.utils\.(?:internals\.)?AppInfoParser\)"
+)
 
 
 def broker_versions(status: ClusterStatus) -> dict[int, str]:

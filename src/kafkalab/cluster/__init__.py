@@ -109,13 +109,39 @@ def _check_data_owner(c: LocalCluster) -> None:
             )
 
 
+#: Finalized feature levels a fresh ``kafka-storage format`` of the pinned Kafka gives (measured on
+#: 4.4.0: ``kafka-features describe``), that the notebooks need: share.version 2 is KIP-1191's
+#: dead-letter queues (``ShareVersion.SV_2``, kafka-server-common 4.4.0). New binaries never raise
+#: the levels of data an older Kafka formatted: a 4.3.1 state folder keeps share.version 1.
+FORMAT_FEATURES: dict[str, int] = {"share.version": 2}
+#: The release ``kafka-features upgrade --release-version`` takes for the pinned Kafka (4.4.0's
+#: ``MetadataVersion.LATEST_PRODUCTION``).
+RELEASE_VERSION = "4.4-IV2"
+
+
+def stale_features(levels: dict[str, int]) -> str | None:
+    """None when the finalized feature ``levels`` (``feature_levels()``) reach ``FORMAT_FEATURES``,
+    else what to do, as one message: a state folder formatted by an older Kafka."""
+    low = {k: (levels.get(k, 0), want) for k, want in FORMAT_FEATURES.items() if levels.get(k, 0) < want}
+    if not low:
+        return None
+    found = ", ".join(f"{k} {got} (Kafka {config.KAFKA_VERSION} formats {want})" for k, (got, want) in low.items())
+    return (f"the cluster's data in {config.cluster_dir()} was formatted by an older Kafka: {found}. "
+            f"The cluster runs, but the notebooks were checked on a fresh format. Start afresh (the lab's "
+            f"topics go): `kafkalab down && kafkalab wipe --yes && kafkalab up`; or raise the levels in "
+            f"place while it runs: `kafkalab tool kafka-features upgrade --release-version {RELEASE_VERSION}` "
+            f"(it also raises kraft.version to 1, which a fresh format leaves at 0), then `kafkalab up`")
+
+
 def up(controllers: int | None = None, backend: str | None = None, timeout_s: float = UP_TIMEOUT_S) -> ClusterStatus:
     """Start the cluster on ``backend`` (see ``chosen_backend``; LocalCluster.up, ComposeCluster.up)
     and remember the backend for later commands.
 
     Raises:
         KafkalabError: another backend's cluster still runs, or its data is in the state folder
-            (``kafkalab down``, ``kafkalab wipe`` first); whatever the backend's ``up`` raises.
+            (``kafkalab down``, ``kafkalab wipe`` first); whatever the backend's ``up`` raises; the
+            data was formatted by an older Kafka whose feature levels are below ``FORMAT_FEATURES``
+            (``stale_features``: the cluster is left running, the message says what to do).
     """
     name = chosen_backend(backend)
     saved = _backend_file().read_text().strip() if _backend_file().exists() else None
@@ -129,11 +155,19 @@ def up(controllers: int | None = None, backend: str | None = None, timeout_s: fl
                                 f"then `kafkalab up --backend {name}`")
     c = cluster(name)
     _check_data_owner(c)
+    # Data formatted before this checkout's Kafka (no stamp of its version): its feature levels are
+    # read once (a JVM tool, about 2 s); a fresh format has the levels by construction.
+    stamp = config.cluster_dir() / "features-checked"
+    formatted = any((n.data_dir / "meta.properties").exists() for n in c.topology.nodes)
+    checked = stamp.exists() and stamp.read_text().strip() == config.KAFKA_VERSION
     status = c.up(controllers=controllers, timeout_s=timeout_s)
     wait_group_coordinator(c.topology.bootstrap_servers, timeout_s=timeout_s)
     balance_leaders(c.topology.bootstrap_servers, timeout_s=timeout_s)  # brokers that registered late lead nothing yet
     config.cluster_dir().mkdir(parents=True, exist_ok=True)
     _backend_file().write_text(c.backend)
+    if formatted and not checked and (stale := stale_features(feature_levels())):
+        raise KafkalabError(stale)
+    stamp.write_text(config.KAFKA_VERSION + "\n")
     return status
 
 

@@ -42,7 +42,7 @@ JVM_PERFORMANCE_OPTS = [
     "-Djava.awt.headless=true",
 ]
 
-#: Script name (as in Kafka's bin/) -> main class, Kafka 4.3. Checked against the jars by
+#: Script name (as in Kafka's bin/) -> main class, Kafka 4.4. Checked against the jars by
 #: tests/test_cluster_config.py.
 TOOLS: dict[str, str] = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
@@ -55,7 +55,7 @@ TOOLS: dict[str, str] = {
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
-    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",  # kafka.admin.ConfigCommand (core) up to 4.3
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-console-share-consumer": "org.apache.kafka.tools.consumer.ConsoleShareConsumer",

@@ -21,6 +21,7 @@ package kafkalab.clients;
 
 import java.io.FileOutputStream;
 import java.io.FileReader;
+import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
@@ -34,7 +35,6 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.utils.AppInfoParser;
 
 /** args: PROPERTIES_FILE RUN_ID TOPIC LEDGER MODE PROCESS_MS CRASH_AFTER(0 = drain and exit) CRASH_POINT, or --defaults */
 public class OffsetCommitConsumer {
@@ -51,6 +51,17 @@ public class OffsetCommitConsumer {
             else b.append(ch);
         }
         return b.append('"').toString();
+    }
+
+    /** The version kafka-clients was built as: its own kafka/kafka-version.properties, the file
+     *  AppInfoParser reads (AppInfoParser moved to ...common.utils.internals in 4.4.0, so it is no
+     *  longer public API; the resource is in the jar in 4.3.1 and 4.4.0 alike). */
+    static String clientsVersion() throws Exception {
+        Properties p = new Properties();
+        try (InputStream in = KafkaConsumer.class.getResourceAsStream("/kafka/kafka-version.properties")) {
+            p.load(in);
+        }
+        return p.getProperty("version");
     }
 
     static void note(String kind, int partition, long offset, String key, String value) throws Exception {
@@ -74,7 +85,7 @@ public class OffsetCommitConsumer {
             System.out.println("auto.commit.interval.ms=" + c.getInt(ConsumerConfig.AUTO_COMMIT_INTERVAL_MS_CONFIG));
             System.out.println("max.poll.records=" + c.getInt(ConsumerConfig.MAX_POLL_RECORDS_CONFIG));
             System.out.println("group.protocol=" + c.getString(ConsumerConfig.GROUP_PROTOCOL_CONFIG));
-            System.out.println("kafka-clients=" + AppInfoParser.getVersion());
+            System.out.println("kafka-clients=" + clientsVersion());
             none.remove("group.id");
             System.out.println("enable.auto.commit.without.group.id="
                 + new ConsumerConfig(none).getBoolean(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG));
