@@ -33,6 +33,16 @@ def test_bad_shapes_are_refused_with_the_reason() -> None:
         sg.ShareRun(consumers=20, partitions=1, messages=10, crash_consumers=5)
 
 
+def test_a_dlq_run_names_its_topic_in_the_group_configs() -> None:
+    with pytest.raises(KafkalabError, match="dlq_copy_record needs dlq"):
+        sg.ShareRun(dlq_copy_record=True)
+    base = {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": 5000, "share.delivery.count.limit": 3}
+    assert sg.group_configs(sg.ShareRun()) == base, "no DLQ config unless the run has a DLQ topic"
+    assert sg.group_configs(sg.ShareRun(dlq=True, dlq_copy_record=True), "dlq.x") == base | {
+        "errors.deadletterqueue.topic.name": "dlq.x", "errors.deadletterqueue.copy.record.enable": "true"}
+    assert sg.dlq_topic_configs() == {"errors.deadletterqueue.group.enable": "true"} and sg.DLQ_PREFIX == "dlq."
+
+
 def test_values_and_roles_follow_the_counts() -> None:
     cfg = sg.ShareRun(consumers=5, messages=20, release_every=5, reject_every=4, crash_consumers=1, freeze_consumers=2)
     prefixes = [cfg.prefix(i) for i in range(20)]
@@ -199,6 +209,21 @@ def test_the_audit_settles_every_record_and_counts_what_is_lost(spark) -> None:
     assert counts["consumers_with_records"] == 2 and counts["records_per_consumer"] == {"c0": 1, "c1": 8}
     assert counts["returned_after_ms"] == {"c0": 100}
     assert counts["held_processed"] == 1 == counts["duplicates_processed"]
+
+
+def test_the_dlq_audit_matches_each_dlq_record_with_the_record_it_names(spark) -> None:
+    def dlq(at: int, offset: int, count: int, message: str) -> dict:
+        return {"offset": at, "key": None, "value": None,
+                "headers": {"__dlq.errors.group": "g", "__dlq.errors.topic": T, "__dlq.errors.partition": "0",
+                            "__dlq.errors.offset": str(offset), "__dlq.errors.delivery.count": str(count),
+                            "__dlq.errors.message": message}}
+
+    table = sga.dlq_audit(ledger.events_frame(spark, planted()), 3,
+                          [dlq(0, 2, 1, "Offset rejected by client."),
+                           dlq(1, 3, 3, "Offset delivery count exceeded the threshold.")])
+    assert table[["dlq_offset", "group", "offset", "delivery_count", "produced_value", "state", "deliveries"]
+                 ].values.tolist() == [[0, "g", 2, 1, "c", "rejected", 1], [1, "g", 3, 3, "d", "archived", 3]]
+    assert table.key.isna().all() and table.value.isna().all()
 
 
 def test_a_delivery_past_the_limit_and_a_failed_accept_are_counted(spark) -> None:

@@ -25,11 +25,16 @@ arrangements and crash point on screen. ``run_share_group`` is the harness aroun
    record was released or rejected, one more lock in which nothing may come back), and the
    Spark audit (``share_groups_analysis``) counts it all;
 6. with ``compare_consumer_group``, C processes of the notebook's ``group_member`` (role
-   ``consumer``) in a consumer group on the same topic: how many get a partition (at most P).
+   ``consumer``) in a consumer group on the same topic: how many get a partition (at most P);
+7. with ``dlq``, the group names a dead-letter topic (KIP-1191, Kafka 4.4.0), made by hand
+   before the members start (``dlq_topic_configs``); once every record is final, the DLQ
+   topic is read back (``read_dlq``) until it holds one record per rejected or archived one.
 
 Sources: KIP-932; Kafka documentation 4.3, "Share groups" and "Group Configs";
 ``ShareGroupConfig`` in kafka-group-coordinator 4.3.1 (broker bounds); confluent-kafka 2.16
-``ShareConsumer`` (librdkafka 2.16: Preview).
+``ShareConsumer`` (librdkafka 2.16: Preview); KIP-1191 and, for its config names, defaults and
+headers, the Kafka 4.4.0 jars (``GroupConfig``, ``GroupCoordinatorConfig``, ``TopicConfig``,
+``server.share.dlq.ShareGroupDLQStateManager``).
 """
 
 from __future__ import annotations
@@ -58,6 +63,12 @@ BROKER_MIN_LOCK_MS = 1000
 NOTEBOOK = "09_share_groups"
 #: Value prefixes of the records the program cannot handle now (it RELEASEs them) or ever (REJECTs them).
 LATER, POISON = "later:", "poison:"
+#: KIP-1191 (Kafka 4.4.0): the broker's required prefix of DLQ topic names
+#: (``errors.deadletterqueue.topic.name.prefix``, default "dlq.", ``GroupCoordinatorConfig``).
+DLQ_PREFIX = "dlq."
+#: The headers the broker writes on every DLQ record (``ShareGroupDLQStateManager``, kafka-server 4.4.0).
+DLQ_HEADERS = ("__dlq.errors.group", "__dlq.errors.topic", "__dlq.errors.partition", "__dlq.errors.offset",
+               "__dlq.errors.delivery.count", "__dlq.errors.message")
 
 
 def share_program() -> Program:
@@ -98,6 +109,11 @@ class ShareRun:
         program: the share consumer every member runs (None: the notebook's ``share_consumer``).
         group_program: the consumer group member of ``compare_consumer_group`` (None: the
             notebook's ``group_member``).
+        dlq: the group names a dead-letter topic (group config
+            ``errors.deadletterqueue.topic.name``, KIP-1191), ``dlq.<run>-dead``, which the run
+            creates by hand with ``dlq_topic_configs()`` (1 partition).
+        dlq_copy_record: with ``dlq``: group config ``errors.deadletterqueue.copy.record.enable``
+            (the DLQ record carries the original key and value; else only the headers).
     """
 
     consumers: int = 4
@@ -115,6 +131,8 @@ class ShareRun:
     describe_held: bool = False
     program: Program | None = None
     group_program: Program | None = None
+    dlq: bool = False
+    dlq_copy_record: bool = False
 
     def __post_init__(self) -> None:
         if self.consumers < 1 or self.partitions < 1 or self.messages < 1:
@@ -138,6 +156,8 @@ class ShareRun:
                                 f"not {self.delivery_count_limit}")
         if self.describe_held and not self.freeze_consumers:
             raise KafkalabError("describe_held needs freeze_consumers >= 1: only a frozen member holds records on purpose")
+        if self.dlq_copy_record and not self.dlq:
+            raise KafkalabError("dlq_copy_record needs dlq: without a DLQ topic there is nothing to copy to")
         if self.lock_ms < BROKER_MIN_LOCK_MS:
             raise KafkalabError(f"lock_ms must be >= {BROKER_MIN_LOCK_MS} (group.share.min.record.lock.duration.ms "
                                 f"in kafka/config/broker.properties), not {self.lock_ms}")
@@ -215,6 +235,8 @@ class ShareGroupResult:
             offsets held, acquired and never acknowledged), ``accepted_above`` (offsets above
             the lowest held one already acknowledged ACCEPT) and ``end_offset`` (the
             partition's high watermark); else None.
+        dlq_topic: with ``ShareRun.dlq``: the group's DLQ topic; else None.
+        dlq_records: with ``ShareRun.dlq``: every record of the DLQ topic (``read_dlq``); else None.
     """
 
     topic: str
@@ -243,6 +265,8 @@ class ShareGroupResult:
     held_window: dict[str, dict] | None
     lab_conf: dict[str, str]
     elapsed_ms: int
+    dlq_topic: str | None = None
+    dlq_records: list[dict] | None = None
     ledger_dir: str = field(default="", repr=False)
 
     def to_json(self) -> dict:
@@ -250,10 +274,81 @@ class ShareGroupResult:
         return asdict(self)
 
 
-def group_configs(cfg: ShareRun) -> dict[str, str | int]:
-    """The group configs a run sets on its share group."""
-    return {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": cfg.lock_ms,
-            "share.delivery.count.limit": cfg.delivery_count_limit}
+def group_configs(cfg: ShareRun, dlq_topic: str | None = None) -> dict[str, str | int]:
+    """The group configs a run sets on its share group; with ``dlq_topic``, the two dead-letter
+    ones too (KIP-1191; ``GroupConfig``, kafka-group-coordinator 4.4.0)."""
+    out: dict[str, str | int] = {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": cfg.lock_ms,
+                                 "share.delivery.count.limit": cfg.delivery_count_limit}
+    if dlq_topic:
+        out |= {"errors.deadletterqueue.topic.name": dlq_topic,
+                "errors.deadletterqueue.copy.record.enable": str(cfg.dlq_copy_record).lower()}
+    return out
+
+
+def dlq_topic_configs() -> dict[str, str]:
+    """The topic config a DLQ topic made by hand needs: ``errors.deadletterqueue.group.enable``
+    (default false: "attempts to use this topic as a DLQ will be rejected"; ``TopicConfig``,
+    kafka-clients 4.4.0; KIP-1191). Its name must also start with ``DLQ_PREFIX``."""
+    return {"errors.deadletterqueue.group.enable": "true"}
+
+
+def read_dlq(topic: str, at_least: int, timeout_s: float = 30.0) -> list[dict]:
+    """Every record of the 1-partition DLQ topic ``topic``, once its high watermark reaches
+    ``at_least`` (the broker writes DLQ records asynchronously, after the acknowledgement):
+    ``offset``, ``key``, ``value`` (str or None) and ``headers`` (name -> str), by offset.
+
+    Raises:
+        KafkalabError: the consumer reported an error.
+        WaitTimeout: fewer than ``at_least`` records within ``timeout_s`` seconds.
+    """
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    from .. import config
+
+    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-reader",
+                  "enable.auto.commit": False, "log_level": 3})
+    try:
+        end = wait_until(lambda: (hw := c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[1]) >= at_least
+                         and hw, timeout_s=timeout_s, interval_s=0.2,
+                         what=f"{at_least} records in the DLQ topic {topic}")
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        got: list[dict] = []
+
+        def done() -> bool:
+            for m in c.consume(num_messages=500, timeout=0.2):
+                if m.error() is not None:
+                    raise KafkalabError(f"reading {topic}: {m.error()}")
+                got.append({"offset": m.offset(), "key": m.key() and m.key().decode(),
+                            "value": m.value() and m.value().decode(),
+                            "headers": {k: v and v.decode() for k, v in m.headers() or []}})
+            return bool(got) and got[-1]["offset"] >= end - 1
+
+        wait_until(done, timeout_s=timeout_s, interval_s=0.0, what=f"{topic} read to offset {end}")
+        return got
+    finally:
+        c.close()
+
+
+def dlq_write_failures(group: str, timeout_s: float = 30.0, lines: int = 2000) -> list[str]:
+    """The brokers' reasons for not writing ``group``'s records to its DLQ topic: the lines
+    ``ConfigException: ... share group: <group>, ...`` that follow ``ERROR Failed to write to
+    DLQ, proceeding to ARCHIVED regardless. (kafka.server.share.SharePartition)`` in the last
+    ``lines`` lines of each broker's log (Kafka 4.4.0), waited for until at least one shows.
+
+    Raises:
+        WaitTimeout: no broker logged one within ``timeout_s`` seconds.
+    """
+    from .. import cluster, config
+
+    c = cluster.cluster()
+    brokers = list(config.BROKER_IDS)
+    needle = f"share group: {group},"
+
+    def found() -> list[str]:
+        return sorted({line.strip() for b in brokers for line in c.logs(b, lines).splitlines() if needle in line})
+
+    return wait_until(found, timeout_s=timeout_s, interval_s=0.5,
+                      what=f"a broker's log to say why share group {group} wrote no DLQ record")
 
 
 def _records(cfg: ShareRun) -> list[tuple]:
@@ -415,7 +510,10 @@ class _ShareGroupRun:
         self.folder = workloads.run_dir(self.run.run_id)
         # Group configs first: a broker that knows the topic (create_topics waits for all) has
         # also applied them, so every share-partition starts with this run's lock and limit.
-        admin.alter_group_config(self.group, group_configs(self.cfg))
+        self.dlq_topic = self.run.add_topic(DLQ_PREFIX + self.run.name("dead")) if self.cfg.dlq else None
+        if self.dlq_topic:
+            admin.create_topics({self.dlq_topic: 1}, topic_config=dlq_topic_configs())
+        admin.alter_group_config(self.group, group_configs(self.cfg, self.dlq_topic))
         admin.create_topics({self.topic: self.cfg.partitions})
         for i in range(self.cfg.consumers):
             spec = _member_spec(self.cfg, program, self.run.run_id, self.folder, self.group, self.topic, i)
@@ -548,8 +646,12 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
         if cfg.release_every or cfg.reject_every:
             sg.watch_one_more_lock()
         sg.check_crash_points()
+        dlq_records = None
+        if sg.dlq_topic:
+            accepted = {e.value for e in sg.events() if e.kind == "acknowledged" and e.ack == "ACCEPT"}
+            dlq_records = read_dlq(sg.dlq_topic, len(sg.produced - accepted), timeout_s)
         share_offsets = admin.share_group_offsets(sg.group)
-        described = admin.describe_config("group", sg.group, list(group_configs(cfg)))
+        described = admin.describe_config("group", sg.group, list(group_configs(cfg, sg.dlq_topic)))
         compared = None
         if cfg.compare_consumer_group:
             compared = compare_consumer_group(member, sg.run, sg.topic, cfg.partitions, cfg.consumers, timeout_s)
@@ -566,7 +668,7 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
             share_offsets={str(p): v for (_, p), v in sorted(share_offsets.items())},
             group_configs={k: v.value for k, v in described.items()}, held_window=sg.held_window,
             lab_conf=lab_conf("share-0", sg.group), elapsed_ms=int((time.monotonic() - t0) * 1000),
-            ledger_dir=str(sg.folder))
+            dlq_topic=sg.dlq_topic, dlq_records=dlq_records, ledger_dir=str(sg.folder))
     finally:
         sg.run.cleanup()
 
@@ -596,21 +698,27 @@ from ..clickutil import show_programs, shows_programs  # noqa: E402  (the CLI's 
 @click.option("--compare-consumer-group", is_flag=True, help="Also run C members of a consumer group on the topic.")
 @click.option("--describe-held", is_flag=True,
               help="With --freeze-consumers: describe the share-partitions while the frozen ones hold records, then kill them.")
+@click.option("--dlq", is_flag=True,
+              help="The group names a dead-letter topic (KIP-1191, Kafka 4.4.0), made by hand: rejected and archived "
+                   "records land there.")
+@click.option("--dlq-copy-record", is_flag=True,
+              help="With --dlq: errors.deadletterqueue.copy.record.enable=true (the DLQ record carries key and value).")
 @click.option("--timeout", "timeout_s", type=float, default=90.0, show_default=True)
 @shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @runscope.checks_cluster_itself
 def cli_command(consumers: int, partitions: int, messages: int, crash_consumers: int, freeze_consumers: int,
                 crash_after: int, release_every: int, reject_every: int, delivery_count_limit: int, lock_ms: int,
-                process_ms: float, compare_consumer_group: bool, describe_held: bool, timeout_s: float,
-                as_json: bool) -> None:
+                process_ms: float, compare_consumer_group: bool, describe_held: bool, dlq: bool, dlq_copy_record: bool,
+                timeout_s: float, as_json: bool) -> None:
     """Share group (KIP-932): C members on P partitions, each running notebook 09's program
     share_consumer (per-record acknowledgement), audited."""
     try:
         cfg = ShareRun(consumers, partitions, messages, crash_consumers, freeze_consumers, crash_after, release_every,
                        reject_every, delivery_count_limit, lock_ms, process_ms,
                        compare_consumer_group=compare_consumer_group, describe_held=describe_held,
-                       program=share_program(), group_program=group_program() if compare_consumer_group else None)
+                       dlq=dlq, dlq_copy_record=dlq_copy_record, program=share_program(),
+                       group_program=group_program() if compare_consumer_group else None)
     except KafkalabError as e:
         raise click.UsageError(str(e)) from None
     runscope.require_for_cli()  # after the settings are checked: bad input fails before the cluster is touched
@@ -626,3 +734,6 @@ def cli_command(consumers: int, partitions: int, messages: int, crash_consumers:
     click.echo(f"deliveries {r.deliveries} ({r.redelivered} redelivered, highest delivery count "
                f"{r.max_delivery_count}); processed more than once: {r.duplicates_processed}; "
                f"per-partition inversions: {r.per_partition_inversions}")
+    if r.dlq_records is not None:
+        counts = sorted(int(d["headers"].get("__dlq.errors.delivery.count", 0)) for d in r.dlq_records)
+        click.echo(f"dead-letter topic {r.dlq_topic}: {len(r.dlq_records)} records, delivery counts {counts}")
