@@ -315,3 +315,20 @@ def test_the_timeline_draws_each_delivery_and_a_lock_bar_for_each_unacknowledged
     assert [list(line.get_xdata()) for line in ax.get_lines()] == [[0, 900], [5, 1005]], (
         "a held record's bar ends at its redelivery (900 ms, released early: a crash) or when the lock runs out (1005 ms)")
     plt.close(fig)
+
+
+def test_renew_runs_read_deliveries_and_acknowledgements_from_the_java_ledgers() -> None:
+    lines = [{"ms": 1000, "event": "delivered", "client": "java-0", "offset": 0, "delivery_count": 1},
+             {"ms": 5000, "event": "delivered", "client": "java-1", "offset": 0, "delivery_count": 2},
+             {"ms": 7000, "event": "acknowledged", "client": "java-0", "offset": 0, "ack": "ACCEPT",
+              "error": "InvalidRecordStateException", "lock_ms": 4000}]
+    deliveries, acks = sg.renew_outcome(list(reversed(lines)))
+    assert [(d["client"], d["delivery_count"], d["ms"]) for d in deliveries] == [("java-0", 1, 0), ("java-1", 2, 4000)]
+    assert acks == [{"client": "java-0", "ack": "ACCEPT", "error": "InvalidRecordStateException", "ms": 6000}]
+    assert not sg.renew_settled(deliveries, acks), "java-1 still works on its delivery"
+    renewed = sg.renew_outcome([lines[0], {"ms": 3000, "event": "acknowledged", "client": "java-0", "ack": "RENEW",
+                                           "error": None, "lock_ms": 4000}])
+    assert not sg.renew_settled(*renewed), "a RENEW taken is not the end of a delivery"
+    with pytest.raises(KafkalabError, match="must be above lock_ms"):
+        sg.run_renew(True, lock_ms=4000, work_ms=4000)
+    assert sg.RENEW_JAVA_SHOWN[0].endswith("ShareRenewConsumer.java")

@@ -737,3 +737,140 @@ def cli_command(consumers: int, partitions: int, messages: int, crash_consumers:
     if r.dlq_records is not None:
         counts = sorted(int(d["headers"].get("__dlq.errors.delivery.count", 0)) for d in r.dlq_records)
         click.echo(f"dead-letter topic {r.dlq_topic}: {len(r.dlq_records)} records, delivery counts {counts}")
+
+
+# ----------------------------------------------------------------------------- RENEW (Java)
+
+#: The Java share consumer of the RENEW runs (KIP-1222); its source is
+#: ``kafka/src/main/java/kafkalab/clients/ShareRenewConsumer.java``, built by ``make jars``.
+RENEW_JAVA_CLASS = "kafkalab.clients.ShareRenewConsumer"
+#: The part of its source notebook 09 shows (``programs.java_source`` markers).
+RENEW_JAVA_SHOWN = ("kafkalab/clients/ShareRenewConsumer.java", "Properties props = new Properties();",
+                    "// --- to here")
+
+
+@dataclass
+class RenewResult:
+    """What ``run_renew`` saw: two Java members of one share group, one record whose work takes
+    ``work_ms`` under an acquisition lock of ``lock_ms`` (ms), with a delivery count limit of 2.
+
+    Attributes:
+        renew: the members acknowledged RENEW while they worked (KIP-1222).
+        deliveries: deliveries of the record, in order: ``client``, ``delivery_count``, ``ms``
+            (since the first delivery).
+        acknowledgements: in order: ``client``, ``ack`` (RENEW or ACCEPT), ``error`` (None: the
+            broker took it; else the exception class of ``commitSync``'s answer), ``ms``.
+        members_delivered: distinct members the record was delivered to.
+        accepted: ACCEPTs the broker took (0 or 1).
+        renewed: RENEWs the broker took.
+        lock_ms, work_ms: the group's ``share.record.lock.duration.ms`` and the work per record.
+    """
+
+    renew: bool
+    topic: str
+    group: str
+    lock_ms: int
+    work_ms: int
+    deliveries: list[dict]
+    acknowledgements: list[dict]
+    members_delivered: int
+    accepted: int
+    renewed: int
+
+    def to_json(self) -> dict:
+        """Every field, JSON-ready."""
+        return asdict(self)
+
+
+def renew_outcome(lines: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The deliveries and acknowledgements of ``ShareRenewConsumer`` ledger lines (one dict per
+    JSON line, every member's), in time order, ``ms`` counted from the first delivery."""
+    lines = sorted(lines, key=lambda e: e["ms"])
+    t0 = next((e["ms"] for e in lines if e["event"] == "delivered"), 0)
+    deliveries = [{"client": e["client"], "delivery_count": e["delivery_count"], "ms": e["ms"] - t0}
+                  for e in lines if e["event"] == "delivered"]
+    acks = [{"client": e["client"], "ack": e["ack"], "error": e["error"], "ms": e["ms"] - t0}
+            for e in lines if e["event"] == "acknowledged"]
+    return deliveries, acks
+
+
+def renew_settled(deliveries: list[dict], acks: list[dict]) -> bool:
+    """Every delivery of the record has its last acknowledgement: an ACCEPT (taken or not), or an
+    answer with an error (the member lost the record)."""
+    finals = [a for a in acks if a["ack"] == "ACCEPT" or a["error"] is not None]
+    return bool(deliveries) and len(finals) >= len(deliveries)
+
+
+def run_renew(renew: bool, lock_ms: int = 4000, work_ms: int = 6000, timeout_s: float = 90.0) -> RenewResult:
+    """Two ``ShareRenewConsumer`` processes (``RENEW_JAVA_CLASS``, kafka-clients 4.4.0) in a fresh
+    share group (group configs: ``share.auto.offset.reset=earliest``, ``share.record.lock.duration.ms``
+    = ``lock_ms``, ``share.delivery.count.limit=2``) on a fresh topic of one record; once both
+    have joined, the record is produced; the run ends when every delivery of it has its last
+    acknowledgement (``renew_settled``), then stops the members and deletes topic and group.
+
+    Raises:
+        JarsMissing: ``make jars`` has not built the program.
+        KafkalabError: ``work_ms`` not above ``lock_ms`` (nothing would outlast the lock), or a
+            member exited early (its log's tail in the message).
+        WaitTimeout: the group did not form or the record did not settle within ``timeout_s``.
+    """
+    from .. import java_api
+    from ..worker import ExecSpec
+
+    if work_ms <= lock_ms:
+        raise KafkalabError(f"work_ms ({work_ms}) must be above lock_ms ({lock_ms}): the work must outlast the lock")
+    classpath = java_api.program_classpath(RENEW_JAVA_CLASS)
+    run = RunScope("renew")
+    procs: list[workloads.Worker] = []
+    try:
+        topic, group = run.topic("slow"), run.group("renew")
+        folder = workloads.run_dir(run.run_id)
+        stop = folder / "stop"
+        admin.alter_group_config(group, {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": lock_ms,
+                                         "share.delivery.count.limit": 2})
+        admin.create_topics({topic: 1})
+        from .. import config
+
+        for i in range(2):
+            name = f"java-{i}"
+            argv = java_api.java_command(classpath, RENEW_JAVA_CLASS, config.bootstrap_servers(), topic, group, name,
+                                         str(folder / f"{name}.jsonl"), "renew" if renew else "plain", str(work_ms),
+                                         str(stop))
+            procs.append(workloads.spawn(ExecSpec(name, run.run_id, str(folder / f"{name}.jsonl"), argv)))
+        run.on_cleanup(lambda: [w.terminate(timeout_s=15) for w in procs if w.alive])
+
+        def alive_check() -> None:
+            for w in procs:
+                if not w.alive:
+                    raise KafkalabError(f"{w.name} exited {w.returncode}:\n{w.log_tail()}")
+
+        def joined():
+            alive_check()
+            ms = admin.share_group_members(group)
+            return len(ms) == 2 and all(m.partitions for m in ms)
+
+        wait_until(joined, timeout_s=timeout_s, interval_s=0.5, what=f"2 members of share group {group}, each assigned")
+        workloads.produce(topic, [(b"slow", b"slow:work", 0, None)])
+
+        def read() -> list[dict]:
+            out = []
+            for f in sorted(folder.glob("java-*.jsonl")):
+                out += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+            return out
+
+        def settled() -> bool:
+            alive_check()
+            return renew_settled(*renew_outcome(read()))
+
+        wait_until(settled, timeout_s=timeout_s, interval_s=0.3, what=f"the record of {topic} settled")
+        stop.touch()
+        for w in procs:
+            w.wait(timeout_s=30)
+        deliveries, acks = renew_outcome(read())
+        return RenewResult(renew=renew, topic=topic, group=group, lock_ms=lock_ms, work_ms=work_ms,
+                           deliveries=deliveries, acknowledgements=acks,
+                           members_delivered=len({d["client"] for d in deliveries}),
+                           accepted=sum(1 for a in acks if a["ack"] == "ACCEPT" and a["error"] is None),
+                           renewed=sum(1 for a in acks if a["ack"] == "RENEW" and a["error"] is None))
+    finally:
+        run.cleanup()
