@@ -33,6 +33,16 @@ def test_bad_shapes_are_refused_with_the_reason() -> None:
         sg.ShareRun(consumers=20, partitions=1, messages=10, crash_consumers=5)
 
 
+def test_a_dlq_run_names_its_topic_in_the_group_configs() -> None:
+    with pytest.raises(KafkalabError, match="dlq_copy_record needs dlq"):
+        sg.ShareRun(dlq_copy_record=True)
+    base = {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": 5000, "share.delivery.count.limit": 3}
+    assert sg.group_configs(sg.ShareRun()) == base, "no DLQ config unless the run has a DLQ topic"
+    assert sg.group_configs(sg.ShareRun(dlq=True, dlq_copy_record=True), "dlq.x") == base | {
+        "errors.deadletterqueue.topic.name": "dlq.x", "errors.deadletterqueue.copy.record.enable": "true"}
+    assert sg.dlq_topic_configs() == {"errors.deadletterqueue.group.enable": "true"} and sg.DLQ_PREFIX == "dlq."
+
+
 def test_values_and_roles_follow_the_counts() -> None:
     cfg = sg.ShareRun(consumers=5, messages=20, release_every=5, reject_every=4, crash_consumers=1, freeze_consumers=2)
     prefixes = [cfg.prefix(i) for i in range(20)]
@@ -201,6 +211,21 @@ def test_the_audit_settles_every_record_and_counts_what_is_lost(spark) -> None:
     assert counts["held_processed"] == 1 == counts["duplicates_processed"]
 
 
+def test_the_dlq_audit_matches_each_dlq_record_with_the_record_it_names(spark) -> None:
+    def dlq(at: int, offset: int, count: int, message: str) -> dict:
+        return {"offset": at, "key": None, "value": None,
+                "headers": {"__dlq.errors.group": "g", "__dlq.errors.topic": T, "__dlq.errors.partition": "0",
+                            "__dlq.errors.offset": str(offset), "__dlq.errors.delivery.count": str(count),
+                            "__dlq.errors.message": message}}
+
+    table = sga.dlq_audit(ledger.events_frame(spark, planted()), 3,
+                          [dlq(0, 2, 1, "Offset rejected by client."),
+                           dlq(1, 3, 3, "Offset delivery count exceeded the threshold.")])
+    assert table[["dlq_offset", "group", "offset", "delivery_count", "produced_value", "state", "deliveries"]
+                 ].values.tolist() == [[0, "g", 2, 1, "c", "rejected", 1], [1, "g", 3, 3, "d", "archived", 3]]
+    assert table.key.isna().all() and table.value.isna().all()
+
+
 def test_a_delivery_past_the_limit_and_a_failed_accept_are_counted(spark) -> None:
     out = [ev("acked", 0, "x", "producer", 0, 0)]
     out += delivery(10, "x", "c1", 0, 1, "RELEASE", processed=False)
@@ -290,3 +315,20 @@ def test_the_timeline_draws_each_delivery_and_a_lock_bar_for_each_unacknowledged
     assert [list(line.get_xdata()) for line in ax.get_lines()] == [[0, 900], [5, 1005]], (
         "a held record's bar ends at its redelivery (900 ms, released early: a crash) or when the lock runs out (1005 ms)")
     plt.close(fig)
+
+
+def test_renew_runs_read_deliveries_and_acknowledgements_from_the_java_ledgers() -> None:
+    lines = [{"ms": 1000, "event": "delivered", "client": "java-0", "offset": 0, "delivery_count": 1},
+             {"ms": 5000, "event": "delivered", "client": "java-1", "offset": 0, "delivery_count": 2},
+             {"ms": 7000, "event": "acknowledged", "client": "java-0", "offset": 0, "ack": "ACCEPT",
+              "error": "InvalidRecordStateException", "lock_ms": 4000}]
+    deliveries, acks = sg.renew_outcome(list(reversed(lines)))
+    assert [(d["client"], d["delivery_count"], d["ms"]) for d in deliveries] == [("java-0", 1, 0), ("java-1", 2, 4000)]
+    assert acks == [{"client": "java-0", "ack": "ACCEPT", "error": "InvalidRecordStateException", "ms": 6000}]
+    assert not sg.renew_settled(deliveries, acks), "java-1 still works on its delivery"
+    renewed = sg.renew_outcome([lines[0], {"ms": 3000, "event": "acknowledged", "client": "java-0", "ack": "RENEW",
+                                           "error": None, "lock_ms": 4000}])
+    assert not sg.renew_settled(*renewed), "a RENEW taken is not the end of a delivery"
+    with pytest.raises(KafkalabError, match="must be above lock_ms"):
+        sg.run_renew(True, lock_ms=4000, work_ms=4000)
+    assert sg.RENEW_JAVA_SHOWN[0].endswith("ShareRenewConsumer.java")

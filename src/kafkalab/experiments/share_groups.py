@@ -25,11 +25,16 @@ arrangements and crash point on screen. ``run_share_group`` is the harness aroun
    record was released or rejected, one more lock in which nothing may come back), and the
    Spark audit (``share_groups_analysis``) counts it all;
 6. with ``compare_consumer_group``, C processes of the notebook's ``group_member`` (role
-   ``consumer``) in a consumer group on the same topic: how many get a partition (at most P).
+   ``consumer``) in a consumer group on the same topic: how many get a partition (at most P);
+7. with ``dlq``, the group names a dead-letter topic (KIP-1191, Kafka 4.4.0), made by hand
+   before the members start (``dlq_topic_configs``); once every record is final, the DLQ
+   topic is read back (``read_dlq``) until it holds one record per rejected or archived one.
 
 Sources: KIP-932; Kafka documentation 4.3, "Share groups" and "Group Configs";
 ``ShareGroupConfig`` in kafka-group-coordinator 4.3.1 (broker bounds); confluent-kafka 2.16
-``ShareConsumer`` (librdkafka 2.16: Preview).
+``ShareConsumer`` (librdkafka 2.16: Preview); KIP-1191 and, for its config names, defaults and
+headers, the Kafka 4.4.0 jars (``GroupConfig``, ``GroupCoordinatorConfig``, ``TopicConfig``,
+``server.share.dlq.ShareGroupDLQStateManager``).
 """
 
 from __future__ import annotations
@@ -58,6 +63,12 @@ BROKER_MIN_LOCK_MS = 1000
 NOTEBOOK = "09_share_groups"
 #: Value prefixes of the records the program cannot handle now (it RELEASEs them) or ever (REJECTs them).
 LATER, POISON = "later:", "poison:"
+#: KIP-1191 (Kafka 4.4.0): the broker's required prefix of DLQ topic names
+#: (``errors.deadletterqueue.topic.name.prefix``, default "dlq.", ``GroupCoordinatorConfig``).
+DLQ_PREFIX = "dlq."
+#: The headers the broker writes on every DLQ record (``ShareGroupDLQStateManager``, kafka-server 4.4.0).
+DLQ_HEADERS = ("__dlq.errors.group", "__dlq.errors.topic", "__dlq.errors.partition", "__dlq.errors.offset",
+               "__dlq.errors.delivery.count", "__dlq.errors.message")
 
 
 def share_program() -> Program:
@@ -98,6 +109,11 @@ class ShareRun:
         program: the share consumer every member runs (None: the notebook's ``share_consumer``).
         group_program: the consumer group member of ``compare_consumer_group`` (None: the
             notebook's ``group_member``).
+        dlq: the group names a dead-letter topic (group config
+            ``errors.deadletterqueue.topic.name``, KIP-1191), ``dlq.<run>-dead``, which the run
+            creates by hand with ``dlq_topic_configs()`` (1 partition).
+        dlq_copy_record: with ``dlq``: group config ``errors.deadletterqueue.copy.record.enable``
+            (the DLQ record carries the original key and value; else only the headers).
     """
 
     consumers: int = 4
@@ -115,6 +131,8 @@ class ShareRun:
     describe_held: bool = False
     program: Program | None = None
     group_program: Program | None = None
+    dlq: bool = False
+    dlq_copy_record: bool = False
 
     def __post_init__(self) -> None:
         if self.consumers < 1 or self.partitions < 1 or self.messages < 1:
@@ -138,6 +156,8 @@ class ShareRun:
                                 f"not {self.delivery_count_limit}")
         if self.describe_held and not self.freeze_consumers:
             raise KafkalabError("describe_held needs freeze_consumers >= 1: only a frozen member holds records on purpose")
+        if self.dlq_copy_record and not self.dlq:
+            raise KafkalabError("dlq_copy_record needs dlq: without a DLQ topic there is nothing to copy to")
         if self.lock_ms < BROKER_MIN_LOCK_MS:
             raise KafkalabError(f"lock_ms must be >= {BROKER_MIN_LOCK_MS} (group.share.min.record.lock.duration.ms "
                                 f"in kafka/config/broker.properties), not {self.lock_ms}")
@@ -215,6 +235,8 @@ class ShareGroupResult:
             offsets held, acquired and never acknowledged), ``accepted_above`` (offsets above
             the lowest held one already acknowledged ACCEPT) and ``end_offset`` (the
             partition's high watermark); else None.
+        dlq_topic: with ``ShareRun.dlq``: the group's DLQ topic; else None.
+        dlq_records: with ``ShareRun.dlq``: every record of the DLQ topic (``read_dlq``); else None.
     """
 
     topic: str
@@ -243,6 +265,8 @@ class ShareGroupResult:
     held_window: dict[str, dict] | None
     lab_conf: dict[str, str]
     elapsed_ms: int
+    dlq_topic: str | None = None
+    dlq_records: list[dict] | None = None
     ledger_dir: str = field(default="", repr=False)
 
     def to_json(self) -> dict:
@@ -250,10 +274,81 @@ class ShareGroupResult:
         return asdict(self)
 
 
-def group_configs(cfg: ShareRun) -> dict[str, str | int]:
-    """The group configs a run sets on its share group."""
-    return {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": cfg.lock_ms,
-            "share.delivery.count.limit": cfg.delivery_count_limit}
+def group_configs(cfg: ShareRun, dlq_topic: str | None = None) -> dict[str, str | int]:
+    """The group configs a run sets on its share group; with ``dlq_topic``, the two dead-letter
+    ones too (KIP-1191; ``GroupConfig``, kafka-group-coordinator 4.4.0)."""
+    out: dict[str, str | int] = {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": cfg.lock_ms,
+                                 "share.delivery.count.limit": cfg.delivery_count_limit}
+    if dlq_topic:
+        out |= {"errors.deadletterqueue.topic.name": dlq_topic,
+                "errors.deadletterqueue.copy.record.enable": str(cfg.dlq_copy_record).lower()}
+    return out
+
+
+def dlq_topic_configs() -> dict[str, str]:
+    """The topic config a DLQ topic made by hand needs: ``errors.deadletterqueue.group.enable``
+    (default false: "attempts to use this topic as a DLQ will be rejected"; ``TopicConfig``,
+    kafka-clients 4.4.0; KIP-1191). Its name must also start with ``DLQ_PREFIX``."""
+    return {"errors.deadletterqueue.group.enable": "true"}
+
+
+def read_dlq(topic: str, at_least: int, timeout_s: float = 30.0) -> list[dict]:
+    """Every record of the 1-partition DLQ topic ``topic``, once its high watermark reaches
+    ``at_least`` (the broker writes DLQ records asynchronously, after the acknowledgement):
+    ``offset``, ``key``, ``value`` (str or None) and ``headers`` (name -> str), by offset.
+
+    Raises:
+        KafkalabError: the consumer reported an error.
+        WaitTimeout: fewer than ``at_least`` records within ``timeout_s`` seconds.
+    """
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    from .. import config
+
+    c = Consumer({"bootstrap.servers": config.bootstrap_servers(), "group.id": f"{topic}-reader",
+                  "enable.auto.commit": False, "log_level": 3})
+    try:
+        end = wait_until(lambda: (hw := c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[1]) >= at_least
+                         and hw, timeout_s=timeout_s, interval_s=0.2,
+                         what=f"{at_least} records in the DLQ topic {topic}")
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        got: list[dict] = []
+
+        def done() -> bool:
+            for m in c.consume(num_messages=500, timeout=0.2):
+                if m.error() is not None:
+                    raise KafkalabError(f"reading {topic}: {m.error()}")
+                got.append({"offset": m.offset(), "key": m.key() and m.key().decode(),
+                            "value": m.value() and m.value().decode(),
+                            "headers": {k: v and v.decode() for k, v in m.headers() or []}})
+            return bool(got) and got[-1]["offset"] >= end - 1
+
+        wait_until(done, timeout_s=timeout_s, interval_s=0.0, what=f"{topic} read to offset {end}")
+        return got
+    finally:
+        c.close()
+
+
+def dlq_write_failures(group: str, timeout_s: float = 30.0, lines: int = 2000) -> list[str]:
+    """The brokers' reasons for not writing ``group``'s records to its DLQ topic: the lines
+    ``ConfigException: ... share group: <group>, ...`` that follow ``ERROR Failed to write to
+    DLQ, proceeding to ARCHIVED regardless. (kafka.server.share.SharePartition)`` in the last
+    ``lines`` lines of each broker's log (Kafka 4.4.0), waited for until at least one shows.
+
+    Raises:
+        WaitTimeout: no broker logged one within ``timeout_s`` seconds.
+    """
+    from .. import cluster, config
+
+    c = cluster.cluster()
+    brokers = list(config.BROKER_IDS)
+    needle = f"share group: {group},"
+
+    def found() -> list[str]:
+        return sorted({line.strip() for b in brokers for line in c.logs(b, lines).splitlines() if needle in line})
+
+    return wait_until(found, timeout_s=timeout_s, interval_s=0.5,
+                      what=f"a broker's log to say why share group {group} wrote no DLQ record")
 
 
 def _records(cfg: ShareRun) -> list[tuple]:
@@ -415,7 +510,10 @@ class _ShareGroupRun:
         self.folder = workloads.run_dir(self.run.run_id)
         # Group configs first: a broker that knows the topic (create_topics waits for all) has
         # also applied them, so every share-partition starts with this run's lock and limit.
-        admin.alter_group_config(self.group, group_configs(self.cfg))
+        self.dlq_topic = self.run.add_topic(DLQ_PREFIX + self.run.name("dead")) if self.cfg.dlq else None
+        if self.dlq_topic:
+            admin.create_topics({self.dlq_topic: 1}, topic_config=dlq_topic_configs())
+        admin.alter_group_config(self.group, group_configs(self.cfg, self.dlq_topic))
         admin.create_topics({self.topic: self.cfg.partitions})
         for i in range(self.cfg.consumers):
             spec = _member_spec(self.cfg, program, self.run.run_id, self.folder, self.group, self.topic, i)
@@ -548,8 +646,12 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
         if cfg.release_every or cfg.reject_every:
             sg.watch_one_more_lock()
         sg.check_crash_points()
+        dlq_records = None
+        if sg.dlq_topic:
+            accepted = {e.value for e in sg.events() if e.kind == "acknowledged" and e.ack == "ACCEPT"}
+            dlq_records = read_dlq(sg.dlq_topic, len(sg.produced - accepted), timeout_s)
         share_offsets = admin.share_group_offsets(sg.group)
-        described = admin.describe_config("group", sg.group, list(group_configs(cfg)))
+        described = admin.describe_config("group", sg.group, list(group_configs(cfg, sg.dlq_topic)))
         compared = None
         if cfg.compare_consumer_group:
             compared = compare_consumer_group(member, sg.run, sg.topic, cfg.partitions, cfg.consumers, timeout_s)
@@ -566,7 +668,7 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
             share_offsets={str(p): v for (_, p), v in sorted(share_offsets.items())},
             group_configs={k: v.value for k, v in described.items()}, held_window=sg.held_window,
             lab_conf=lab_conf("share-0", sg.group), elapsed_ms=int((time.monotonic() - t0) * 1000),
-            ledger_dir=str(sg.folder))
+            dlq_topic=sg.dlq_topic, dlq_records=dlq_records, ledger_dir=str(sg.folder))
     finally:
         sg.run.cleanup()
 
@@ -596,21 +698,27 @@ from ..clickutil import show_programs, shows_programs  # noqa: E402  (the CLI's 
 @click.option("--compare-consumer-group", is_flag=True, help="Also run C members of a consumer group on the topic.")
 @click.option("--describe-held", is_flag=True,
               help="With --freeze-consumers: describe the share-partitions while the frozen ones hold records, then kill them.")
+@click.option("--dlq", is_flag=True,
+              help="The group names a dead-letter topic (KIP-1191, Kafka 4.4.0), made by hand: rejected and archived "
+                   "records land there.")
+@click.option("--dlq-copy-record", is_flag=True,
+              help="With --dlq: errors.deadletterqueue.copy.record.enable=true (the DLQ record carries key and value).")
 @click.option("--timeout", "timeout_s", type=float, default=90.0, show_default=True)
 @shows_programs
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @runscope.checks_cluster_itself
 def cli_command(consumers: int, partitions: int, messages: int, crash_consumers: int, freeze_consumers: int,
                 crash_after: int, release_every: int, reject_every: int, delivery_count_limit: int, lock_ms: int,
-                process_ms: float, compare_consumer_group: bool, describe_held: bool, timeout_s: float,
-                as_json: bool) -> None:
+                process_ms: float, compare_consumer_group: bool, describe_held: bool, dlq: bool, dlq_copy_record: bool,
+                timeout_s: float, as_json: bool) -> None:
     """Share group (KIP-932): C members on P partitions, each running notebook 09's program
     share_consumer (per-record acknowledgement), audited."""
     try:
         cfg = ShareRun(consumers, partitions, messages, crash_consumers, freeze_consumers, crash_after, release_every,
                        reject_every, delivery_count_limit, lock_ms, process_ms,
                        compare_consumer_group=compare_consumer_group, describe_held=describe_held,
-                       program=share_program(), group_program=group_program() if compare_consumer_group else None)
+                       dlq=dlq, dlq_copy_record=dlq_copy_record, program=share_program(),
+                       group_program=group_program() if compare_consumer_group else None)
     except KafkalabError as e:
         raise click.UsageError(str(e)) from None
     runscope.require_for_cli()  # after the settings are checked: bad input fails before the cluster is touched
@@ -626,3 +734,143 @@ def cli_command(consumers: int, partitions: int, messages: int, crash_consumers:
     click.echo(f"deliveries {r.deliveries} ({r.redelivered} redelivered, highest delivery count "
                f"{r.max_delivery_count}); processed more than once: {r.duplicates_processed}; "
                f"per-partition inversions: {r.per_partition_inversions}")
+    if r.dlq_records is not None:
+        counts = sorted(int(d["headers"].get("__dlq.errors.delivery.count", 0)) for d in r.dlq_records)
+        click.echo(f"dead-letter topic {r.dlq_topic}: {len(r.dlq_records)} records, delivery counts {counts}")
+
+
+# ----------------------------------------------------------------------------- RENEW (Java)
+
+#: The Java share consumer of the RENEW runs (KIP-1222); its source is
+#: ``kafka/src/main/java/kafkalab/clients/ShareRenewConsumer.java``, built by ``make jars``.
+RENEW_JAVA_CLASS = "kafkalab.clients.ShareRenewConsumer"
+#: The part of its source notebook 09 shows (``programs.java_source`` markers).
+RENEW_JAVA_SHOWN = ("kafkalab/clients/ShareRenewConsumer.java", "Properties props = new Properties();",
+                    "// --- to here")
+
+
+@dataclass
+class RenewResult:
+    """What ``run_renew`` saw: two Java members of one share group, one record whose work takes
+    ``work_ms`` under an acquisition lock of ``lock_ms`` (ms), with a delivery count limit of 2.
+
+    Attributes:
+        renew: the members acknowledged RENEW while they worked (KIP-1222).
+        deliveries: deliveries of the record, in order: ``client``, ``delivery_count``, ``ms``
+            (since the first delivery).
+        acknowledgements: in order: ``client``, ``ack`` (RENEW or ACCEPT), ``error`` (None: the
+            broker took it; else the exception class of ``commitSync``'s answer), ``ms``.
+        members_delivered: distinct members the record was delivered to.
+        accepted: ACCEPTs the broker took (0 or 1).
+        renewed: RENEWs the broker took.
+        lock_ms, work_ms: the group's ``share.record.lock.duration.ms`` and the work per record.
+    """
+
+    renew: bool
+    topic: str
+    group: str
+    lock_ms: int
+    work_ms: int
+    deliveries: list[dict]
+    acknowledgements: list[dict]
+    members_delivered: int
+    accepted: int
+    renewed: int
+
+    def to_json(self) -> dict:
+        """Every field, JSON-ready."""
+        return asdict(self)
+
+
+def renew_outcome(lines: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The deliveries and acknowledgements of ``ShareRenewConsumer`` ledger lines (one dict per
+    JSON line, every member's), in time order, ``ms`` counted from the first delivery."""
+    lines = sorted(lines, key=lambda e: e["ms"])
+    t0 = next((e["ms"] for e in lines if e["event"] == "delivered"), 0)
+    deliveries = [{"client": e["client"], "delivery_count": e["delivery_count"], "ms": e["ms"] - t0}
+                  for e in lines if e["event"] == "delivered"]
+    acks = [{"client": e["client"], "ack": e["ack"], "error": e["error"], "ms": e["ms"] - t0}
+            for e in lines if e["event"] == "acknowledged"]
+    return deliveries, acks
+
+
+def renew_settled(deliveries: list[dict], acks: list[dict]) -> bool:
+    """Every delivery of the record has its last acknowledgement: an ACCEPT (taken or not), or an
+    answer with an error (the member lost the record)."""
+    finals = [a for a in acks if a["ack"] == "ACCEPT" or a["error"] is not None]
+    return bool(deliveries) and len(finals) >= len(deliveries)
+
+
+def run_renew(renew: bool, lock_ms: int = 4000, work_ms: int = 6000, timeout_s: float = 90.0) -> RenewResult:
+    """Two ``ShareRenewConsumer`` processes (``RENEW_JAVA_CLASS``, kafka-clients 4.4.0) in a fresh
+    share group (group configs: ``share.auto.offset.reset=earliest``, ``share.record.lock.duration.ms``
+    = ``lock_ms``, ``share.delivery.count.limit=2``) on a fresh topic of one record; once both
+    have joined, the record is produced; the run ends when every delivery of it has its last
+    acknowledgement (``renew_settled``), then stops the members and deletes topic and group.
+
+    Raises:
+        JarsMissing: ``make jars`` has not built the program.
+        KafkalabError: ``work_ms`` not above ``lock_ms`` (nothing would outlast the lock), or a
+            member exited early (its log's tail in the message).
+        WaitTimeout: the group did not form or the record did not settle within ``timeout_s``.
+    """
+    from .. import java_api
+    from ..worker import ExecSpec
+
+    if work_ms <= lock_ms:
+        raise KafkalabError(f"work_ms ({work_ms}) must be above lock_ms ({lock_ms}): the work must outlast the lock")
+    classpath = java_api.program_classpath(RENEW_JAVA_CLASS)
+    run = RunScope("renew")
+    procs: list[workloads.Worker] = []
+    try:
+        topic, group = run.topic("slow"), run.group("renew")
+        folder = workloads.run_dir(run.run_id)
+        stop = folder / "stop"
+        admin.alter_group_config(group, {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": lock_ms,
+                                         "share.delivery.count.limit": 2})
+        admin.create_topics({topic: 1})
+        from .. import config
+
+        for i in range(2):
+            name = f"java-{i}"
+            argv = java_api.java_command(classpath, RENEW_JAVA_CLASS, config.bootstrap_servers(), topic, group, name,
+                                         str(folder / f"{name}.jsonl"), "renew" if renew else "plain", str(work_ms),
+                                         str(stop))
+            procs.append(workloads.spawn(ExecSpec(name, run.run_id, str(folder / f"{name}.jsonl"), argv)))
+        run.on_cleanup(lambda: [w.terminate(timeout_s=15) for w in procs if w.alive])
+
+        def alive_check() -> None:
+            for w in procs:
+                if not w.alive:
+                    raise KafkalabError(f"{w.name} exited {w.returncode}:\n{w.log_tail()}")
+
+        def joined():
+            alive_check()
+            ms = admin.share_group_members(group)
+            return len(ms) == 2 and all(m.partitions for m in ms)
+
+        wait_until(joined, timeout_s=timeout_s, interval_s=0.5, what=f"2 members of share group {group}, each assigned")
+        workloads.produce(topic, [(b"slow", b"slow:work", 0, None)])
+
+        def read() -> list[dict]:
+            out = []
+            for f in sorted(folder.glob("java-*.jsonl")):
+                out += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+            return out
+
+        def settled() -> bool:
+            alive_check()
+            return renew_settled(*renew_outcome(read()))
+
+        wait_until(settled, timeout_s=timeout_s, interval_s=0.3, what=f"the record of {topic} settled")
+        stop.touch()
+        for w in procs:
+            w.wait(timeout_s=30)
+        deliveries, acks = renew_outcome(read())
+        return RenewResult(renew=renew, topic=topic, group=group, lock_ms=lock_ms, work_ms=work_ms,
+                           deliveries=deliveries, acknowledgements=acks,
+                           members_delivered=len({d["client"] for d in deliveries}),
+                           accepted=sum(1 for a in acks if a["ack"] == "ACCEPT" and a["error"] is None),
+                           renewed=sum(1 for a in acks if a["ack"] == "RENEW" and a["error"] is None))
+    finally:
+        run.cleanup()

@@ -179,3 +179,32 @@ def load_run(folder: str | Path, spark: SparkSession | None = None) -> DataFrame
     from .. import spark as spark_mod
 
     return ledger.load(spark or spark_mod.session(), str(Path(folder) / "*.jsonl"))
+
+
+def dlq_audit(events: DataFrame, limit: int, dlq_records: list[dict]):
+    """The DLQ topic's records (``ShareGroupResult.dlq_records``) beside what the ledgers say of
+    the records they name (KIP-1191, Kafka 4.4.0): a pandas DataFrame, one row per DLQ record,
+    by DLQ offset, with ``dlq_offset``; the ``__dlq.errors.*`` headers as ``group``, ``topic``,
+    ``partition``, ``offset`` (int), ``delivery_count`` (int), ``message``; the DLQ record's
+    ``key`` and ``value`` (None unless ``errors.deadletterqueue.copy.record.enable``); and,
+    matched on (topic, partition, offset) with the producer's ledger: ``produced_key``,
+    ``produced_value``, ``state`` (``record_states``), ``deliveries`` and
+    ``max_delivery_count`` (NaN where no produced record matches)."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+
+    rows = [{"dlq_offset": r["offset"], **{h.removeprefix("__dlq.errors.").replace(".", "_"): r["headers"].get(h)
+                                          for h in ("__dlq.errors.group", "__dlq.errors.topic",
+                                                    "__dlq.errors.partition", "__dlq.errors.offset",
+                                                    "__dlq.errors.delivery.count", "__dlq.errors.message")},
+             "key": r["key"], "value": r["value"]} for r in dlq_records]
+    dlq = pd.DataFrame(rows, columns=["dlq_offset", "group", "topic", "partition", "offset", "delivery_count",
+                                      "message", "key", "value"])
+    for col in ("partition", "offset", "delivery_count"):
+        dlq[col] = dlq[col].astype(int)
+    produced = (audit.of_kind(events, "acked").select("topic", "partition", "offset", F.col("key").alias("produced_key"),
+                                                       F.col("value").alias("produced_value")))
+    states = record_states(events, limit).select(F.col("topic"), F.col("value").alias("produced_value"), "state",
+                                                 "deliveries", "max_delivery_count")
+    known = produced.join(states, ["topic", "produced_value"], "left").toPandas()
+    return dlq.merge(known, on=["topic", "partition", "offset"], how="left").sort_values("dlq_offset").reset_index(drop=True)
