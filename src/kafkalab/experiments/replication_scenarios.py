@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -100,22 +101,34 @@ class FailureBudget:
 REFUSALS = ("NOT_ENOUGH_REPLICAS", "REQUEST_TIMED_OUT")
 
 
-def _write_once(run: runscope.RunScope, program: Program, topic: str, step: int, timeout_s: float) -> str | None:
-    """Run the writer ``program`` (role ``producer``) to its end with one record for partition
-    0; returns its delivery report's error name, None when acknowledged."""
-    child = _spawn(run, f"writer-{step}", "producer", program, topic,
-                   records=[[f"step-{step}", f"after {step} down", 0]])
+def _write_all(run: runscope.RunScope, label: str, program: Program, topic: str, records: list[list],
+               timeout_s: float) -> list:
+    """Run the writer ``program`` (role ``producer``, worker ``<run id>-<label>``) to its end
+    with ``records`` (``[key, value, partition]`` each); returns its delivery reports (``acked``
+    ledger events).
+
+    Raises:
+        KafkalabError: the program failed, or reported fewer or more deliveries than records.
+    """
+    child = _spawn(run, label, "producer", program, topic, records=records)
     try:
         if child.wait(timeout_s * 2) != 0:
             raise _failed(program, child)
     finally:
         if child.alive:
             child.kill()
-    reports = [e for e in read_events(child.ledger, kinds="acked")]
-    if len(reports) != 1:
-        raise KafkalabError(f"program {program.name} reported {len(reports)} deliveries of its one record:\n"
-                            f"{child.log_tail()}")
-    return reports[0].error
+    reports = read_events(child.ledger, kinds="acked")
+    if len(reports) != len(records):
+        raise KafkalabError(f"program {program.name} reported {len(reports)} deliveries of {len(records)} "
+                            f"records:\n{child.log_tail()}")
+    return reports
+
+
+def _write_once(run: runscope.RunScope, program: Program, topic: str, step: int, timeout_s: float) -> str | None:
+    """Run the writer ``program`` to its end with one record for partition 0 (``_write_all``);
+    returns its delivery report's error name, None when acknowledged."""
+    return _write_all(run, f"writer-{step}", program, topic, [[f"step-{step}", f"after {step} down", 0]],
+                      timeout_s)[0].error
 
 
 def run_failure_budget(program: Program, min_insync_replicas: int = 2, timeout_s: float = 60.0) -> FailureBudget:
@@ -345,6 +358,130 @@ def run_failover_retry(program: Program, records: int = 3, leader: int = 1, prox
             run.cleanup()
         if own_proxy:
             proxy.stop()
+
+
+# ----------------------------------------------------------------------------- writes lost by planned operations
+
+
+@dataclass
+class PlannedLoss:
+    """One setting of ``run_planned_shutdown``: its topic, what its program's delivery reports
+    said, broker 1's high watermark and log end offset (from the reports' offsets) just before
+    its controlled shutdown, the leader elected while broker 1 was down, and the records read
+    back after both brokers were back. ``lost``: acknowledged values not in the log."""
+
+    label: str
+    topic: str
+    acked: int
+    errors: dict[str, int]
+    hw_before: int
+    leo_before: int
+    elected: int
+    log: int
+    lost: int
+
+
+@dataclass
+class PlannedShutdown:
+    """``run_planned_shutdown``: per setting label, a ``PlannedLoss``; ``timeline``: (seconds
+    since the start, event)."""
+
+    records: int
+    settings: dict[str, PlannedLoss]
+    timeline: list[tuple[float, str]]
+
+    def table(self) -> "object":
+        import pandas as pd
+
+        return pd.DataFrame([{"setting": s.label, "acknowledged": s.acked, "refused": s.errors or "",
+                              "HW before 1 stopped": s.hw_before, "LEO before 1 stopped": s.leo_before,
+                              "elected": s.elected, "in the log after": s.log, "acknowledged, lost": s.lost}
+                             for s in self.settings.values()]).set_index("setting")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def run_planned_shutdown(runs: Mapping[str, Program], records: int = 20, timeout_s: float = 60.0) -> PlannedShutdown:
+    """Acknowledged writes lost by two controlled shutdowns and no fault: a rolling restart
+    that stops the leader before the follower it restarted first is back in the ISR.
+
+    One topic per setting label (``runs``: label -> a writer program such as notebook 08's
+    ``budget_writer``, role ``producer``, run as it is in a worker process): one partition,
+    replicas ``[1, 2]`` (broker 1 leads), ``min.insync.replicas=2``. Then, with a wait on a
+    condition after each step: broker 2's controlled shutdown (SIGTERM); the ISR is ``[1]``,
+    below ``min.insync.replicas``, so broker 2 is an *eligible leader replica* and the high
+    watermark stops (KIP-966); each program writes ``records`` records to its topic and ends;
+    broker 1's high watermark (ListOffsets) and log end offset (one past the highest offset its
+    delivery reports name); broker 1's
+    controlled shutdown; broker 2 started: the controller elects it (the ELR member, KIP-966)
+    with the log it had; broker 1 started: it follows broker 2 and truncates to its log; every
+    topic read back. ``cluster.restore`` (every broker up, every ISR full, the preferred
+    leaders elected) runs before this returns or raises, and the topics are deleted
+    (``runscope.RunScope``).
+
+    Returns:
+        PlannedShutdown: per label the acknowledged records, the refusals by error name, the
+        offsets before broker 1 stopped, the leader elected, the records read back, the lost.
+
+    Raises:
+        KafkalabError: records < 1, a program failed or reported fewer deliveries than records.
+        WaitTimeout: a leader or ISR change not seen within ``timeout_s`` (seconds).
+
+    Sources: KAFKA-20554 and apache/kafka PR #22233 (acks=1 records above the high watermark
+    lost by planned leader moves); KIP-966 (Eligible Leader Replicas; Kafka 4.4
+    ``Partition.maybeIncrementLeaderHW``); Kafka documentation 4.4, Design > Replication.
+    """
+    if records < 1:
+        raise KafkalabError(f"records must be at least 1, not {records}")
+    t0 = time.monotonic()
+    timeline: list[tuple[float, str]] = []
+
+    def mark(event: str) -> None:
+        timeline.append((round(time.monotonic() - t0, 2), event))
+
+    with runscope.RunScope("planned") as run:
+        topics = {label: run.topic(f"s{i}") for i, label in enumerate(runs)}
+        names = list(topics.values())
+        admin.create_placed_topics({t: {"min.insync.replicas": "2"} for t in names}, [1, 2], timeout_s=timeout_s)
+        admin.wait_partitions(names, 1, [1], lambda v: v == (1, [1, 2]), "broker 1 leading with the ISR [1, 2]",
+                              timeout_s)
+        mark("topics created: replicas [1, 2], ISR [1, 2], min.insync.replicas=2")
+        results: dict[str, PlannedLoss] = {}
+        try:
+            cluster.stop(2)
+            admin.wait_partitions(names, 1, [1], lambda v: v == (1, [1]), "broker 1 leading with the ISR [1]",
+                                  timeout_s)
+            mark("broker 2 stopped (controlled shutdown); ISR [1]")
+            reports = {label: _write_all(run, f"writer-s{i}", program, topics[label],
+                                         [["w", f"{label}/{n}", 0] for n in range(records)], timeout_s)
+                       for i, (label, program) in enumerate(runs.items())}
+            mark(f"each program wrote {records} records and ended")
+            parts = [(t, 0) for t in names]
+            hw = admin.list_offsets(parts, brokers=[1])
+            leo = {t: 1 + max((e.offset for e in reports[label] if not e.error and e.offset is not None), default=-1)
+                   for label, t in topics.items()}
+            cluster.stop(1)
+            mark("broker 1 stopped (controlled shutdown) before broker 2 was back")
+            cluster.start(2, timeout_s=timeout_s)
+            elected = admin.wait_partitions(names, 1, [2], lambda v: v[0] >= 0, "a leader elected", timeout_s)
+            mark(f"broker 2 started; leaders {sorted({v[0] for v in elected.values()})}")
+            cluster.start(1, timeout_s=timeout_s)
+            admin.wait_partitions(names, 1, [1, 2], lambda v: len(v[1]) == 2, "the ISR [1, 2] again", timeout_s)
+            mark("broker 1 started; ISR full")
+            for label, t in topics.items():
+                log = {c.value for c in workloads.read_topic(t, 1, timeout_s=timeout_s)}
+                ok = [e.value for e in reports[label] if not e.error]
+                errors: dict[str, int] = {}
+                for e in reports[label]:
+                    if e.error:
+                        errors[e.error] = errors.get(e.error, 0) + 1
+                results[label] = PlannedLoss(label, t, len(ok), errors, hw[(t, 0)], leo[t], elected[(t, 0)][0],
+                                             len(log), sum(v not in log for v in ok))
+            mark("every topic read back")
+        finally:
+            cluster.restore(max(timeout_s, 60.0))
+    return PlannedShutdown(records, results, timeline)
 
 
 # ----------------------------------------------------------------------------- follower fetching
