@@ -197,6 +197,13 @@ def test_run_planned_shutdown_refuses_no_records_before_touching_the_cluster() -
                                        records=0)
 
 
+def test_run_throttled_follower_refuses_a_zero_rate_before_touching_the_cluster() -> None:
+    from kafkalab.errors import KafkalabError
+
+    with pytest.raises(KafkalabError, match="at least 1"):
+        scenarios.run_throttled_follower(rate=0)
+
+
 def test_the_planned_shutdown_edit_of_the_budget_writer_gives_acks_1() -> None:
     """Notebook 08's KAFKA-20554 section edits budget_writer's one acks line to "1"; the rest of
     its settings (retries=0: a refusal is the answer) stay as the failure budget explains them."""

@@ -484,6 +484,100 @@ def run_planned_shutdown(runs: Mapping[str, Program], records: int = 20, timeout
     return PlannedShutdown(records, results, timeline)
 
 
+#: The broker and topic configs of a replication throttle (KIP-73; Kafka documentation 4.4, Broker
+#: Configs and Topic Configs; names read from the 4.4.0 jars: ``QuotaConfig`` in kafka-server-common).
+THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+THROTTLED_REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+
+
+@dataclass
+class ThrottleCheck:
+    """``run_throttled_follower``: the throttle as the brokers reported it while set
+    (``rates``: broker id -> config -> value; ``topic_configs``: the topic's throttled
+    replicas), the burst written (``records`` of ``size`` bytes, ``acks=1``), the high watermark
+    and ISR after it, ``throttled_s``: the seconds the burst needs at ``rate`` bytes/s, and
+    ``left_set``: throttle configs still set on a broker after the cleanup (empty when removed)."""
+
+    topic: str
+    rate: int
+    records: int
+    size: int
+    rates: dict[int, dict[str, str]]
+    topic_configs: dict[str, str]
+    hw: int
+    isr: list[int]
+    throttled_s: float
+    left_set: dict[int, list[str]]
+
+
+def _throttle_rates_set() -> dict[int, dict[str, str]]:
+    """Broker id -> the throttle rates set on it (DescribeConfigs lists them only when set)."""
+    out = {}
+    for b in config.BROKER_IDS:
+        entries = admin.describe_config("broker", b, None)
+        out[b] = {k: entries[k].value for k in THROTTLE_RATES if k in entries}
+    return out
+
+
+def _set_throttle_rates(rate: int | None, timeout_s: float) -> None:
+    """Every broker's two throttle rates set to ``rate`` bytes/s (IncrementalAlterConfigs SET),
+    or removed (None: DELETE, back to the default, no throttle); until DescribeConfigs shows it."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    op = AlterConfigOpType.DELETE if rate is None else AlterConfigOpType.SET
+    for b in config.BROKER_IDS:
+        res = ConfigResource(ResourceType.BROKER, str(b), incremental_configs=[
+            ConfigEntry(k, None if rate is None else str(rate), incremental_operation=op) for k in THROTTLE_RATES])
+        workloads.admin().incremental_alter_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
+
+    def shown() -> bool:
+        set_now = _throttle_rates_set()
+        return all(set_now[b] == ({} if rate is None else {k: str(rate) for k in THROTTLE_RATES})
+                   for b in config.BROKER_IDS)
+
+    wait_until(shown, timeout_s=timeout_s, interval_s=0.1,
+               what=f"every broker's replication throttle {'removed' if rate is None else f'at {rate} B/s'}")
+
+
+def run_throttled_follower(rate: int = 1024, records: int = 300, size: int = 1000,
+                           timeout_s: float = 60.0) -> ThrottleCheck:
+    """Does a replication throttle slow a follower in the ISR? A topic of one partition,
+    replicas ``[1, 2, 3]``, both throttled-replicas topic configs ``*`` (every replica); every
+    broker's leader and follower throttle rate set to ``rate`` bytes/s; then ``records`` records
+    of ``size`` bytes written with ``acks=1`` (the lab's own producer) and a wait, up to
+    ``timeout_s`` seconds, until the high watermark reaches them: it does, since Kafka throttles
+    only replicas outside the ISR (KIP-73; Kafka 4.4 ``ReplicaManager.shouldLeaderThrottle`` and
+    ``RemoteLeaderEndPoint.shouldFollowerThrottle``). The rates are removed from every broker in
+    a ``finally`` (and the topic deleted), checked with DescribeConfigs (``left_set``).
+
+    Raises:
+        KafkalabError: rate, records or size below 1.
+        WaitTimeout: the high watermark did not reach the records within ``timeout_s``, or a
+            broker did not show the throttle set or removed.
+    """
+    if min(rate, records, size) < 1:
+        raise KafkalabError("rate, records and size must be at least 1")
+    with runscope.RunScope("throttle") as run:
+        topic = run.topic("t")
+        admin.create_placed_topics({topic: {k: "*" for k in THROTTLED_REPLICAS}}, [1, 2, 3], timeout_s=timeout_s)
+        admin.wait_partitions([topic], 1, [1], lambda v: v == (1, [1, 2, 3]), "broker 1 leading with a full ISR",
+                              timeout_s)
+        try:
+            _set_throttle_rates(rate, timeout_s)
+            rates = _throttle_rates_set()
+            topic_configs = {k: v.value for k, v in admin.describe_config("topic", topic, THROTTLED_REPLICAS).items()}
+            workloads.produce(topic, [(None, b"x" * size, 0, None)] * records, conf={"acks": "1"}, timeout_s=timeout_s)
+            wait_until(lambda: admin.list_offsets([(topic, 0)], brokers=[1])[(topic, 0)] >= records,
+                       timeout_s=timeout_s, interval_s=0.05, what=f"the high watermark at {records} (every ISR member)")
+            hw = admin.list_offsets([(topic, 0)], brokers=[1])[(topic, 0)]
+            isr = admin.partition_states([1], [topic])[(topic, 0)][1]
+        finally:
+            _set_throttle_rates(None, timeout_s)
+        left = {b: sorted(v) for b, v in _throttle_rates_set().items() if v}
+    return ThrottleCheck(topic, rate, records, size, rates, topic_configs, hw, isr,
+                         round(records * size / rate, 1), left)
+
+
 # ----------------------------------------------------------------------------- follower fetching
 
 
