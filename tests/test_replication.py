@@ -195,6 +195,9 @@ def test_run_planned_shutdown_refuses_no_records_before_touching_the_cluster() -
     with pytest.raises(KafkalabError, match="records must be at least 1"):
         scenarios.run_planned_shutdown({"acks=all": scenarios.programs.from_notebook(NOTEBOOK, "budget_writer")},
                                        records=0)
+    with pytest.raises(KafkalabError, match="first_back must be broker 1 or 2"):
+        scenarios.run_planned_shutdown({"acks=all": scenarios.programs.from_notebook(NOTEBOOK, "budget_writer")},
+                                       first_back=3)
 
 
 def test_run_throttled_follower_refuses_a_zero_rate_before_touching_the_cluster() -> None:

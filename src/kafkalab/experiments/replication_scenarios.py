@@ -383,10 +383,11 @@ class PlannedLoss:
 
 @dataclass
 class PlannedShutdown:
-    """``run_planned_shutdown``: per setting label, a ``PlannedLoss``; ``timeline``: (seconds
-    since the start, event)."""
+    """``run_planned_shutdown``: per setting label, a ``PlannedLoss``; ``first_back``: the broker
+    started first; ``timeline``: (seconds since the start, event)."""
 
     records: int
+    first_back: int
     settings: dict[str, PlannedLoss]
     timeline: list[tuple[float, str]]
 
@@ -402,7 +403,8 @@ class PlannedShutdown:
         return asdict(self)
 
 
-def run_planned_shutdown(runs: Mapping[str, Program], records: int = 20, timeout_s: float = 60.0) -> PlannedShutdown:
+def run_planned_shutdown(runs: Mapping[str, Program], records: int = 20, first_back: int = 2,
+                         timeout_s: float = 60.0) -> PlannedShutdown:
     """Acknowledged writes lost by two controlled shutdowns and no fault: a rolling restart
     that stops the leader before the follower it restarted first is back in the ISR.
 
@@ -414,9 +416,10 @@ def run_planned_shutdown(runs: Mapping[str, Program], records: int = 20, timeout
     watermark stops (KIP-966); each program writes ``records`` records to its topic and ends;
     broker 1's high watermark (ListOffsets) and log end offset (one past the highest offset its
     delivery reports name); broker 1's
-    controlled shutdown; broker 2 started: the controller elects it (the ELR member, KIP-966)
-    with the log it had; broker 1 started: it follows broker 2 and truncates to its log; every
-    topic read back. ``cluster.restore`` (every broker up, every ISR full, the preferred
+    controlled shutdown; broker ``first_back`` started and a leader elected, then the other
+    broker. With ``first_back=2`` the controller elects broker 2 (the ELR member, KIP-966) with
+    the log it had, and broker 1 follows it and truncates to its log; with ``first_back=1``
+    broker 1 leads again with every record it acknowledged. Every topic is then read back. ``cluster.restore`` (every broker up, every ISR full, the preferred
     leaders elected) runs before this returns or raises, and the topics are deleted
     (``runscope.RunScope``).
 
@@ -425,7 +428,8 @@ def run_planned_shutdown(runs: Mapping[str, Program], records: int = 20, timeout
         offsets before broker 1 stopped, the leader elected, the records read back, the lost.
 
     Raises:
-        KafkalabError: records < 1, a program failed or reported fewer deliveries than records.
+        KafkalabError: records < 1, ``first_back`` not 1 or 2, a program failed or reported
+            fewer deliveries than records.
         WaitTimeout: a leader or ISR change not seen within ``timeout_s`` (seconds).
 
     Sources: KAFKA-20554 and apache/kafka PR #22233 (acks=1 records above the high watermark
@@ -434,6 +438,9 @@ def run_planned_shutdown(runs: Mapping[str, Program], records: int = 20, timeout
     """
     if records < 1:
         raise KafkalabError(f"records must be at least 1, not {records}")
+    if first_back not in (1, 2):
+        raise KafkalabError(f"first_back must be broker 1 or 2, not {first_back}")
+    second = 3 - first_back
     t0 = time.monotonic()
     timeline: list[tuple[float, str]] = []
 
@@ -463,12 +470,13 @@ def run_planned_shutdown(runs: Mapping[str, Program], records: int = 20, timeout
                    for label, t in topics.items()}
             cluster.stop(1)
             mark("broker 1 stopped (controlled shutdown) before broker 2 was back")
-            cluster.start(2, timeout_s=timeout_s)
-            elected = admin.wait_partitions(names, 1, [2], lambda v: v[0] >= 0, "a leader elected", timeout_s)
-            mark(f"broker 2 started; leaders {sorted({v[0] for v in elected.values()})}")
-            cluster.start(1, timeout_s=timeout_s)
+            cluster.start(first_back, timeout_s=timeout_s)
+            elected = admin.wait_partitions(names, 1, [first_back], lambda v: v[0] >= 0, "a leader elected",
+                                            timeout_s)
+            mark(f"broker {first_back} started; leaders {sorted({v[0] for v in elected.values()})}")
+            cluster.start(second, timeout_s=timeout_s)
             admin.wait_partitions(names, 1, [1, 2], lambda v: len(v[1]) == 2, "the ISR [1, 2] again", timeout_s)
-            mark("broker 1 started; ISR full")
+            mark(f"broker {second} started; ISR full")
             for label, t in topics.items():
                 log = {c.value for c in workloads.read_topic(t, 1, timeout_s=timeout_s)}
                 ok = [e.value for e in reports[label] if not e.error]
@@ -481,7 +489,7 @@ def run_planned_shutdown(runs: Mapping[str, Program], records: int = 20, timeout
             mark("every topic read back")
         finally:
             cluster.restore(max(timeout_s, 60.0))
-    return PlannedShutdown(records, results, timeline)
+    return PlannedShutdown(records, first_back, results, timeline)
 
 
 #: The broker and topic configs of a replication throttle (KIP-73; Kafka documentation 4.4, Broker
