@@ -730,5 +730,30 @@ def failover_command(without: bool, messages: int, timeout_s: float, as_json: bo
                f"log {[v for _, v in r.log]}, duplicates {r.duplicates}")
 
 
-#: ``kafkalab run failure-budget`` and ``kafkalab run failover-retry``.
-cli_commands = [failure_budget_command, failover_command]
+@click.command("planned-shutdown")
+@click.option("--messages", type=click.IntRange(1, 1000), default=20, show_default=True,
+              help="Records each writer sends while broker 2 is down.")
+@click.option("--first-back", "first_back", type=click.IntRange(1, 2), default=2, show_default=True,
+              help="The broker started first after both stopped (1: exercise 7).")
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Upper bound of each wait, s.")
+@shows_programs
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def planned_shutdown_command(messages: int, first_back: int, timeout_s: float, as_json: bool) -> None:
+    """Acknowledged writes lost with no fault (notebook 08, KAFKA-20554): broker 2's controlled
+    shutdown, notebook 08's budget_writer (acks=all, and edited to acks=1) writes, broker 1's
+    controlled shutdown, both started again (``replication_scenarios.run_planned_shutdown``)."""
+    program = programs.from_notebook(NOTEBOOK, "budget_writer")
+    acks_1 = program.replace('"acks": "all"', '"acks": "1"', name="budget_writer_acks_1")
+    show_programs(acks_1, program)
+    r = run_planned_shutdown({"acks=1": acks_1, "acks=all": program}, records=messages, first_back=first_back,
+                             timeout_s=timeout_s)
+    if as_json:
+        click.echo(json.dumps(r.to_json(), indent=2))
+        return
+    for s in r.settings.values():
+        click.echo(f"{s.label}: acknowledged {s.acked}, refused {s.errors or 0}, HW {s.hw_before} LEO {s.leo_before} "
+                   f"before broker 1 stopped, broker {s.elected} elected, {s.log} in the log, {s.lost} lost")
+
+
+#: ``kafkalab run failure-budget``, ``failover-retry`` and ``planned-shutdown``.
+cli_commands = [failure_budget_command, failover_command, planned_shutdown_command]
