@@ -71,6 +71,37 @@ def test_failure_budget_prints_each_step_and_its_json(monkeypatch) -> None:
     assert asked == [2, 1] and d == budget.to_json()
 
 
+def test_planned_shutdown_runs_the_budget_writer_with_both_acks_and_prints_each(monkeypatch) -> None:
+    """``kafkalab run planned-shutdown`` (notebook 08's ``run_planned_shutdown``, KAFKA-20554)
+    runs notebook 08's ``budget_writer`` as saved and edited to acks=1, shows both with
+    ``--show``, and prints one line per setting, or the JSON; the experiment is stubbed here."""
+    from kafkalab import runscope
+    from kafkalab.experiments import replication_scenarios as scenarios
+
+    result = scenarios.PlannedShutdown(20, 2, {
+        "acks=1": scenarios.PlannedLoss("acks=1", "planned-r1-s0", 20, {}, 0, 20, 2, 0, 20),
+        "acks=all": scenarios.PlannedLoss("acks=all", "planned-r1-s1", 0, {"NOT_ENOUGH_REPLICAS": 20}, 0, 0, 2, 0, 0),
+    }, [])
+    asked = []
+
+    def fake(runs, records, first_back, timeout_s):
+        asked.append((sorted(runs), {k: scenarios.programs.program_settings(p.source)["acks"] for k, p in runs.items()},
+                      records, first_back))
+        return result
+
+    monkeypatch.setattr(runscope, "require_for_cli", lambda: None)
+    monkeypatch.setattr(scenarios, "run_planned_shutdown", fake)
+    r = invoke("run", "planned-shutdown", "--show")
+    assert r.exit_code == 0, r.output
+    assert asked == [(["acks=1", "acks=all"], {"acks=1": "1", "acks=all": "all"}, 20, 2)]
+    assert "%%program budget_writer, edited as budget_writer_acks_1" in r.output \
+        and "%%program budget_writer (08_replication.ipynb" in r.output
+    assert "acks=1: acknowledged 20, refused 0, HW 0 LEO 20 before broker 1 stopped, broker 2 elected, " \
+           "0 in the log, 20 lost" in r.output
+    d = json.loads(invoke("run", "planned-shutdown", "--first-back", "1", "--json").output)
+    assert asked[-1][3] == 1 and d == result.to_json()
+
+
 @pytest.mark.cluster
 def test_failure_budget_with_min_insync_replicas_1_acknowledges_down_to_one_broker() -> None:
     """Notebook 08 asserts the budget at min.insync.replicas=2 (one failure); its Explain says

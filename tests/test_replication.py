@@ -189,6 +189,33 @@ def test_run_failure_budget_refuses_an_impossible_min_insync_replicas() -> None:
         scenarios.run_failure_budget(scenarios.programs.from_notebook(NOTEBOOK, "budget_writer"), min_insync_replicas=4)
 
 
+def test_run_planned_shutdown_refuses_no_records_before_touching_the_cluster() -> None:
+    from kafkalab.errors import KafkalabError
+
+    with pytest.raises(KafkalabError, match="records must be at least 1"):
+        scenarios.run_planned_shutdown({"acks=all": scenarios.programs.from_notebook(NOTEBOOK, "budget_writer")},
+                                       records=0)
+    with pytest.raises(KafkalabError, match="first_back must be broker 1 or 2"):
+        scenarios.run_planned_shutdown({"acks=all": scenarios.programs.from_notebook(NOTEBOOK, "budget_writer")},
+                                       first_back=3)
+
+
+def test_run_throttled_follower_refuses_a_zero_rate_before_touching_the_cluster() -> None:
+    from kafkalab.errors import KafkalabError
+
+    with pytest.raises(KafkalabError, match="at least 1"):
+        scenarios.run_throttled_follower(rate=0)
+
+
+def test_the_planned_shutdown_edit_of_the_budget_writer_gives_acks_1() -> None:
+    """Notebook 08's KAFKA-20554 section edits budget_writer's one acks line to "1"; the rest of
+    its settings (retries=0: a refusal is the answer) stay as the failure budget explains them."""
+    program = scenarios.programs.from_notebook(NOTEBOOK, "budget_writer")
+    edited = program.replace('"acks": "all"', '"acks": "1"', name="budget_writer_acks_1")
+    settings = scenarios.programs.program_settings(edited.source)
+    assert settings["acks"] == "1" and settings["retries"] == 0
+
+
 def test_the_budget_writer_is_on_screen_with_the_settings_the_notebook_explains() -> None:
     """Notebook 08's failure budget runs its budget_writer program; the Explain names its
     acks=all, retries=0 and request.timeout.ms=5000, read from the program's text."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -100,22 +101,34 @@ class FailureBudget:
 REFUSALS = ("NOT_ENOUGH_REPLICAS", "REQUEST_TIMED_OUT")
 
 
-def _write_once(run: runscope.RunScope, program: Program, topic: str, step: int, timeout_s: float) -> str | None:
-    """Run the writer ``program`` (role ``producer``) to its end with one record for partition
-    0; returns its delivery report's error name, None when acknowledged."""
-    child = _spawn(run, f"writer-{step}", "producer", program, topic,
-                   records=[[f"step-{step}", f"after {step} down", 0]])
+def _write_all(run: runscope.RunScope, label: str, program: Program, topic: str, records: list[list],
+               timeout_s: float) -> list:
+    """Run the writer ``program`` (role ``producer``, worker ``<run id>-<label>``) to its end
+    with ``records`` (``[key, value, partition]`` each); returns its delivery reports (``acked``
+    ledger events).
+
+    Raises:
+        KafkalabError: the program failed, or reported fewer or more deliveries than records.
+    """
+    child = _spawn(run, label, "producer", program, topic, records=records)
     try:
         if child.wait(timeout_s * 2) != 0:
             raise _failed(program, child)
     finally:
         if child.alive:
             child.kill()
-    reports = [e for e in read_events(child.ledger, kinds="acked")]
-    if len(reports) != 1:
-        raise KafkalabError(f"program {program.name} reported {len(reports)} deliveries of its one record:\n"
-                            f"{child.log_tail()}")
-    return reports[0].error
+    reports = read_events(child.ledger, kinds="acked")
+    if len(reports) != len(records):
+        raise KafkalabError(f"program {program.name} reported {len(reports)} deliveries of {len(records)} "
+                            f"records:\n{child.log_tail()}")
+    return reports
+
+
+def _write_once(run: runscope.RunScope, program: Program, topic: str, step: int, timeout_s: float) -> str | None:
+    """Run the writer ``program`` to its end with one record for partition 0 (``_write_all``);
+    returns its delivery report's error name, None when acknowledged."""
+    return _write_all(run, f"writer-{step}", program, topic, [[f"step-{step}", f"after {step} down", 0]],
+                      timeout_s)[0].error
 
 
 def run_failure_budget(program: Program, min_insync_replicas: int = 2, timeout_s: float = 60.0) -> FailureBudget:
@@ -347,6 +360,232 @@ def run_failover_retry(program: Program, records: int = 3, leader: int = 1, prox
             proxy.stop()
 
 
+# ----------------------------------------------------------------------------- writes lost by planned operations
+
+
+@dataclass
+class PlannedLoss:
+    """One setting of ``run_planned_shutdown``: its topic, what its program's delivery reports
+    said, broker 1's high watermark and log end offset (from the reports' offsets) just before
+    its controlled shutdown, the leader elected while broker 1 was down, and the records read
+    back after both brokers were back. ``lost``: acknowledged values not in the log."""
+
+    label: str
+    topic: str
+    acked: int
+    errors: dict[str, int]
+    hw_before: int
+    leo_before: int
+    elected: int
+    log: int
+    lost: int
+
+
+@dataclass
+class PlannedShutdown:
+    """``run_planned_shutdown``: per setting label, a ``PlannedLoss``; ``first_back``: the broker
+    started first; ``timeline``: (seconds since the start, event)."""
+
+    records: int
+    first_back: int
+    settings: dict[str, PlannedLoss]
+    timeline: list[tuple[float, str]]
+
+    def table(self) -> "object":
+        import pandas as pd
+
+        return pd.DataFrame([{"setting": s.label, "acknowledged": s.acked, "refused": s.errors or "",
+                              "HW before 1 stopped": s.hw_before, "LEO before 1 stopped": s.leo_before,
+                              "elected": s.elected, "in the log after": s.log, "acknowledged, lost": s.lost}
+                             for s in self.settings.values()]).set_index("setting")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def run_planned_shutdown(runs: Mapping[str, Program], records: int = 20, first_back: int = 2,
+                         timeout_s: float = 60.0) -> PlannedShutdown:
+    """Acknowledged writes lost by two controlled shutdowns and no fault: a rolling restart
+    that stops the leader before the follower it restarted first is back in the ISR.
+
+    One topic per setting label (``runs``: label -> a writer program such as notebook 08's
+    ``budget_writer``, role ``producer``, run as it is in a worker process): one partition,
+    replicas ``[1, 2]`` (broker 1 leads), ``min.insync.replicas=2``. Then, with a wait on a
+    condition after each step: broker 2's controlled shutdown (SIGTERM); the ISR is ``[1]``,
+    below ``min.insync.replicas``, so broker 2 is an *eligible leader replica* and the high
+    watermark stops (KIP-966); each program writes ``records`` records to its topic and ends;
+    broker 1's high watermark (ListOffsets) and log end offset (one past the highest offset its
+    delivery reports name); broker 1's
+    controlled shutdown; broker ``first_back`` started and a leader elected, then the other
+    broker. With ``first_back=2`` the controller elects broker 2 (the ELR member, KIP-966) with
+    the log it had, and broker 1 follows it and truncates to its log; with ``first_back=1``
+    broker 1 leads again with every record it acknowledged. Every topic is then read back. ``cluster.restore`` (every broker up, every ISR full, the preferred
+    leaders elected) runs before this returns or raises, and the topics are deleted
+    (``runscope.RunScope``).
+
+    Returns:
+        PlannedShutdown: per label the acknowledged records, the refusals by error name, the
+        offsets before broker 1 stopped, the leader elected, the records read back, the lost.
+
+    Raises:
+        KafkalabError: records < 1, ``first_back`` not 1 or 2, a program failed or reported
+            fewer deliveries than records.
+        WaitTimeout: a leader or ISR change not seen within ``timeout_s`` (seconds).
+
+    Sources: KAFKA-20554 and apache/kafka PR #22233 (acks=1 records above the high watermark
+    lost by planned leader moves); KIP-966 (Eligible Leader Replicas; Kafka 4.4
+    ``Partition.maybeIncrementLeaderHW``); Kafka documentation 4.4, Design > Replication.
+    """
+    if records < 1:
+        raise KafkalabError(f"records must be at least 1, not {records}")
+    if first_back not in (1, 2):
+        raise KafkalabError(f"first_back must be broker 1 or 2, not {first_back}")
+    second = 3 - first_back
+    t0 = time.monotonic()
+    timeline: list[tuple[float, str]] = []
+
+    def mark(event: str) -> None:
+        timeline.append((round(time.monotonic() - t0, 2), event))
+
+    with runscope.RunScope("planned") as run:
+        topics = {label: run.topic(f"s{i}") for i, label in enumerate(runs)}
+        names = list(topics.values())
+        admin.create_placed_topics({t: {"min.insync.replicas": "2"} for t in names}, [1, 2], timeout_s=timeout_s)
+        admin.wait_partitions(names, 1, [1], lambda v: v == (1, [1, 2]), "broker 1 leading with the ISR [1, 2]",
+                              timeout_s)
+        mark("topics created: replicas [1, 2], ISR [1, 2], min.insync.replicas=2")
+        results: dict[str, PlannedLoss] = {}
+        try:
+            cluster.stop(2)
+            admin.wait_partitions(names, 1, [1], lambda v: v == (1, [1]), "broker 1 leading with the ISR [1]",
+                                  timeout_s)
+            mark("broker 2 stopped (controlled shutdown); ISR [1]")
+            reports = {label: _write_all(run, f"writer-s{i}", program, topics[label],
+                                         [["w", f"{label}/{n}", 0] for n in range(records)], timeout_s)
+                       for i, (label, program) in enumerate(runs.items())}
+            mark(f"each program wrote {records} records and ended")
+            parts = [(t, 0) for t in names]
+            hw = admin.list_offsets(parts, brokers=[1])
+            leo = {t: 1 + max((e.offset for e in reports[label] if not e.error and e.offset is not None), default=-1)
+                   for label, t in topics.items()}
+            cluster.stop(1)
+            mark("broker 1 stopped (controlled shutdown) before broker 2 was back")
+            cluster.start(first_back, timeout_s=timeout_s)
+            elected = admin.wait_partitions(names, 1, [first_back], lambda v: v[0] >= 0, "a leader elected",
+                                            timeout_s)
+            mark(f"broker {first_back} started; leaders {sorted({v[0] for v in elected.values()})}")
+            cluster.start(second, timeout_s=timeout_s)
+            admin.wait_partitions(names, 1, [1, 2], lambda v: len(v[1]) == 2, "the ISR [1, 2] again", timeout_s)
+            mark(f"broker {second} started; ISR full")
+            for label, t in topics.items():
+                log = {c.value for c in workloads.read_topic(t, 1, timeout_s=timeout_s)}
+                ok = [e.value for e in reports[label] if not e.error]
+                errors: dict[str, int] = {}
+                for e in reports[label]:
+                    if e.error:
+                        errors[e.error] = errors.get(e.error, 0) + 1
+                results[label] = PlannedLoss(label, t, len(ok), errors, hw[(t, 0)], leo[t], elected[(t, 0)][0],
+                                             len(log), sum(v not in log for v in ok))
+            mark("every topic read back")
+        finally:
+            cluster.restore(max(timeout_s, 60.0))
+    return PlannedShutdown(records, first_back, results, timeline)
+
+
+#: The broker and topic configs of a replication throttle (KIP-73; Kafka documentation 4.4, Broker
+#: Configs and Topic Configs; names read from the 4.4.0 jars: ``QuotaConfig`` in kafka-server-common).
+THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+THROTTLED_REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+
+
+@dataclass
+class ThrottleCheck:
+    """``run_throttled_follower``: the throttle as the brokers reported it while set
+    (``rates``: broker id -> config -> value; ``topic_configs``: the topic's throttled
+    replicas), the burst written (``records`` of ``size`` bytes, ``acks=1``), the high watermark
+    and ISR after it, ``throttled_s``: the seconds the burst needs at ``rate`` bytes/s, and
+    ``left_set``: throttle configs still set on a broker after the cleanup (empty when removed)."""
+
+    topic: str
+    rate: int
+    records: int
+    size: int
+    rates: dict[int, dict[str, str]]
+    topic_configs: dict[str, str]
+    hw: int
+    isr: list[int]
+    throttled_s: float
+    left_set: dict[int, list[str]]
+
+
+def _throttle_rates_set() -> dict[int, dict[str, str]]:
+    """Broker id -> the throttle rates set on it (DescribeConfigs lists them only when set)."""
+    out = {}
+    for b in config.BROKER_IDS:
+        entries = admin.describe_config("broker", b, None)
+        out[b] = {k: entries[k].value for k in THROTTLE_RATES if k in entries}
+    return out
+
+
+def _set_throttle_rates(rate: int | None, timeout_s: float) -> None:
+    """Every broker's two throttle rates set to ``rate`` bytes/s (IncrementalAlterConfigs SET),
+    or removed (None: DELETE, back to the default, no throttle); until DescribeConfigs shows it."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    op = AlterConfigOpType.DELETE if rate is None else AlterConfigOpType.SET
+    for b in config.BROKER_IDS:
+        res = ConfigResource(ResourceType.BROKER, str(b), incremental_configs=[
+            ConfigEntry(k, None if rate is None else str(rate), incremental_operation=op) for k in THROTTLE_RATES])
+        workloads.admin().incremental_alter_configs([res], request_timeout=timeout_s)[res].result(timeout=timeout_s + 5)
+
+    def shown() -> bool:
+        set_now = _throttle_rates_set()
+        return all(set_now[b] == ({} if rate is None else {k: str(rate) for k in THROTTLE_RATES})
+                   for b in config.BROKER_IDS)
+
+    wait_until(shown, timeout_s=timeout_s, interval_s=0.1,
+               what=f"every broker's replication throttle {'removed' if rate is None else f'at {rate} B/s'}")
+
+
+def run_throttled_follower(rate: int = 1024, records: int = 300, size: int = 1000,
+                           timeout_s: float = 60.0) -> ThrottleCheck:
+    """Does a replication throttle slow a follower in the ISR? A topic of one partition,
+    replicas ``[1, 2, 3]``, both throttled-replicas topic configs ``*`` (every replica); every
+    broker's leader and follower throttle rate set to ``rate`` bytes/s; then ``records`` records
+    of ``size`` bytes written with ``acks=1`` (the lab's own producer) and a wait, up to
+    ``timeout_s`` seconds, until the high watermark reaches them: it does, since Kafka throttles
+    only replicas outside the ISR (KIP-73; Kafka 4.4 ``ReplicaManager.shouldLeaderThrottle`` and
+    ``RemoteLeaderEndPoint.shouldFollowerThrottle``). The rates are removed from every broker in
+    a ``finally`` (and the topic deleted), checked with DescribeConfigs (``left_set``).
+
+    Raises:
+        KafkalabError: rate, records or size below 1.
+        WaitTimeout: the high watermark did not reach the records within ``timeout_s``, or a
+            broker did not show the throttle set or removed.
+    """
+    if min(rate, records, size) < 1:
+        raise KafkalabError("rate, records and size must be at least 1")
+    with runscope.RunScope("throttle") as run:
+        topic = run.topic("t")
+        admin.create_placed_topics({topic: {k: "*" for k in THROTTLED_REPLICAS}}, [1, 2, 3], timeout_s=timeout_s)
+        admin.wait_partitions([topic], 1, [1], lambda v: v == (1, [1, 2, 3]), "broker 1 leading with a full ISR",
+                              timeout_s)
+        try:
+            _set_throttle_rates(rate, timeout_s)
+            rates = _throttle_rates_set()
+            topic_configs = {k: v.value for k, v in admin.describe_config("topic", topic, THROTTLED_REPLICAS).items()}
+            workloads.produce(topic, [(None, b"x" * size, 0, None)] * records, conf={"acks": "1"}, timeout_s=timeout_s)
+            wait_until(lambda: admin.list_offsets([(topic, 0)], brokers=[1])[(topic, 0)] >= records,
+                       timeout_s=timeout_s, interval_s=0.05, what=f"the high watermark at {records} (every ISR member)")
+            hw = admin.list_offsets([(topic, 0)], brokers=[1])[(topic, 0)]
+            isr = admin.partition_states([1], [topic])[(topic, 0)][1]
+        finally:
+            _set_throttle_rates(None, timeout_s)
+        left = {b: sorted(v) for b, v in _throttle_rates_set().items() if v}
+    return ThrottleCheck(topic, rate, records, size, rates, topic_configs, hw, isr,
+                         round(records * size / rate, 1), left)
+
+
 # ----------------------------------------------------------------------------- follower fetching
 
 
@@ -491,5 +730,30 @@ def failover_command(without: bool, messages: int, timeout_s: float, as_json: bo
                f"log {[v for _, v in r.log]}, duplicates {r.duplicates}")
 
 
-#: ``kafkalab run failure-budget`` and ``kafkalab run failover-retry``.
-cli_commands = [failure_budget_command, failover_command]
+@click.command("planned-shutdown")
+@click.option("--messages", type=click.IntRange(1, 1000), default=20, show_default=True,
+              help="Records each writer sends while broker 2 is down.")
+@click.option("--first-back", "first_back", type=click.IntRange(1, 2), default=2, show_default=True,
+              help="The broker started first after both stopped (1: exercise 7).")
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True, help="Upper bound of each wait, s.")
+@shows_programs
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def planned_shutdown_command(messages: int, first_back: int, timeout_s: float, as_json: bool) -> None:
+    """Acknowledged writes lost with no fault (notebook 08, KAFKA-20554): broker 2's controlled
+    shutdown, notebook 08's budget_writer (acks=all, and edited to acks=1) writes, broker 1's
+    controlled shutdown, both started again (``replication_scenarios.run_planned_shutdown``)."""
+    program = programs.from_notebook(NOTEBOOK, "budget_writer")
+    acks_1 = program.replace('"acks": "all"', '"acks": "1"', name="budget_writer_acks_1")
+    show_programs(acks_1, program)
+    r = run_planned_shutdown({"acks=1": acks_1, "acks=all": program}, records=messages, first_back=first_back,
+                             timeout_s=timeout_s)
+    if as_json:
+        click.echo(json.dumps(r.to_json(), indent=2))
+        return
+    for s in r.settings.values():
+        click.echo(f"{s.label}: acknowledged {s.acked}, refused {s.errors or 0}, HW {s.hw_before} LEO {s.leo_before} "
+                   f"before broker 1 stopped, broker {s.elected} elected, {s.log} in the log, {s.lost} lost")
+
+
+#: ``kafkalab run failure-budget``, ``failover-retry`` and ``planned-shutdown``.
+cli_commands = [failure_budget_command, failover_command, planned_shutdown_command]
