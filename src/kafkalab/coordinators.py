@@ -291,7 +291,7 @@ def commit_home(group_id: str, timeout_s: float = 10.0) -> CommitHome:
 
 @dataclass
 class GroupDescribe:
-    """``kafka-consumer-groups --describe --group G`` (Kafka's own CLI, kafka-tools 4.3.1):
+    """``kafka-consumer-groups --describe --group G`` (Kafka's own CLI, kafka-tools 4.4.0):
     the raw ``text`` and its table as ``rows`` of dicts keyed by the header (``TOPIC``,
     ``PARTITION``, ``CURRENT-OFFSET``, ``LOG-END-OFFSET``, ``LAG``, ``CONSUMER-ID``...)."""
 

@@ -671,7 +671,7 @@ def sweep(cases: list[SweepCase], parallel: int = 4, ledger: Path | None = None,
     leaves five times the margin of the lab's 1000 ms; it is also the lowest value a group config
     may take here: the controller checks it against its own
     ``group.consumer.min.heartbeat.interval.ms`` (default 5000; 3000 was refused, measured on
-    Kafka 4.3.1), not the brokers' 1000.
+    Kafka 4.4.0), not the brokers' 1000.
     """
     programs = programs if programs is not None else notebook_programs(sorted({c.assignor for c in cases}))
 

@@ -85,7 +85,7 @@ LIBRDKAFKA_DEFAULTS: dict[str, str] = {
     "socket.timeout.ms": "60000 (the client's wait for a response)",
     "socket.max.fails": "1 (a timed-out request closes the connection)",
 }
-#: The Java client's defaults of the same settings, as kafka-clients 4.3.1 logs them at
+#: The Java client's defaults of the same settings, as kafka-clients 4.4.0 logs them at
 #: start-up (``ProducerConfig values:``); ``run_client_defaults`` reads them live. Kafka
 #: documentation, Producer Configs; KIP-679 (idempotence and acks=all by default, 3.0);
 #: KIP-91 (delivery.timeout.ms, 2.1); KIP-580 (retry.backoff.max.ms); KIP-1030 (linger.ms 5, 4.0).

@@ -32,7 +32,7 @@ the reader does not see), a *torn transaction* (N+1 partly visible).
 
 ``run_librdkafka`` runs notebook 11's ``%%program late_txn_producer`` (confluent-kafka) under
 the schedule, ``run_java`` the Java producer
-(``kafka/src/main/java/kafkalab/clients/LateTxnProducer.java``, kafka-clients 4.3.1);
+(``kafka/src/main/java/kafkalab/clients/LateTxnProducer.java``, kafka-clients 4.4.0);
 ``kafkalab run late-txn`` is the terminal twin; ``late_txn_analysis`` counts the anomalies in
 Spark, ``late_txn_plots`` draws the schedule.
 
@@ -330,12 +330,12 @@ def run_librdkafka(program: Program | None = None, hold_api: str = "EndTxn") -> 
 
 
 #: The Java producer's class, compiled by ``make jars`` from
-#: ``kafka/src/main/java/kafkalab/clients/LateTxnProducer.java`` against kafka-clients 4.3.1.
+#: ``kafka/src/main/java/kafkalab/clients/LateTxnProducer.java`` against kafka-clients 4.4.0.
 JAVA_CLASS = "kafkalab.clients.LateTxnProducer"
 
 
 def run_java() -> LateTxnRun:
-    """Run the Java producer (``JAVA_CLASS``, kafka-clients 4.3.1) under the schedule.
+    """Run the Java producer (``JAVA_CLASS``, kafka-clients 4.4.0) under the schedule.
 
     Raises:
         JarsMissing: ``make jars`` has not built it.
@@ -363,7 +363,7 @@ JAVA_SHOWN = ("kafkalab/clients/LateTxnProducer.java", "Properties props", "log.
 
 @click.command("late-txn")
 @click.option("--client", type=click.Choice(["librdkafka", "java"]), default="librdkafka", show_default=True,
-              help="The producer under the schedule: confluent-kafka (transactions v1) or kafka-clients 4.3.1 (v2).")
+              help="The producer under the schedule: confluent-kafka (transactions v1) or kafka-clients 4.4.0 (v2).")
 @click.option("--hold", "hold_api", type=click.Choice(["EndTxn", "AddPartitionsToTxn"]), default="EndTxn",
               show_default=True, help="The request of transaction N the proxy holds (librdkafka only for AddPartitionsToTxn).")
 @click.option("--runs", type=click.IntRange(1, 20), default=1, show_default=True, help="Consecutive runs.")

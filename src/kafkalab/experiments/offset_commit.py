@@ -33,7 +33,7 @@ Commit modes, librdkafka 2.16 via confluent-kafka 2.16.1 (librdkafka CONFIGURATI
 ======================  ===============================================================
 
 With ``client="java"`` the consumer is Apache Kafka's own Java ``KafkaConsumer``
-(kafka-clients 4.3.1, classic group protocol, the default in 4.3), a small program in
+(kafka-clients 4.4.0, classic group protocol, the default in 4.4), a small program in
 ``kafka/src`` that ``make jars`` compiles (``JAVA_CLASS``): ``auto``
 (``enable.auto.commit=true``: ``ConsumerCoordinator.poll`` commits, inside the *next*
 ``poll()``, the positions reached by the previous one), ``sync-per-message``
@@ -116,7 +116,7 @@ class RunConfig:
 
     Attributes:
         mode: commit mode, one of ``LIBRDKAFKA_MODES`` or (``client="java"``) ``JAVA_MODES``.
-        client: ``"librdkafka"`` (confluent-kafka) or ``"java"`` (kafka-clients 4.3.1).
+        client: ``"librdkafka"`` (confluent-kafka) or ``"java"`` (kafka-clients 4.4.0).
         messages: records produced before the consumer starts.
         crash_after: the consumer dies at its crash point on its ``crash_after``-th processed
             record.
@@ -297,7 +297,7 @@ def _java_defaults_result(returncode: int, stdout: str, stderr: str) -> dict[str
 
 
 def java_consumer_defaults(timeout_s: float = 60.0) -> dict[str, str]:
-    """The Java consumer's defaults as kafka-clients 4.3.1 itself reports them: a
+    """The Java consumer's defaults as kafka-clients 4.4.0 itself reports them: a
     ``ConsumerConfig`` built with nothing but bootstrap servers, a ``group.id`` (without one,
     ConsumerConfig switches auto-commit off) and deserializers, read back
     (``enable.auto.commit``, ``auto.commit.interval.ms``, ``max.poll.records``,
@@ -918,7 +918,7 @@ JAVA_SHOWN = ("kafkalab/clients/OffsetCommitConsumer.java", "KafkaConsumer<Strin
 @click.option("--mode", type=click.Choice(sorted(set(LIBRDKAFKA_MODES) | set(JAVA_MODES))), default="auto",
               show_default=True, help="Commit mode (module docstring of kafkalab.experiments.offset_commit).")
 @click.option("--client", type=click.Choice(CLIENTS), default="librdkafka", show_default=True,
-              help="librdkafka (confluent-kafka) or Java (kafka-clients 4.3.1) consumer.")
+              help="librdkafka (confluent-kafka) or Java (kafka-clients 4.4.0) consumer.")
 @click.option("--messages", "-n", type=click.IntRange(1, 100_000), default=300, show_default=True,
               help="Records produced before the consumer starts.")
 @click.option("--crash-after", type=click.IntRange(1), default=30, show_default=True,

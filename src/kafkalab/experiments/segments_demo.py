@@ -45,7 +45,7 @@ from ..runscope import RunScope
 if TYPE_CHECKING:
     import pandas as pd
 
-#: Kafka 4.x minimum of ``segment.bytes`` (KIP-1030; LogConfig ``atLeast(1024 * 1024)``, 4.3.1).
+#: Kafka 4.x minimum of ``segment.bytes`` (KIP-1030; LogConfig ``atLeast(1024 * 1024)``, 4.3.1 and 4.4.0).
 MIN_SEGMENT_BYTES = 1024 * 1024
 #: Kafka's default ``index.interval.bytes`` (Topic Configs).
 INDEX_INTERVAL_BYTES = 4096

@@ -31,7 +31,7 @@ arrangements and crash point on screen. ``run_share_group`` is the harness aroun
    topic is read back (``read_dlq``) until it holds one record per rejected or archived one.
 
 Sources: KIP-932; Kafka documentation 4.3, "Share groups" and "Group Configs";
-``ShareGroupConfig`` in kafka-group-coordinator 4.3.1 (broker bounds); confluent-kafka 2.16
+``ShareGroupConfig`` in kafka-group-coordinator 4.4.0 (broker bounds); confluent-kafka 2.16
 ``ShareConsumer`` (librdkafka 2.16: Preview); KIP-1191 and, for its config names, defaults and
 headers, the Kafka 4.4.0 jars (``GroupConfig``, ``GroupCoordinatorConfig``, ``TopicConfig``,
 ``server.share.dlq.ShareGroupDLQStateManager``).
@@ -48,7 +48,7 @@ import click
 
 from .. import admin, ledger, programs, runscope, workloads
 from ..errors import KafkalabError
-from ..programs import Program
+from ..programs import Program, java_source
 from ..runscope import RunScope
 from ..waiting import wait_until
 from ..worker import ProgramSpec, lab_conf
@@ -874,3 +874,36 @@ def run_renew(renew: bool, lock_ms: int = 4000, work_ms: int = 6000, timeout_s: 
                            renewed=sum(1 for a in acks if a["ack"] == "RENEW" and a["error"] is None))
     finally:
         run.cleanup()
+
+
+@click.command("share-renew")
+@click.option("--renew/--no-renew", default=True, show_default=True,
+              help="Acknowledge RENEW while the work goes on (KIP-1222), or work through the lock.")
+@click.option("--lock-ms", type=click.IntRange(BROKER_MIN_LOCK_MS, 60000), default=4000, show_default=True,
+              help="The group's share.record.lock.duration.ms (the acquisition lock), ms.")
+@click.option("--work-ms", type=click.IntRange(1), default=6000, show_default=True,
+              help="Work on the record, ms; above --lock-ms, or nothing outlasts the lock.")
+@click.option("--timeout", "timeout_s", type=float, default=90.0, show_default=True)
+@shows_programs
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@runscope.checks_cluster_itself
+def renew_command(renew: bool, lock_ms: int, work_ms: int, timeout_s: float, as_json: bool) -> None:
+    """KIP-1222: two Java share consumers, one record whose work outlasts the acquisition lock;
+    with --no-renew it is delivered again to the other member and the first ACCEPT is refused.
+    Runs notebook 09's ShareRenewConsumer.java (section 8)."""
+    if work_ms <= lock_ms:
+        raise click.UsageError(f"--work-ms ({work_ms}) must be above --lock-ms ({lock_ms}): the work must outlast the lock")
+    runscope.require_for_cli()
+    show_programs(java_source(*RENEW_JAVA_SHOWN))
+    r = run_renew(renew, lock_ms=lock_ms, work_ms=work_ms, timeout_s=timeout_s)
+    if as_json:
+        click.echo(json.dumps(r.to_json(), indent=2))
+        return
+    click.echo(f"{'RENEW' if renew else 'no RENEW'}: lock {lock_ms} ms, work {work_ms} ms; "
+               f"{len(r.deliveries)} deliveries to {r.members_delivered} member(s), {r.renewed} RENEWs taken, "
+               f"{r.accepted} ACCEPT taken")
+    for a in r.acknowledgements:
+        click.echo(f"  {a['ms']:>7} ms  {a['client']}  {a['ack']:<6} {'taken' if a['error'] is None else 'refused: ' + a['error']}")
+
+
+cli_commands = [cli_command, renew_command]
