@@ -102,6 +102,41 @@ def test_planned_shutdown_runs_the_budget_writer_with_both_acks_and_prints_each(
     assert asked[-1][3] == 1 and d == result.to_json()
 
 
+def test_share_renew_shows_the_java_source_runs_both_ways_and_refuses_work_inside_the_lock(monkeypatch) -> None:
+    """``kafkalab run share-renew`` (notebook 09's ``run_renew``, KIP-1222) shows the part of
+    ShareRenewConsumer.java the notebook shows, passes --renew/--no-renew and the times, prints
+    each acknowledgement and whether the broker took it, or the JSON; refuses work that does not
+    outlast the lock before touching the cluster. The experiment is stubbed here."""
+    from kafkalab import runscope
+    from kafkalab.experiments import share_groups as sg
+
+    def result(renew):
+        acks = ([{"client": "java-0", "ack": "RENEW", "error": None, "ms": 2000},
+                 {"client": "java-0", "ack": "ACCEPT", "error": None, "ms": 6000}] if renew else
+                [{"client": "java-0", "ack": "ACCEPT", "error": "InvalidRecordStateException", "ms": 6000},
+                 {"client": "java-1", "ack": "ACCEPT", "error": None, "ms": 10000}])
+        deliveries = [{"client": "java-0", "delivery_count": 1, "ms": 0}] + \
+            ([] if renew else [{"client": "java-1", "delivery_count": 2, "ms": 4000}])
+        return sg.RenewResult(renew, "t", "g", 4000, 6000, deliveries, acks, len({d["client"] for d in deliveries}),
+                              1, 1 if renew else 0)
+
+    asked, checked = [], []
+    monkeypatch.setattr(runscope, "require_for_cli", lambda: checked.append(1))
+    monkeypatch.setattr(sg, "run_renew", lambda renew, lock_ms, work_ms, timeout_s:
+                        asked.append((renew, lock_ms, work_ms)) or result(renew))
+    r = invoke("run", "share-renew", "--show")
+    assert r.exit_code == 0, r.output
+    assert "Java kafka/src/main/java/kafkalab/clients/ShareRenewConsumer.java" in r.output
+    assert "RENEW: lock 4000 ms, work 6000 ms; 1 deliveries to 1 member(s), 1 RENEWs taken, 1 ACCEPT taken" in r.output
+    r = invoke("run", "share-renew", "--no-renew")
+    assert "no RENEW" in r.output and "refused: InvalidRecordStateException" in r.output
+    assert asked == [(True, 4000, 6000), (False, 4000, 6000)]
+    d = json.loads(invoke("run", "share-renew", "--json").output)
+    assert d == result(True).to_json()
+    r = invoke("run", "share-renew", "--lock-ms", "5000", "--work-ms", "5000")
+    assert r.exit_code == 2 and "must be above --lock-ms" in r.output and len(checked) == 3
+
+
 @pytest.mark.cluster
 def test_failure_budget_with_min_insync_replicas_1_acknowledges_down_to_one_broker() -> None:
     """Notebook 08 asserts the budget at min.insync.replicas=2 (one failure); its Explain says
