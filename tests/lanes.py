@@ -149,6 +149,10 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["SPARK_REMOTE"] = f"sc://127.0.0.1:{base + SPARK_CONNECT_PORT_OFFSET}"
 
 
+#: What ``kafkalab up`` says of a state folder an older Kafka formatted (``kafkalab.cluster.stale_features``).
+STALE_FORMAT = "was formatted by an older Kafka"
+
+
 def _lane_cluster(n: int, base: int) -> None:
     from kafkalab import config as kconfig
 
@@ -159,6 +163,13 @@ def _lane_cluster(n: int, base: int) -> None:
     if _kafkalab("status", "--check", env=env, timeout_s=60).returncode == 0:
         return  # this lane's cluster runs already: use it, leave it running
     up = _kafkalab("up", env=env, timeout_s=LANE_UP_TIMEOUT_S)
+    if up.returncode != 0 and STALE_FORMAT in up.stdout + up.stderr:
+        # The lane's state holds nothing but earlier test runs' data: an older Kafka's format is
+        # wiped and the lane formats afresh (kafkalab.cluster.stale_features).
+        print(f"lane gw{n}: {state} was formatted by an older Kafka; wiping it", file=sys.stderr)
+        _kafkalab("down", env=env, timeout_s=120)
+        _kafkalab("wipe", "--yes", env=env, timeout_s=120)
+        up = _kafkalab("up", env=env, timeout_s=LANE_UP_TIMEOUT_S)
     if up.returncode != 0:
         _kafkalab("down", env=env, timeout_s=120)
         raise pytest.UsageError(f"lane gw{n}: `kafkalab up` on port base {base} (state {state}) failed:\n"

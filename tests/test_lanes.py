@@ -74,3 +74,12 @@ def test_the_spark_connect_port_lies_between_two_lanes_clusters(monkeypatch) -> 
     assert offset < lanes.SPARK_CONNECT_PORT_OFFSET < lanes.LANE_PORT_STEP, (
         f"a cluster uses its base .. base + {offset}: the Spark Connect server at base + "
         f"{lanes.SPARK_CONNECT_PORT_OFFSET} must lie above that and below the next lane's base")
+
+
+def test_a_lane_knows_an_older_kafkas_format_when_kafkalab_up_reports_it() -> None:
+    """A lane wipes its own state when ``kafkalab up`` says an older Kafka formatted it (the lane's
+    state holds only earlier test runs); it recognises that by ``STALE_FORMAT`` in the message."""
+    from kafkalab import cluster
+
+    assert lanes.STALE_FORMAT in cluster.stale_features({"share.version": 1})
+    assert cluster.stale_features(dict(cluster.FORMAT_FEATURES)) is None
