@@ -12,10 +12,19 @@ import csv
 import re
 from pathlib import Path
 
+import os
+
 import nbformat
 import pytest
 
 from kafkalab import i18n, quiz
+
+
+def signed(doc: str, work: str) -> str:
+    """``work`` with each ``=== N`` line checked against string N's English as ``show`` writes it."""
+    msgs = i18n.unique_messages(doc)
+    return re.sub(r"^(=== (\d+)(?:\s+\(quiz\))?)\s*$",
+                  lambda m: f"{m.group(1)}  #{i18n.english_check(msgs[int(m.group(2)) - 1].text)}", work, flags=re.M)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,14 +81,16 @@ def test_update_fill_build_and_a_changed_english_string_becomes_fuzzy(home: Path
     st = i18n.status(doc)
     assert (st.total, len(st.missing), st.fuzzy) == (5, 5, [])
     work = i18n.show(doc)
-    assert work.splitlines()[0] == "=== 1" and "=== 3  (quiz)" in work
-    assert i18n.fill(doc, "=== 1\n# 01 · 제목\n\n=== 2\n[뱅크](interview_bank.md), [코드](../src/x.py) 참고.\n"
-                          "=== 3  (quiz)\n몇 개일까?\n=== 4  (quiz)\n레코드\n=== 5\n## 준비\n") == 5  # as `show` writes it
+    first = i18n.unique_messages(doc)[0].text
+    assert work.splitlines()[0] == f"=== 1  #{i18n.english_check(first)}" and "=== 3  (quiz)  #" in work
+    assert i18n.fill(doc, signed(doc, "=== 1\n# 01 · 제목\n\n=== 2\n[뱅크](interview_bank.md), [코드](../src/x.py) 참고.\n"
+                          "=== 3  (quiz)\n몇 개일까?\n=== 4  (quiz)\n레코드\n=== 5\n## 준비\n")) == 5  # as `show` writes it
     assert i18n.status(doc).done
     text, missing = i18n.render(doc)
     assert missing == []
     nb = nbformat.reads(text, 4)
-    assert nb.cells[0].source == "# 01 · 제목\n\n[뱅크](interview_bank.md), [코드](../../src/x.py) 참고."
+    assert nb.cells[0].source == f"# 01 · 제목\n\n{i18n.generated_note(doc)}\n\n[뱅크](interview_bank.md), [코드](../../src/x.py) 참고."
+    assert "notebooks/locale/ko/LC_MESSAGES/01_x.po: edit the .po" in i18n.generated_note(doc)
     assert nb.cells[1].source == 'quiz.predict("k", "How many?", unit="records")'  # code: as it is
     assert nb.cells[2].source == "## 준비\n\n```bash\nmake lab\n```"
     assert i18n.quiz_text("How many?", "ko") == "몇 개일까?" and i18n.quiz_text("How many?", "en") == "How many?"
@@ -92,11 +103,11 @@ def test_update_fill_build_and_a_changed_english_string_becomes_fuzzy(home: Path
     st = i18n.status(doc)
     assert st.fuzzy == ["## Set up"] and st.missing == []
     assert i18n.render(doc)[1] == ["## Set up"]  # a fuzzy translation is not used: the English shows
-    assert "=== 5\n## Set up" in i18n.show(doc, only_todo=True)
+    assert f"=== 5  #{i18n.english_check('## Set up')}\n## Set up" in i18n.show(doc, only_todo=True)
     i18n.update(doc)  # read and written again: the previous English stays a `#|` line, not a comment
     po = i18n.catalog_path(doc).read_text()
     assert '#| msgid "## Setup"' in po and "# |" not in po and i18n.status(doc).fuzzy == ["## Set up"]
-    i18n.fill(doc, "=== 5\n## 준비하기\n")
+    i18n.fill(doc, signed(doc, "=== 5\n## 준비하기\n"))
     po = i18n.catalog_path(doc).read_text()
     assert i18n.status(doc).done and "#, fuzzy" not in po and "#|" not in po and "# |" not in po
 
@@ -114,9 +125,32 @@ def test_fill_refuses_a_number_that_is_not_a_string_and_an_empty_translation(hom
         i18n.fill("01_x.ipynb", "=== 1\n\n")
 
 
+def test_fill_refuses_a_string_without_its_check_and_one_whose_english_moved(home: Path) -> None:
+    """A work file made before an English paragraph was inserted above a string numbers that
+    string one too low: ``fill`` refuses the whole file and no translation lands on another string."""
+    doc = "01_x.ipynb"
+    i18n.update(doc)
+    with pytest.raises(ValueError, match="string 5 has no check of its English"):
+        i18n.fill(doc, "=== 5\n## 준비\n")
+    old_work = signed(doc, "=== 1\n# 01 · 제목\n=== 5\n## 준비\n")
+    path = home / "notebooks" / doc
+    nb = nbformat.read(path, 4)
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell("A new paragraph before the rest."))
+    nbformat.write(nb, path)
+    i18n.update(doc)
+    texts = [m.text for m in i18n.unique_messages(doc)]
+    assert texts.index("A new paragraph before the rest.") < texts.index("## Setup") == 5, "string 5 moved to 6"
+    with pytest.raises(ValueError, match="string 5 is no longer the English"):
+        i18n.fill(doc, old_work)
+    assert i18n.status(doc).missing == texts, "nothing was set"
+    assert i18n.fill(doc, signed(doc, "=== 1\n# 01 · 제목\n=== 6\n## 준비\n")) == 2
+    cat = i18n.read_catalog(doc)
+    assert i18n.lookup(cat, "## Setup") == "## 준비" and i18n.lookup(cat, "A new paragraph before the rest.") is None
+
+
 def test_the_quiz_speaks_korean_in_a_notebook_under_notebooks_ko(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     i18n.update("01_x.ipynb")
-    i18n.fill("01_x.ipynb", "=== 3\n몇 개일까?\n=== 4\n레코드\n")
+    i18n.fill("01_x.ipynb", signed("01_x.ipynb", "=== 3\n몇 개일까?\n=== 4\n레코드\n"))
     (home / "notebooks" / "ko").mkdir()
     monkeypatch.chdir(home / "notebooks" / "ko")
     assert i18n.language_of() == "ko"
@@ -168,11 +202,42 @@ def test_every_catalog_is_well_formed_po() -> None:
     assert not bad, "malformed catalog lines (write catalogs with kafkalab i18n, not by hand):\n" + "\n".join(bad)
 
 
+def test_no_catalog_marks_a_string_as_a_format_string() -> None:
+    """``msgfmt -c`` checks a ``python-format`` string's translation as a format string and fails
+    on prose such as "20%의"; Babel flags such a string by itself when it reads or merges a
+    catalog, and ``i18n.write_catalog`` drops the flag."""
+    bad = [f"{doc}:{n}" for doc in DOCS
+           for n, line in enumerate(i18n.catalog_path(doc).read_text(encoding="utf-8").splitlines(), 1)
+           if line.startswith("#,") and "python-format" in line]
+    assert not bad, "python-format flags (write catalogs with kafkalab i18n):\n" + "\n".join(bad)
+
+
+@pytest.mark.subprocess
+def test_msgfmt_check_passes_on_every_catalog() -> None:
+    """GNU gettext's ``msgfmt -c`` (what a translator's tools run) accepts every catalog with no
+    warning. gettext is a system package: install it (Debian ``apt install gettext``, macOS
+    ``brew install gettext``) to run this check."""
+    import shutil
+    import subprocess
+
+    msgfmt = shutil.which("msgfmt")
+    if msgfmt is None:
+        if os.environ.get("CI"):
+            pytest.fail("msgfmt (GNU gettext) is not on PATH on CI")
+        pytest.skip("msgfmt (GNU gettext) is not on PATH: apt install gettext / brew install gettext")
+    out = []
+    for doc in DOCS:
+        r = subprocess.run([msgfmt, "-c", "-o", os.devnull, str(i18n.catalog_path(doc))], capture_output=True, text=True)
+        if r.returncode or r.stderr.strip():
+            out.append(r.stderr.strip() or f"{doc}: exit {r.returncode}")
+    assert not out, "\n".join(out)
+
+
 @pytest.mark.parametrize("doc", DOCS)
 def test_notebooks_ko_is_what_the_catalogs_give(doc: str) -> None:
     path = i18n.edition_path(doc)
     assert path.exists(), f"{path} is missing: run `make ko`"
-    assert path.read_text(encoding="utf-8") == i18n.render(doc)[0], f"{path} is not current: run `make ko`"
+    assert path.read_text(encoding="utf-8") == i18n.render(doc)[0], f"{path} is not current: it is generated; edit {i18n.catalog_path(doc)} (or the English), then run `make ko`"
 
 
 @pytest.mark.parametrize("doc", [d for d in DOCS if d.endswith(".ipynb")])
@@ -277,14 +342,14 @@ def test_the_command_line(home: Path, tmp_path: Path) -> None:
     assert run(main, ["i18n", "update"]).exit_code == 0
     r = run(main, ["i18n", "status", "01_x.ipynb"])
     assert r.exit_code == 1 and "missing   5" in r.output
-    assert "=== 3  (quiz)\nHow many?" in run(main, ["i18n", "show", "01_x.ipynb", "--todo"]).output
+    assert f"=== 3  (quiz)  #{i18n.english_check('How many?')}\nHow many?" in run(main, ["i18n", "show", "01_x.ipynb", "--todo"]).output
     work = tmp_path / "w.txt"
     work.write_text("=== 9\n무엇\n")
     r = run(main, ["i18n", "fill", "01_x.ipynb", str(work)])
     assert r.exit_code == 1 and "string 9 does not exist (1..5)" in r.output
     r = run(main, ["i18n", "status", "nope.ipynb"])
     assert r.exit_code == 2 and "not a translated document: ['nope.ipynb']" in r.output
-    work.write_text("=== 1\n# 01 · 제목\n=== 2\n뱅크\n=== 3\n몇 개일까?\n=== 4\n레코드\n=== 5\n## 준비\n")
+    work.write_text(signed("01_x.ipynb", "=== 1\n# 01 · 제목\n=== 2\n뱅크\n=== 3\n몇 개일까?\n=== 4\n레코드\n=== 5\n## 준비\n"))
     assert run(main, ["i18n", "fill", "01_x.ipynb", str(work)]).output.strip() == "01_x.ipynb: 5 strings set"
     assert run(main, ["i18n", "status", "01_x.ipynb"]).exit_code == 0
     assert run(main, ["i18n", "build", "01_x.ipynb"]).exit_code == 0

@@ -17,8 +17,11 @@ How an English change reaches the Korean edition:
    translation marked ``#, fuzzy`` (with the previous English as ``#| msgid``), a new block gets
    an empty translation, a removed one goes. ``build`` writes ``notebooks/ko/`` from the English
    and the catalogs; a block without a current translation stays English, and ``build`` lists it.
-2. Translate the entries marked fuzzy or empty (``kafkalab i18n status`` lists them; ``show DOC --todo`` and ``fill DOC FILE`` edit them),
-   remove the ``fuzzy`` mark, run ``make ko`` again.
+2. Translate the entries marked fuzzy or empty (``kafkalab i18n status`` lists them; ``show DOC
+   --todo`` writes them as a work file, each ``=== N  #check`` line carrying a check of its
+   English, and ``fill DOC FILE`` stores the translations, refusing the whole file if a string's
+   English is no longer the one ``show`` wrote), run ``make ko`` again. The steps in Korean, for
+   a translator: ``notebooks/locale/ko/README.md``.
 3. ``tests/test_i18n.py`` (``make check``) fails while any block is missing or fuzzy, or while
    ``notebooks/ko/`` differs from what ``build`` writes.
 
@@ -262,6 +265,12 @@ def write_catalog(doc: str, cat, lang: str = "ko") -> Path:
     path = catalog_path(doc, lang)
     path.parent.mkdir(parents=True, exist_ok=True)
     cat.fuzzy = False
+    for entry in cat:
+        # Babel flags a string with a "%" followed by a letter ("20%의") as python-format, and
+        # `msgfmt -c` then fails on its translation; no string here is a format string.
+        entry.flags.discard("python-format")
+    if isinstance(cat.revision_date, str):  # Babel's placeholder, which `msgfmt -c` warns of
+        cat.revision_date = cat.creation_date
     with path.open("wb") as f:
         write_po(f, cat, width=0, omit_header=False, ignore_obsolete=True, include_previous=True,
                  sort_output=False)
@@ -337,12 +346,21 @@ def unique_messages(doc: str) -> list[Message]:
     return out
 
 
-#: The separator line of the work-file format of ``show`` and ``fill``: ``=== N`` (N from 1).
-_SEP = re.compile(r"^=== (\d+)(?:\s+\(quiz\))?\s*$", re.M)
+#: The separator line of the work-file format of ``show`` and ``fill``: ``=== N``, N from 1,
+#: ``(quiz)`` for a quiz string, and ``#`` + ``english_check`` of the English it was shown with.
+_SEP = re.compile(r"^=== (\d+)(?:\s+\(quiz\))?(?:\s+#([0-9a-f]{8}))?\s*$", re.M)
+
+
+def english_check(text: str) -> str:
+    """8 hex digits of the SHA-1 of an English string: ``show`` writes them after each ``=== N``
+    and ``fill`` compares them with the string N is now."""
+    import hashlib
+
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:8]
 
 
 def show(doc: str, lang: str = "ko", only_todo: bool = False) -> str:
-    """The document's strings as a work file: ``=== N`` then the English, for each string
+    """The document's strings as a work file: ``=== N  #check`` then the English, for each string
     (``only_todo``: only those missing or fuzzy)."""
     cat = read_catalog(doc, lang)
     parts = []
@@ -350,31 +368,42 @@ def show(doc: str, lang: str = "ko", only_todo: bool = False) -> str:
         if only_todo and lookup(cat, m.text, m.context) is not None:
             continue
         tag = "  (quiz)" if m.context else ""
-        parts.append(f"=== {n}{tag}\n{m.text}\n")
+        parts.append(f"=== {n}{tag}  #{english_check(m.text)}\n{m.text}\n")
     return "\n".join(parts)
 
 
 def fill(doc: str, work: str, lang: str = "ko") -> int:
-    """Set translations from a work file (``=== N`` then the translation of string N, as ``show``
-    numbers them; blank lines around a translation are dropped) and clear their fuzzy mark.
+    """Set translations from a work file (``=== N  #check`` then the translation of string N, as
+    ``show`` numbers and checks them; blank lines around a translation are dropped) and clear
+    their fuzzy mark. Nothing is written unless every string of the file is accepted.
 
     Returns:
         How many strings were set.
 
     Raises:
-        ValueError: a number that is not a string of the document, or an empty translation.
+        ValueError: a number that is not a string of the document, an empty translation, a
+            string without its check, or one whose English is no longer the one ``show`` wrote
+            (the English changed, or strings were inserted or removed before it: the numbers
+            moved, and the translation would land on another string).
     """
     msgs = unique_messages(doc)
     cat = read_catalog(doc, lang)
     pieces = _SEP.split(work)
     count = 0
-    for num, body in zip(pieces[1::2], pieces[2::2]):
+    for num, check, body in zip(pieces[1::3], pieces[2::3], pieces[3::3]):
         n = int(num)
         if not 1 <= n <= len(msgs):
             raise ValueError(f"{doc}: string {n} does not exist (1..{len(msgs)})")
         text = body.strip("\n")
         if not text.strip():
             raise ValueError(f"{doc}: string {n} has an empty translation")
+        if check is None:
+            raise ValueError(f"{doc}: string {n} has no check of its English (`=== {n}  #xxxxxxxx`): fill from a "
+                             f"work file that `kafkalab i18n show {doc}` wrote")
+        if check != english_check(msgs[n - 1].text):
+            raise ValueError(f"{doc}: string {n} is no longer the English the work file was made from (it changed, "
+                             f"or strings were added or removed before it): nothing was set; run "
+                             f"`kafkalab i18n show {doc} --todo` again and move the translations over")
         m = msgs[n - 1]
         entry = cat.get(m.text, context=m.context)
         if entry is None:
@@ -427,6 +456,24 @@ def translate_markdown(markdown: str, cat, doc: str, lang: str = "ko", missing: 
     return _relink("\n\n".join(out), doc, lang)
 
 
+def generated_note(doc: str, lang: str = "ko") -> str:
+    """The comment every generated document carries below its title (invisible when rendered):
+    where its text comes from, so that a fix goes into the catalog and not into the copy."""
+    po = catalog_path(doc, lang).relative_to(notebooks_dir().parent)
+    return (f"<!-- generated by `kafkalab i18n build` (make ko) from {po}: edit the .po, not this file. "
+            f"이 파일은 생성된 것이다. 고칠 곳은 {po}이고, 고친 뒤 make ko를 실행한다. -->")
+
+
+def _with_note(markdown: str, doc: str, lang: str) -> str:
+    """``markdown`` with ``generated_note`` after its first line if that is a ``#`` title (the
+    title stays first: the book takes it as the page title), else before it."""
+    note = generated_note(doc, lang)
+    title, sep, rest = markdown.partition("\n")
+    if title.startswith("# "):
+        return f"{title}\n\n{note}" + (f"\n{rest}" if sep else "")
+    return f"{note}\n\n{markdown}"
+
+
 def render(doc: str, lang: str = "ko") -> tuple[str, list[str]]:
     """The translated document as file text, and the English blocks left untranslated.
 
@@ -441,11 +488,14 @@ def render(doc: str, lang: str = "ko") -> tuple[str, list[str]]:
 
         nb = nbformat.read(path, as_version=4)
         out = copy.deepcopy(nb)
+        noted = False
         for cell in out.cells:
             if cell.cell_type == "markdown":
                 cell.source = translate_markdown(cell.source, cat, doc, lang, missing)
+                if not noted:
+                    cell.source, noted = _with_note(cell.source, doc, lang), True
         return nbformat.writes(out) + "\n", missing
-    text = translate_markdown(path.read_text(encoding="utf-8"), cat, doc, lang, missing)
+    text = _with_note(translate_markdown(path.read_text(encoding="utf-8"), cat, doc, lang, missing), doc, lang)
     return text.rstrip("\n") + "\n", missing
 
 
@@ -560,7 +610,7 @@ def status_command(docs: tuple[str, ...], lang: str) -> None:
 @click.option("--todo", is_flag=True, help="Only the strings missing or fuzzy.")
 @_LANG
 def show_command(doc: str, todo: bool, lang: str) -> None:
-    """Print DOC's strings as a work file (``=== N`` then the English of string N)."""
+    """Print DOC's strings as a work file (``=== N  #check`` then the English of string N)."""
     click.echo(show(_docs((doc,))[0], lang, todo))
 
 
@@ -569,7 +619,8 @@ def show_command(doc: str, todo: bool, lang: str) -> None:
 @click.argument("work", type=click.Path(exists=True, dir_okay=False))
 @_LANG
 def fill_command(doc: str, work: str, lang: str) -> None:
-    """Store the translations of a work file (``=== N`` then the translation of string N) in DOC's catalog."""
+    """Store the translations of a work file (``=== N  #check`` then the translation of string N, as
+    ``show`` wrote it) in DOC's catalog; refuse it all if a string's English changed since."""
     try:
         n = fill(_docs((doc,))[0], Path(work).read_text(encoding="utf-8"), lang)
     except ValueError as e:
