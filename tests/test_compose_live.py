@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 import pytest
@@ -133,6 +134,27 @@ class Smoke:
         return json.loads(self.kafkalab("status", "--json").stdout)
 
 
+def _wipe_if_an_older_kafka_formatted(s: Smoke) -> None:
+    """The smoke's own state folder keeps the cluster's data between runs; one an older Kafka
+    formatted (``kafkalab up`` says so, ``lanes.STALE_FORMAT``) is wiped, as a lane does, so that
+    the smoke starts from the format of the Kafka it tests."""
+    from lanes import STALE_FORMAT
+
+    if not (Path(s.env["KAFKALAB_STATE"]) / "cluster").exists():
+        return
+    cp = subprocess.run([sys.executable, "-m", "kafkalab.cli", "up", "--backend", "compose", "--timeout",
+                         str(UP_TIMEOUT_S)], capture_output=True, text=True, env=s.env, timeout=UP_TIMEOUT_S + 300,
+                        cwd=ROOT)
+    if cp.returncode != 0 and STALE_FORMAT in cp.stderr:
+        print(f"compose smoke: {s.env['KAFKALAB_STATE']} was formatted by an older Kafka; wiping it", file=sys.stderr)
+        s.kafkalab("down")
+        s.kafkalab("wipe", "--yes")
+    elif cp.returncode == 0:
+        s.kafkalab("down")  # the timed start below is the smoke's, from a stopped cluster
+    else:
+        raise AssertionError(f"kafkalab up --backend compose exited {cp.returncode}:\n{cp.stdout}\n{cp.stderr}")
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Smoke]:
     env = {**os.environ, "KAFKALAB_BACKEND": "compose",
@@ -148,6 +170,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Smoke]:
         assert cp.returncode == 0, f"engine.sh image failed:\n{cp.stderr}"
         assert cp.stdout.strip().startswith("kafkalab/kafka:"), cp.stdout
         s.volumes_before = _volumes()
+        _wipe_if_an_older_kafka_formatted(s)
         t0 = time.monotonic()
         s.kafkalab("up", "--backend", "compose", "--timeout", str(UP_TIMEOUT_S), timeout_s=UP_TIMEOUT_S + 300)
         TIMES["kafkalab up --backend compose"] = round(time.monotonic() - t0, 1)
