@@ -100,32 +100,3 @@ def test_requests_are_handed_over_in_order_and_written_to_the_ledger(tmp_path) -
     assert list(lab.requests()) == [("order-0001", 5), ("order-0002", 7)]
     lab.close()
     assert [e.value for e in read_events(tmp_path / "p.jsonl", kinds="consumed")] == ["order-0001", "order-0002"]
-
-
-def test_kafkalab_run_outbox_runs_the_notebook_programs_and_prints_each_line(monkeypatch) -> None:
-    """``kafkalab run outbox`` runs notebook 12's programs as saved (the experiment stubbed here)
-    and prints a line per crash, the end to end and the cost, or the JSON."""
-    from click.testing import CliRunner
-
-    from kafkalab import runscope
-    from kafkalab.cli import main
-
-    ran = []
-    monkeypatch.setattr(runscope, "require_for_cli", lambda: None)
-
-    def crash(progs, part, name, point, after, requests):
-        ran.append((sorted(progs), name, point, requests))
-        return ob.Outcome(f"{name} @ {point}", name, point, after, "t", "", "", ["a"], ["a"])
-
-    monkeypatch.setattr(ob, "run_crash", crash)
-    monkeypatch.setattr(ob, "run_end_to_end", lambda s, r, c, requests: ob.EndToEnd({}, ["a"], ["a", "a"], ["a"], 2))
-    monkeypatch.setattr(ob, "run_cost", lambda d, s, r: ob.Cost(500, 100.0, 300.0, 700.0, 500, 500))
-    r = CliRunner().invoke(main, ["run", "outbox", "--show"], catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    assert len(ran) == len(ob.CRASH_TABLE) and ran[0][0] == sorted(ob.PROGRAMS) and ran[0][3] == 60
-    assert "%%program relay (12_exactly_once_database.ipynb" in r.output
-    assert "relay @ after-mark (on passage 2): expected 1, seen 1, lost 0" in r.output
-    assert "1 orders, 2 events (1 duplicates, 0 lost), 1 shipments (0 lost, 0 applied twice)" in r.output
-    assert "outbox + relay 300 records/s (3.00x)" in r.output
-    d = json.loads(CliRunner().invoke(main, ["run", "outbox", "--messages", "100", "--no-cost", "--json"], catch_exceptions=False).output)
-    assert d["cost"] is None and d["end_to_end"]["topic_counts"]["duplicates"] == 1 and ran[-1][3] == 100
