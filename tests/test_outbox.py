@@ -100,3 +100,18 @@ def test_requests_are_handed_over_in_order_and_written_to_the_ledger(tmp_path) -
     assert list(lab.requests()) == [("order-0001", 5), ("order-0002", 7)]
     lab.close()
     assert [e.value for e in read_events(tmp_path / "p.jsonl", kinds="consumed")] == ["order-0001", "order-0002"]
+
+
+def test_the_anomaly_plot_has_a_bar_per_run_and_kind_and_labels_what_is_not_zero() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from kafkalab.experiments import outbox_plots
+
+    table = {"dual_write @ after-db-commit": {"lost": 1, "unexpected": 0, "duplicates": 0},
+             "relay @ after-delivery": {"lost": 0, "unexpected": 0, "duplicates": 20}}
+    fig = outbox_plots.anomalies(table, title="t")
+    ax = fig.axes[0]
+    assert len(ax.patches) == 2 * len(outbox_plots.KINDS)
+    assert sorted(t.get_text() for t in ax.texts) == ["1 lost", "20 duplicates"], "only the counts that are not 0 are written"
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(table)
