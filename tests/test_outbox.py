@@ -115,3 +115,10 @@ def test_the_anomaly_plot_has_a_bar_per_run_and_kind_and_labels_what_is_not_zero
     assert len(ax.patches) == 2 * len(outbox_plots.KINDS)
     assert sorted(t.get_text() for t in ax.texts) == ["1 lost", "20 duplicates"], "only the counts that are not 0 are written"
     assert [t.get_text() for t in ax.get_yticklabels()] == list(table)
+
+
+def test_latency_is_from_the_request_to_the_first_copy_of_its_event() -> None:
+    handed = {"a": 100, "b": 100, "c": 100}
+    events = [{"event_id": "a", "timestamp_ms": 190}, {"event_id": "a", "timestamp_ms": 103},
+              {"event_id": "b", "timestamp_ms": 150}, {"event_id": "x", "timestamp_ms": 150}]
+    assert ob.latencies_ms(handed, events) == [3, 50], "a's first copy counts; x had no request; c no event"

@@ -123,6 +123,21 @@ def rest_of(requests: list[list], handed: int) -> list[list]:
     return requests[handed:]
 
 
+def latencies_ms(handed: dict[str, int], events: list[dict]) -> list[int]:
+    """For each event id's first copy in ``events`` (``topic_events`` rows), its timestamp minus
+    the time its request was handed to the service (``handed``: order id -> ms), in ms: how long
+    an order waited for its event to be produced.
+
+    >>> latencies_ms({"a": 100, "b": 100}, [{"event_id": "a", "timestamp_ms": 103},
+    ...     {"event_id": "a", "timestamp_ms": 190}, {"event_id": "b", "timestamp_ms": 150}])
+    [3, 50]
+    """
+    first: dict[str, int] = {}
+    for e in sorted(events, key=lambda e: e["timestamp_ms"]):
+        first.setdefault(e["event_id"], e["timestamp_ms"])
+    return [first[k] - handed[k] for k in sorted(first) if k in handed]
+
+
 def rate(records: int, first_ms: int, last_ms: int) -> float:
     """Records per second between two wall-clock times in ms (0 when no time passed).
 
@@ -354,9 +369,11 @@ class Outcome:
         self.counts = count(self.expected, self.seen)
 
     def row(self) -> dict:
+        """One line of a table: the run, its crash point and passage, then ``Counts.row()``."""
         return {"run": self.label, "crash point": self.crash_point, "crash on": self.crash_after} | self.counts.row()
 
     def to_json(self) -> dict:
+        """The outcome as JSON-ready dicts and lists (``kafkalab run outbox --json``)."""
         return asdict(self) | {"counts": self.counts.row()}
 
 
@@ -451,6 +468,7 @@ class EndToEnd:
         self.applied = count(self.orders, self.shipments)
 
     def to_json(self) -> dict:
+        """The run as JSON-ready dicts and lists (``kafkalab run outbox --json``)."""
         return asdict(self) | {"topic_counts": self.topic_counts.row(), "applied": self.applied.row()}
 
 
@@ -490,7 +508,8 @@ class Cost:
     relay, one after the other, no crash. Rates in records/s, from the first request handed to
     the service (its ledger) to the last event's timestamp in the topic (CreateTime, set by
     the producer as it produces). ``service_only``: outbox service alone (first to last request
-    handed over, the database work without Kafka)."""
+    handed over, the database work without Kafka). ``*_latency_ms``: the median, over the orders,
+    of the time from a request handed to the service to its event's timestamp (``latencies_ms``)."""
 
     requests: int
     dual_write: float
@@ -498,6 +517,8 @@ class Cost:
     service_only: float
     dual_write_events: int
     outbox_events: int
+    dual_write_latency_ms: float = 0.0
+    outbox_latency_ms: float = 0.0
 
     @property
     def ratio(self) -> float:
@@ -505,11 +526,19 @@ class Cost:
         return self.outbox / self.dual_write if self.dual_write else 0.0
 
     def to_json(self) -> dict:
+        """The rates (records/s) and counts, with ``ratio``, JSON-ready."""
         return asdict(self) | {"ratio": self.ratio}
 
 
 def _handed_ms(w: workloads.Worker) -> list[int]:
     return [e.ts_ms for e in read_events(w.ledger, kinds="consumed")]
+
+
+def _median_latency(w: workloads.Worker, events: list[dict]) -> float:
+    import statistics
+
+    handed = {e.value: e.ts_ms for e in read_events(w.ledger, kinds="consumed")}
+    return float(statistics.median(latencies_ms(handed, events)))
 
 
 def run_cost(dual_write: Program, service: Program, relay: Program, requests: int = 500) -> Cost:
@@ -526,6 +555,7 @@ def run_cost(dual_write: Program, service: Program, relay: Program, requests: in
         first = _handed_ms(b.workers[0])[0]
         dual = topic_events(topic)
         dual_rate = rate(len(dual), first, max(e["timestamp_ms"] for e in dual))
+        dual_latency = _median_latency(b.workers[0], dual)
     with Bench("cost-outbox") as b:
         topic, db = b.topic(), b.dir / "service.db"
         service_w = b.start(service, topic, db=str(db), requests=reqs)
@@ -538,7 +568,8 @@ def run_cost(dual_write: Program, service: Program, relay: Program, requests: in
         out = topic_events(topic)
         out_rate = rate(len(out), handed[0], max(e["timestamp_ms"] for e in out))
         service_rate = rate(len(handed) - 1, handed[0], handed[-1])
-    return Cost(requests, dual_rate, out_rate, service_rate, len(dual), len(out))
+        out_latency = _median_latency(service_w, out)
+    return Cost(requests, dual_rate, out_rate, service_rate, len(dual), len(out), dual_latency, out_latency)
 
 
 # ----------------------------------------------------------------------------- all of it, and the CLI
@@ -605,4 +636,6 @@ def cli_command(messages: int, no_cost: bool, as_json: bool) -> None:
                f"({a['lost']} lost, {a['duplicates']} applied twice)")
     if spent:
         click.echo(f"cost: dual write {spent.dual_write:.0f} records/s, outbox + relay {spent.outbox:.0f} records/s "
-                   f"({spent.ratio:.2f}x), the outbox service alone {spent.service_only:.0f} requests/s")
+                   f"({spent.ratio:.2f}x), the outbox service alone {spent.service_only:.0f} requests/s; median "
+                   f"latency from request to event {spent.dual_write_latency_ms:.0f} ms (dual write), "
+                   f"{spent.outbox_latency_ms:.0f} ms (outbox)")
