@@ -137,6 +137,52 @@ def test_share_renew_shows_the_java_source_runs_both_ways_and_refuses_work_insid
     assert r.exit_code == 2 and "must be above --lock-ms" in r.output and len(checked) == 3
 
 
+def test_kafkalab_run_outbox_runs_the_notebook_programs_and_prints_each_line(monkeypatch) -> None:
+    """``kafkalab run outbox`` runs notebook 12's programs as saved (the experiment stubbed here)
+    and prints a line per crash, the end to end and the cost, or the JSON."""
+    from kafkalab import runscope
+    from kafkalab.experiments import outbox as ob
+
+    ran = []
+    monkeypatch.setattr(runscope, "require_for_cli", lambda: None)
+
+    def crash(progs, part, name, point, after, requests):
+        ran.append((sorted(progs), name, point, requests))
+        return ob.Outcome(f"{name} @ {point}", name, point, after, "t", "", "", ["a"], ["a"])
+
+    monkeypatch.setattr(ob, "run_crash", crash)
+    monkeypatch.setattr(ob, "run_end_to_end", lambda s, r, c, requests: ob.EndToEnd({}, ["a"], ["a", "a"], ["a"], 2))
+    monkeypatch.setattr(ob, "run_cost", lambda d, s, r: ob.Cost(500, 100.0, 300.0, 700.0, 500, 500))
+    r = invoke("run", "outbox", "--show")
+    assert r.exit_code == 0, r.output
+    assert len(ran) == len(ob.CRASH_TABLE) and ran[0][0] == sorted(ob.PROGRAMS) and ran[0][3] == 60
+    assert "%%program relay (12_exactly_once_database.ipynb" in r.output
+    assert "relay @ after-mark (on passage 2): expected 1, seen 1, lost 0" in r.output
+    assert "1 orders, 2 events (1 duplicates, 0 lost), 1 shipments (0 lost, 0 applied twice)" in r.output
+    assert "outbox + relay 300 records/s (3.00x)" in r.output
+    d = json.loads(invoke("run", "outbox", "--messages", "100", "--no-cost", "--json").output)
+    assert d["cost"] is None and d["end_to_end"]["topic_counts"]["duplicates"] == 1 and ran[-1][3] == 100
+
+
+@pytest.mark.cluster
+def test_kafkalab_run_outbox_counts_what_notebook_12_asserts() -> None:
+    """``kafkalab run outbox`` on the live cluster, without the cost: the dual write loses one
+    event (or publishes one for a rolled-back order), the relay loses none at any crash point,
+    the idempotent consumer applies nothing twice, and the pipeline with all three crashed
+    neither loses nor applies twice."""
+    r = invoke("run", "outbox", "--no-cost", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    counts = {o["label"]: o["counts"] for o in d["crashes"]}
+    assert counts["dual_write @ after-db-commit"]["lost"] == 1
+    assert counts["produce_then_commit @ after-produce"]["unexpected"] == 1
+    assert all(c["lost"] == 0 and c["unexpected"] == 0 for label, c in counts.items() if not label.startswith(
+        ("dual_write", "produce_then_commit"))), counts
+    assert all(c["duplicates"] == 0 for label, c in counts.items() if label.startswith("idempotent_consumer")), counts
+    assert d["end_to_end"]["applied"] == {"expected": 60, "seen": 60, "lost": 0, "unexpected": 0, "duplicates": 0}
+    assert d["cost"] is None
+
+
 @pytest.mark.cluster
 def test_failure_budget_with_min_insync_replicas_1_acknowledges_down_to_one_broker() -> None:
     """Notebook 08 asserts the budget at min.insync.replicas=2 (one failure); its Explain says

@@ -77,6 +77,7 @@ ROLES: dict[str, str] = {
     "measuring": "kafkalab.instruments.measuring:MeasuringLab",
     "timed_reader": "kafkalab.instruments.measuring:MeasuringConsumerLab",
     "pod": "kafkalab.instruments.pod:PodLab",
+    "outbox": "kafkalab.instruments.outbox:OutboxLab",
 }
 
 
