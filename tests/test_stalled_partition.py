@@ -79,3 +79,14 @@ def test_a_dead_transactional_producer_stalls_one_partition_until_kafka_transact
     assert sa.stalled_partitions(run) == [sp.STUCK]
     assert run.tool_rows("find-hanging") == [] and run.tools["abort"]["returncode"] == 0
     assert all(v["lag"] == 0 for g in run.lag["after"].values() for v in g.values())
+
+
+def test_gauge_rows_put_each_jmx_sample_on_one_clock_and_between_picks_a_window() -> None:
+    from kafkalab import metrics
+
+    samples = metrics.parse_jmx(f"time\t1000\n{metrics.UNDER_MIN_ISR}:Value\t0\ntime\t3000\n{metrics.UNDER_MIN_ISR}:Value\t4\n"
+                                f"time\t5000\n{metrics.UNDER_MIN_ISR}:Value\t0\n")
+    rows = sa.gauge_rows(samples, {"under min ISR": metrics.UNDER_MIN_ISR}, t0_ms=2000)
+    assert rows == [{"t_s": -1.0, "under min ISR": 0.0}, {"t_s": 1.0, "under min ISR": 4.0},
+                    {"t_s": 3.0, "under min ISR": 0.0}]
+    assert sa.between(rows, "under min ISR", 0.0, 3.0) == [4.0], "from the fault up to, not including, the recovery"

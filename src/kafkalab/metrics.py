@@ -54,6 +54,8 @@ def lso_lag_mbean(topic: str, partition: int) -> str:
 #: Broker-wide gauges (``kafka.server:type=ReplicaManager``): partitions under min ISR, and
 #: partitions with a transaction open past ``transaction.max.timeout.ms`` (KIP-664).
 UNDER_MIN_ISR = "kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount"
+#: Partitions the broker leads whose ISR is smaller than their replica set (Operations > Monitoring).
+UNDER_REPLICATED = "kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions"
 LATE_TRANSACTIONS = "kafka.server:type=ReplicaManager,name=PartitionsWithLateTransactionsCount"
 
 
@@ -98,18 +100,22 @@ def parse_jmx(text: str) -> list[JmxSample]:
 class JmxWatch:
     """Kafka's ``JmxTool`` reading ``mbeans`` (exact names) from broker ``broker_id`` every
     ``interval_ms``, in a worker process of its own (``workloads.spawn``: it dies with its
-    parent), its output to ``folder/jmx-<broker>.tsv``. A context manager: ``stop()`` (or the
+    parent), its output to ``folder/jmx-<broker>.tsv`` (default: this run's folder,
+    ``workloads.run_dir``). A context manager: ``stop()`` (or the
     end of the ``with``) kills it. ``samples()`` parses what it wrote so far.
 
     ``--wait`` makes ``JmxTool`` wait until every MBean exists (a partition's gauge appears once
     the broker hosts the partition).
     """
 
-    def __init__(self, broker_id: int, mbeans: Iterable[str], folder: Path, run_id: str,
+    def __init__(self, broker_id: int, mbeans: Iterable[str], folder: Path | None = None, run_id: str | None = None,
                  interval_ms: int = 500):
-        from . import workloads
+        from . import runscope, workloads
         from .cluster.common import tool_command
         from .worker import ExecSpec
+
+        run_id = run_id or runscope.run_id()
+        folder = folder or workloads.run_dir(run_id)
 
         self.broker_id = broker_id
         self.mbeans = list(mbeans)

@@ -65,3 +65,15 @@ def timeout_window_ms(run: Any) -> tuple[int, int]:
     for writing the markers and for the harness to see the LSO move (KIP-98; the coordinator's
     ``abortTimedOutTransactions``)."""
     return run.transaction_timeout_ms, run.transaction_timeout_ms + 2 * run.cleanup_interval_ms
+
+
+def gauge_rows(samples: list, mbeans: dict[str, str], t0_ms: int) -> list[dict]:
+    """One row per ``JmxTool`` sample (``metrics.JmxSample``): ``t_s`` (seconds after ``t0_ms``)
+    and one column per label of ``mbeans`` (label -> MBean), its ``Value``."""
+    return [{"t_s": round((s.t_ms - t0_ms) / 1000, 3), **{label: s.value(m) for label, m in mbeans.items()}}
+            for s in samples]
+
+
+def between(rows: list[dict], column: str, start_s: float, end_s: float) -> list[float]:
+    """``column``'s values of the rows with ``start_s <= t_s < end_s``."""
+    return [r[column] for r in rows if start_s <= r["t_s"] < end_s]

@@ -58,3 +58,24 @@ def dashboard(run: Any, title: str = "") -> "Figure":
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def gauges(rows: list[dict], columns: list[str], marks: dict[str, float], title: str = "") -> "Figure":
+    """Broker gauges over time (``stalled_partition_analysis.gauge_rows``), one step line per
+    column, with ``marks`` (label -> seconds) drawn as vertical lines: the faults and the
+    recovery. Returns the matplotlib Figure."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    for column in columns:
+        ax.step([r["t_s"] for r in rows], [r[column] for r in rows], where="post", label=column)
+    styles = ["tab:red", "darkred", "tab:green", "tab:gray"]
+    for (label, t), colour in zip(marks.items(), styles):
+        ax.axvline(t, color=colour, lw=1.2, ls="--", label=label)
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("partitions")
+    ax.legend(fontsize=7, loc="upper left")
+    if title:
+        ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig
