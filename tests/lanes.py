@@ -62,6 +62,8 @@ COSTS_S = {
     "notebooks/02_rebalancing.ipynb": 111,
     "tests/test_browser.py": 94,
     "notebooks/solutions/09_share_groups_solutions.ipynb": 81,
+    "notebooks/13_stalled_partition.ipynb": 90,
+    "notebooks/solutions/13_stalled_partition_solutions.ipynb": 55,
     "notebooks/10_performance.ipynb": 70,
     "tests/test_rebalance_cluster.py": 66,
     "notebooks/01_partition_assignment.ipynb": 65,

@@ -183,6 +183,33 @@ def test_kafkalab_run_outbox_counts_what_notebook_12_asserts() -> None:
     assert d["cost"] is None
 
 
+def test_stalled_partition_runs_notebook_13s_programs_with_the_fix_and_timeout_asked(monkeypatch) -> None:
+    """``kafkalab run stalled-partition`` (notebook 13's ``stalled_partition.run``) runs the
+    notebook's ``payments_producer`` and ``orders_consumer`` as saved, or the producer with
+    ``--timeout-ms`` as its ``transaction.timeout.ms``; prints the summary, or the JSON. The
+    experiment and the precondition are stubbed here."""
+    from types import SimpleNamespace
+
+    from kafkalab import programs, runscope
+    from kafkalab.experiments import stalled_partition as sp
+
+    asked = []
+    summary = {"fix": "abort", "read_committed lag while stalled": [55, 0, 0]}
+    monkeypatch.setattr(runscope, "require_for_cli", lambda: None)
+    monkeypatch.setattr(sp, "run", lambda producer, consumer, fix: asked.append((producer, consumer, fix)) or SimpleNamespace(
+        summary=lambda: summary, to_json=lambda: {"fix": fix}))
+    r = invoke("run", "stalled-partition", "--show")
+    assert r.exit_code == 0, r.output
+    producer = programs.from_notebook("13_stalled_partition", "payments_producer")
+    consumer = programs.from_notebook("13_stalled_partition", "orders_consumer")
+    assert asked[0] == (producer, consumer, "abort"), "the programs as saved, fixed with abort by default"
+    assert producer.source.rstrip() in r.output and "read_committed lag while stalled: [55, 0, 0]" in r.output
+    r = invoke("run", "stalled-partition", "--fix", "timeout", "--timeout-ms", "5000", "--json")
+    assert r.exit_code == 0 and json.loads(r.output) == {"fix": "timeout"}, r.output
+    edited, _, fix = asked[1]
+    assert fix == "timeout" and programs.program_settings(edited.source)["transaction.timeout.ms"] == 5000
+
+
 @pytest.mark.cluster
 def test_failure_budget_with_min_insync_replicas_1_acknowledges_down_to_one_broker() -> None:
     """Notebook 08 asserts the budget at min.insync.replicas=2 (one failure); its Explain says

@@ -50,8 +50,10 @@ def test_every_run_command_that_sends_records_takes_messages() -> None:
     """``--messages N`` is the common name of the number of records a run sends. The runs
     without it send none of their own choosing (assignment; failure-budget writes one record
     per step; rebalance's records are per partition; late-txn and segments_demo follow a fixed
-    schedule and recipe; share-renew's one record is the point of it)."""
-    without = {"assignment", "failure-budget", "rebalance", "late-txn", "segments_demo", "share-renew"}
+    schedule and recipe; share-renew's one record is the point of it; stalled-partition writes its
+    traffic in fixed rounds)."""
+    without = {"assignment", "failure-budget", "rebalance", "late-txn", "segments_demo", "share-renew",
+               "stalled-partition"}
     for name, cmd in run.commands.items():
         opts = {o for p in cmd.params for o in p.opts}
         assert ("--messages" in opts) == (name not in without), name

@@ -259,7 +259,7 @@ def run_assignment_cmd(consumers: int, topics: tuple[str, ...], strategy: str | 
 #: ``kafkalab run <name>``.
 EXPERIMENT_MODULES = ("tour", "rebalance", "offset_commit", "idempotence", "transactions", "segments_demo",
                       "ordering", "replication", "replication_scenarios", "share_groups", "performance",
-                      "late_txn", "outbox")
+                      "late_txn", "outbox", "stalled_partition")
 
 
 def _register_experiments() -> None:

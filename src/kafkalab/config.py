@@ -15,6 +15,8 @@ b + 3     FAULT       bound by the broker, advertised as b + 4
 b + 4     (proxy)     where the fault proxy listens and forwards to b + 3
 b + 5     TLS         applications over TLS (a self-signed certificate for 127.0.0.1,
                       ``tls_dir()``): what changes when the broker cannot use sendfile
+b + 6     (JMX)       the broker JVM's JMX remote port (local backend): the broker's
+                      metrics, read by Kafka's ``JmxTool`` (``kafkalab.metrics``)
 ========  ==========  ============================================================
 
 Controllers have node ids 101, 102, 103 and listen (CONTROLLER) on 9093, 9193, 9293.
@@ -134,7 +136,8 @@ class Node:
 
     @property
     def ports(self) -> dict[str, int]:
-        """Listener name -> port this process binds (the proxy port is not bound by Kafka)."""
+        """Listener name -> port this process binds (the proxy port is not bound by Kafka), and
+        ``JMX``: a broker JVM's JMX remote port (no Kafka listener; the local backend binds it)."""
         if self.role == "controller":
             return {"CONTROLLER": self.base_port + 1}
         return {
@@ -142,7 +145,15 @@ class Node:
             "INTERNAL": self.base_port + 2,
             "FAULT": self.base_port + 3,
             "TLS": self.base_port + 5,
+            "JMX": self.jmx_port,
         }
+
+    @property
+    def jmx_port(self) -> int:
+        """A broker JVM's JMX remote port (RMI registry and server on one port, 127.0.0.1 only,
+        no authentication: a lab on one machine), where ``kafkalab.metrics`` reads the broker's
+        metrics (Kafka documentation, Operations > Monitoring)."""
+        return self.base_port + 6
 
     @property
     def client_port(self) -> int:

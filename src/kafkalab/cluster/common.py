@@ -86,6 +86,23 @@ BOOTSTRAP_TOOLS = {
     "kafka-verifiable-consumer",
 }
 
+def jmx_flags(port: int) -> list[str]:
+    """The JVM flags that open a broker's JMX remote port (``Node.jmx_port``), as
+    ``bin/kafka-run-class.sh`` does with ``JMX_PORT`` (its ``KAFKA_JMX_OPTS``: no authentication,
+    no TLS), bound to 127.0.0.1 only, with the RMI server on the same port so one port is enough.
+    Kafka's ``JmxTool`` reads it at ``service:jmx:rmi:///jndi/rmi://127.0.0.1:PORT/jmxrmi``."""
+    return [
+        "-Dcom.sun.management.jmxremote",
+        f"-Dcom.sun.management.jmxremote.port={port}",
+        f"-Dcom.sun.management.jmxremote.rmi.port={port}",
+        "-Dcom.sun.management.jmxremote.host=127.0.0.1",
+        "-Djava.rmi.server.hostname=127.0.0.1",
+        "-Dcom.sun.management.jmxremote.authenticate=false",
+        "-Dcom.sun.management.jmxremote.ssl=false",
+        "-Dcom.sun.management.jmxremote.local.only=true",
+    ]
+
+
 UP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 _MARK = "-Dkafkalab.node="

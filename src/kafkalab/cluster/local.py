@@ -23,7 +23,7 @@ from ..errors import KafkalabError, NodeFailedToStart, UnknownNode
 from ..waiting import wait_until
 from .common import (
     JVM_PERFORMANCE_OPTS, _MARK, STOP_TIMEOUT_S, TOOLS, UP_TIMEOUT_S, ClusterStatus, NodeStatus,
-    broker_classpath, check_ports_free, ensure_tls_files, java_executable, last_log_lines, port_accepts,
+    broker_classpath, check_ports_free, jmx_flags, ensure_tls_files, java_executable, last_log_lines, port_accepts,
     registered_brokers, _wait_gone,
 )
 
@@ -128,6 +128,7 @@ class LocalCluster:
             f"-Xms{heap_mb}m",
             f"-Xmx{heap_mb}m",
             *JVM_PERFORMANCE_OPTS,
+            *(jmx_flags(node.jmx_port) if node.role == "broker" else []),
             *(cds.use_flags("node", java, classpath) or [cds.RECORD_FLAG]),
             f"-Dkafka.logs.dir={node.log_dir}",
             f"-Dlog4j2.configurationFile={config.config_templates_dir() / 'log4j2.properties'}",

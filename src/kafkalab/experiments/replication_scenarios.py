@@ -59,12 +59,14 @@ def _failed(program: Program, child: workloads.Worker) -> KafkalabError:
 class FailureStep:
     """The partition after ``brokers_down`` were killed: its ISR, what the program's one write
     got (None: acknowledged; else the delivery report's error name), and how many records a read
-    from the log start returned."""
+    from the log start returned. ``killed_ms``: when this step's broker was killed (ms since the
+    epoch; None for the first step, all up), for a dashboard's marks (notebook 13)."""
 
     brokers_down: list[int]
     isr: list[int]
     write_error: str | None
     readable: int
+    killed_ms: int | None = None
 
 
 @dataclass
@@ -79,6 +81,8 @@ class FailureBudget:
     steps: list[FailureStep]
     program: str = ""
     settings: dict = field(default_factory=dict)
+    #: when the cluster was whole again (ms since the epoch; 0: not recorded).
+    restored_ms: int = 0
 
     def table(self) -> "object":
         import pandas as pd
@@ -164,11 +168,14 @@ def run_failure_budget(program: Program, min_insync_replicas: int = 2, timeout_s
         admin.create_placed_topics({topic: {"min.insync.replicas": str(min_insync_replicas)}}, replicas,
                                    timeout_s=timeout_s)
         steps: list[FailureStep] = []
+        restored_ms = 0
         try:
             down: list[int] = []
             for victim in (None, 3, 2):
+                killed_ms = None
                 if victim is not None:
                     cluster.kill(victim)
+                    killed_ms = time.time_ns() // 1_000_000
                     down.append(victim)
                 expected = [b for b in replicas if b not in down]
                 admin.wait_partitions([topic], 1, [leader], lambda v: v == (leader, expected),
@@ -177,11 +184,12 @@ def run_failure_budget(program: Program, min_insync_replicas: int = 2, timeout_s
                 readable = len(workloads.read_topic(topic, 1, timeout_s=timeout_s))
                 now = admin.wait_partitions([topic], 1, [leader], lambda v: True, f"broker {leader}'s metadata",
                                             timeout_s)[(topic, 0)][1]
-                steps.append(FailureStep(list(down), now, write_error, readable))
+                steps.append(FailureStep(list(down), now, write_error, readable, killed_ms))
         finally:
             cluster.restore(max(timeout_s, 60.0))
+            restored_ms = time.time_ns() // 1_000_000
         return FailureBudget(topic, min_insync_replicas, replicas, steps, program.name,
-                             programs.program_settings(program.source))
+                             programs.program_settings(program.source), restored_ms)
 
 
 # ----------------------------------------------------------------------------- an idempotent retry across an election

@@ -27,6 +27,9 @@ What a consumer program (notebook 03) calls that is not Kafka code, each named f
   finishes the records in hand, closes its consumer and ends.
 - ``lab.group_formed()``: True once the harness saw the whole group STABLE (notebook 07: a
   member holds its partitions paused until then, so the group starts reading all at once).
+- ``lab.statistics``: a ``stats_cb`` (with ``statistics.interval.ms``) that appends each
+  librdkafka statistics report to ``<ledger>.stats.jsonl``, which ``kafkalab.metrics`` parses
+  (notebook 13).
 """
 
 from __future__ import annotations
@@ -80,6 +83,12 @@ class ConsumerOptions:
 
 def _text(b: bytes | None) -> str | None:
     return b.decode() if b is not None else None
+
+
+def statistics_path(ledger: str | os.PathLike) -> str:
+    """Where ``ConsumerLab.statistics`` appends a program's librdkafka statistics reports:
+    ``<ledger>.stats.jsonl``."""
+    return f"{ledger}.stats.jsonl"
 
 
 class ConsumerLab(ProgramLab):
@@ -146,6 +155,13 @@ class ConsumerLab(ProgramLab):
                 continue
             self._note("consumed", topic=msg.topic(), partition=msg.partition(), offset=msg.offset(),
                        key=_text(msg.key()), value=_text(msg.value()), ts_ms=ts_ms)
+
+    def statistics(self, report: str) -> None:
+        """``stats_cb`` (with ``statistics.interval.ms``): append librdkafka's statistics report
+        (JSON text) as one line to ``<ledger>.stats.jsonl`` (``statistics_path``), which
+        ``kafkalab.metrics.read_statistics`` parses (notebook 13). Writes a file, nothing else."""
+        with open(statistics_path(self.ledger.path), "a") as fh:
+            fh.write(report.replace("\n", " ") + "\n")
 
     def group_formed(self) -> bool:
         """True once the harness saw the whole group STABLE (it wrote the file
