@@ -189,3 +189,21 @@ def test_make_targets_and_ci_order():
     run = (ROOT / ".ci" / "run").read_text()
     assert run.index("make lab-smoke") < run.index("make workshop-smoke"), "after the lab smoke, whose image it builds on"
     assert "CI=${CI:-true} make workshop-smoke" in run
+
+
+def test_the_kubernetes_values_use_the_same_image_limits_and_login_and_say_they_were_not_run(tmp_path):
+    values = load_yaml(WORKSHOP / "k8s" / "values.yaml")
+    header = (WORKSHOP / "k8s" / "values.yaml").read_text().split("\n\n")[0]
+    assert "NOT RUN HERE" in header and "not run here" in (WORKSHOP / "k8s" / "README.md").read_text()
+    single = values["singleuser"]
+    c = load_hub_config(tmp_path)
+    assert single["cmd"] == "/opt/workshop/singleuser-start" and single["uid"] == 1000
+    assert single["storage"]["homeMountPath"] == c.DockerSpawner.notebook_dir
+    assert (single["memory"]["limit"], single["cpu"]["limit"]) == (c.DockerSpawner.mem_limit, c.DockerSpawner.cpu_limit)
+    assert values["hub"]["config"]["JupyterHub"]["authenticator_class"] == c.JupyterHub.authenticator_class
+    assert values["cull"]["enabled"] is True and values["proxy"]["https"]["enabled"] is True
+    assert "SharedPasswordAuthenticator" not in values["hub"]["config"], "the passwords come from a secret"
+    assert all("secretKeyRef" in v["valueFrom"] for v in values["hub"]["extraEnv"].values())
+    start = (WORKSHOP / "singleuser-start").read_text()
+    assert 'cp -a /opt/workshop/notebooks/. "$NOTEBOOKS/"' in start, "an empty volume gets the notebooks"
+    assert "cp -a /opt/kafkalab/notebooks /opt/workshop/notebooks" in (WORKSHOP / "singleuser.Dockerfile").read_text()

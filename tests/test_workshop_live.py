@@ -149,6 +149,7 @@ def hub() -> Iterator[Hub]:
             _timed("engine stop (engine.sh down)", [str(ENGINE), "down"], env, timeout_s=120)
         print(f"workshop smoke times (s): {json.dumps(TIMES)}", file=sys.stderr)
         print(f"workshop smoke docker stats (MiB, CPU %): {json.dumps(STATS)}", file=sys.stderr)
+        print(f"workshop smoke cgroup marks (CPU s since start, peak MiB): {json.dumps(CGROUP)}", file=sys.stderr)
 
 
 def _login(hub: Hub, name: str, password: str) -> tuple[requests.Session, requests.Response]:
@@ -207,6 +208,23 @@ def _sample(hub: Hub, phase: str, stop: threading.Event, every_s: float = 2.0) -
         stop.wait(every_s)
 
 
+#: Per learner, from the lab's own cgroup: CPU seconds used and peak memory (MiB) at each mark.
+CGROUP: dict[str, dict[str, dict[str, float]]] = {}
+#: The container's own cgroup files, v1 (cpuacct.usage in ns, memory.max_usage_in_bytes) then v2
+#: (cpu.stat usage_usec, memory.peak): what docker stats reads, but cumulative and with the peak.
+CGROUP_READ = (
+    "if [ -f /sys/fs/cgroup/cpuacct/cpuacct.usage ]; then "
+    "echo $(( $(cat /sys/fs/cgroup/cpuacct/cpuacct.usage) / 1000 )) $(cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes); "
+    "else echo $(sed -n 's/^usage_usec //p' /sys/fs/cgroup/cpu.stat) $(cat /sys/fs/cgroup/memory.peak 2>/dev/null || echo 0); fi")
+
+
+def _cgroup_mark(hub: Hub, user: str, mark: str) -> None:
+    """CPU seconds the lab has used since it started, and its peak memory so far, kept as ``mark``."""
+    cp = _exec(hub, user, "sh", "-c", CGROUP_READ, timeout_s=60)
+    usec, peak = cp.stdout.split()
+    CGROUP.setdefault(user, {})[mark] = {"cpu_s": round(int(usec) / 1e6, 1), "mem_peak_mib": round(int(peak) / 2**20)}
+
+
 def _summary(phase: str) -> dict[str, dict[str, float]]:
     out = {}
     for user, phases in STATS.items():
@@ -243,6 +261,8 @@ def test_both_labs_start_at_once_each_its_own_container_with_limits_and_no_engin
     for user, s in seconds.items():
         TIMES[f"lab start, both at once ({user})"] = s
     TIMES["both labs ready"] = round(time.monotonic() - t0, 1)
+    for user in LEARNERS:
+        _cgroup_mark(hub, user, "ready")
     print(f"workshop smoke: labs ready: {seconds}", file=sys.stderr)
     for user in LEARNERS:
         info = _inspect(hub.container(user))
@@ -268,6 +288,8 @@ def test_both_labs_start_at_once_each_its_own_container_with_limits_and_no_engin
     _wait(lambda: all(len(STATS.get(u, {}).get("idle", [])) >= 5 for u in LEARNERS), 300, "five idle samples of each lab", 1.0)
     stop.set()
     sampler.join(timeout=120)
+    for user in LEARNERS:
+        _cgroup_mark(hub, user, "idle")
     print(f"workshop smoke: idle: {_summary('idle')}", file=sys.stderr)
 
 
@@ -295,6 +317,8 @@ def test_notebook_03_runs_in_both_labs_at_once_each_on_its_own_cluster(hub):
     for user in LEARNERS:
         cp = _exec(hub, user, "python3", "-c", ADMIN, f"only-in-{user}")
         assert cp.returncode == 0, cp.stderr
+    for user in LEARNERS:
+        _cgroup_mark(hub, user, "before notebook")
     stop = threading.Event()
     sampler = threading.Thread(target=_sample, args=(hub, f"notebook {NOTEBOOK[:2]}", stop), daemon=True)
     sampler.start()
@@ -312,13 +336,21 @@ def test_notebook_03_runs_in_both_labs_at_once_each_on_its_own_cluster(hub):
         stop.set()
         sampler.join(timeout=120)
     TIMES[f"notebook {NOTEBOOK} in both labs at once"] = round(time.monotonic() - t0, 1)
+    for user in LEARNERS:
+        _cgroup_mark(hub, user, "after notebook")
+    print(f"workshop smoke: cgroup marks: {json.dumps(CGROUP)}", file=sys.stderr)
     print(f"workshop smoke: notebook {NOTEBOOK[:2]}: {_summary(f'notebook {NOTEBOOK[:2]}')}", file=sys.stderr)
+    failed = []
     for user, p in runs.items():
         log = ROOT / "build" / f"workshop-smoke-{NOTEBOOK}-{user}.log"
         log.parent.mkdir(exist_ok=True)
         log.write_text(out[user])
-        first = out[user].find("___ ")  # nbval's first failure section: the cell, its output, the traceback
-        assert p.returncode == 0, f"{NOTEBOOK} failed in {user}'s lab (whole output: {log}):\n{out[user][first:first + 8000]}"
+        if p.returncode != 0:
+            first = out[user].find("___ ")  # nbval's first failure section: the cell, its output, the traceback
+            failed.append(f"{NOTEBOOK} failed in {user}'s lab (whole output: {log}):\n{out[user][first:first + 6000]}")
+        else:
+            print(f"workshop smoke: {user}: {out[user].strip().splitlines()[-1]}", file=sys.stderr)
+    assert not failed, "\n\n".join(failed)
     topics = {}
     for user in LEARNERS:
         cp = _exec(hub, user, "python3", "-c", ADMIN)

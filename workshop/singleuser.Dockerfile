@@ -13,6 +13,9 @@ USER lab
 COPY --chown=lab:lab singleuser.lock /opt/workshop/singleuser.lock
 RUN /opt/kafkalab/venv/bin/pip install -q --no-cache-dir --disable-pip-version-check -r /opt/workshop/singleuser.lock \
     && /opt/kafkalab/venv/bin/jupyterhub-singleuser --version
+# A copy of the notebooks, for a volume that starts empty (Kubernetes: workshop/k8s/); Docker fills
+# a new named volume from the image itself.
+RUN cp -a /opt/kafkalab/notebooks /opt/workshop/notebooks
 COPY singleuser-start /opt/workshop/singleuser-start
 
 # The learner's container runs as the learner from its first process: no root step (the lab
