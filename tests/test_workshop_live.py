@@ -19,6 +19,7 @@ Runs alone, never inside ``make test``: every test here is skipped unless
    idle and during the run: the capacity numbers of notebooks/workshop_guide.md.
 6. A learner's lab stopped and started again keeps their notebooks (their volume).
 7. The instructor logs in with the admin password and opens the admin page; a learner cannot.
+   The hub's image makes a self-signed certificate when asked for another interface.
 8. ``workshop.sh down``: no container and no network left, only the notebook volumes, which
    ``workshop.sh clean`` removes; dockerd stopped if step 1 started it.
 
@@ -381,6 +382,30 @@ def test_the_instructor_has_the_admin_page_and_a_learner_does_not(hub):
     assert r.status_code == 200, r.status_code
     learner, _ = _login(hub, LEARNERS[1], hub.secret("learner-password"))
     assert learner.get(f"{hub.base}/hub/admin", timeout=60, allow_redirects=False).status_code == 403
+
+
+SELF_SIGNED = ("from cryptography import x509\nfrom traitlets.config import Config\n"
+               "c = Config()\n"
+               "exec(open('/etc/jupyterhub/jupyterhub_config.py').read(), {'get_config': lambda: c, '__name__': 'config'})\n"
+               "cert = x509.load_pem_x509_certificate(open(c.JupyterHub.ssl_cert, 'rb').read())\n"
+               "san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value\n"
+               "print(c.JupyterHub.bind_url, *[str(a) for a in san.get_values_for_type(x509.IPAddress)])\n")
+
+
+def test_the_hub_makes_a_self_signed_certificate_on_request_for_another_interface(hub):
+    """The hub image's own configuration, as the hub reads it, for WORKSHOP_IP=192.0.2.10 (a
+    documentation address: nothing is published) with WORKSHOP_TLS=self-signed."""
+    image = _inspect(f"{hub.project}-hub-1")["Config"]["Image"]
+    with tempfile.TemporaryDirectory() as secrets:
+        for name in ("learner-password", "admin-password", "api-token"):
+            shutil.copy(os.path.join(hub.secrets, name), secrets)
+        cp = subprocess.run(["docker", "run", "--rm", "--user", f"{os.getuid()}:{os.getgid()}",
+                             "-v", f"{secrets}:/srv/jupyterhub/secrets", "-e", "WORKSHOP_IP=192.0.2.10",
+                             "-e", "WORKSHOP_TLS=self-signed", image, "python", "-c", SELF_SIGNED],
+                            capture_output=True, text=True, timeout=300)
+        assert cp.returncode == 0, cp.stderr[-3000:]
+        assert cp.stdout.split() == ["https://:8000", "192.0.2.10"], cp.stdout
+        assert oct(os.stat(os.path.join(secrets, "tls.key")).st_mode & 0o777) == "0o600"
 
 
 def test_down_leaves_nothing_but_the_notebook_volumes_and_clean_removes_them(hub):
