@@ -62,12 +62,7 @@ LABEL = "org.kafkalab.workshop"
 #: at once on a loaded 2-core machine): a timeout, not a bound any assert checks.
 SPAWN_TIMEOUT_S = 900
 
-pytestmark = [
-    pytest.mark.cluster,
-    pytest.mark.timeout(3600),
-    pytest.mark.skipif(not os.environ.get("KAFKALAB_WORKSHOP_SMOKE"),
-                       reason="the workshop smoke runs alone, after make test: make workshop-smoke"),
-]
+pytestmark = compose_live.smoke_marks("KAFKALAB_WORKSHOP_SMOKE", "workshop-smoke")
 
 TIMES: dict[str, float] = {}
 #: docker stats samples per learner: {"idle": [(mem MiB, cpu %)...], "notebook 03": [...]}.
