@@ -11,7 +11,9 @@
 # Environment (defaults in brackets; workshop/jupyterhub_config.py lists the hub's own):
 #   WORKSHOP_IP [127.0.0.1]   the host interface to publish on; another one needs TLS:
 #   WORKSHOP_TLS_CERT, WORKSHOP_TLS_KEY   PEM files of a certificate for the room's address, or
-#   WORKSHOP_TLS=self-signed  a certificate made at start (learners' browsers will warn once)
+#   WORKSHOP_TLS=self-signed  a certificate made at the first start, for WORKSHOP_TLS_NAME [the
+#                             address, or this host's name for 0.0.0.0], kept in the secrets
+#                             folder (delete tls.* there to make another); browsers warn once
 #   WORKSHOP_PORT [8000]      the host port
 #   WORKSHOP_PASSWORD         the learners' shared password [made once: workshop/.secrets/learner-password]
 #   WORKSHOP_PROJECT [kafkalab-workshop]  names everything (two hubs on one host: two projects)
@@ -134,12 +136,13 @@ cmd_up() {
   fi
   write_secrets
   build_images
-  local t0=$SECONDS host=$WORKSHOP_IP
+  local t0=$SECONDS host=$WORKSHOP_IP probe=$WORKSHOP_IP url
+  # every interface: the URL names this host, and so does a self-signed certificate
+  if [ "$host" = 0.0.0.0 ]; then host=$(hostname -f 2>/dev/null || hostname); probe=127.0.0.1; fi
+  export WORKSHOP_TLS_NAME=${WORKSHOP_TLS_NAME:-$host}
   compose up -d --no-build hub >&2
-  [ "$host" = 0.0.0.0 ] && host=$(hostname -f 2>/dev/null || hostname)
-  local url
   url="$(scheme)://$host:$WORKSHOP_PORT"
-  wait_for_hub "$(scheme)://127.0.0.1:$WORKSHOP_PORT/hub/api" || { cmd_down; exit 1; }
+  wait_for_hub "$(scheme)://$probe:$WORKSHOP_PORT/hub/api" || { cmd_down; exit 1; }
   say "hub answering after $((SECONDS - t0)) s"
   cat <<EOF
 The workshop hub: $url/hub/login
