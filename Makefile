@@ -39,7 +39,8 @@ STATE := .kafkalab
 MVN := mvn -q -B -s kafka/maven-settings.xml
 
 .PHONY: lab edition test check book ko setup venv jars up down status benchmark clean check-python check-tools lock \
-	compose-setup compose-image compose-smoke compose-stop lab-image lab-smoke
+	compose-setup compose-image compose-smoke compose-stop lab-image lab-smoke \
+	workshop workshop-down workshop-clean workshop-smoke workshop-lock
 
 # JupyterLab refuses to run as root (containers, CI images) unless told --allow-root. `kafkalab
 # extras` prints one line when something optional is missing (Chromium, a CJK font, strace; Linux).
@@ -205,6 +206,37 @@ lab-image: compose-setup
 
 lab-smoke: venv
 	KAFKALAB_LAB_SMOKE=1 $(BIN)/pytest tests/test_lab_live.py -p no:cacheprovider -s -rs -v
+
+# The workshop hub (workshop/: JupyterHub, DockerSpawner, one lab container and cluster per learner;
+# notebooks/workshop_guide.md, "The workshop hub"):
+#   make workshop        the lab image, the hub's two images, the hub on http://127.0.0.1:8000
+#                        (WORKSHOP_IP, WORKSHOP_PORT; another interface needs TLS), its URL and
+#                        where the passwords are (workshop/.secrets/, made once, never in git)
+#   make workshop-down   the hub and every learner's lab stopped: no container or network left
+#   make workshop-clean  workshop-down, and the learners' notebook volumes removed
+#   make workshop-smoke  two learners log in through the hub, run notebook 03 side by side, each
+#                        on their own cluster; stop leaves nothing (tests/test_workshop_live.py);
+#                        skipped, saying why, without an engine, except with CI=true
+#   make workshop-lock   workshop/hub.lock and singleuser.lock again (uv, as make lock)
+workshop: compose-setup
+	workshop/workshop.sh up
+
+workshop-down:
+	workshop/workshop.sh down
+
+workshop-clean:
+	workshop/workshop.sh clean
+
+workshop-smoke: venv
+	KAFKALAB_WORKSHOP_SMOKE=1 $(BIN)/pytest tests/test_workshop_live.py -p no:cacheprovider -s -rs -v
+
+workshop-lock: check-python
+	test -x build/uv/bin/pip || $(PYTHON) -m venv build/uv
+	build/uv/bin/pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	build/uv/bin/uv pip compile -q workshop/hub.in --python-version 3.13 --python-platform linux \
+	  --no-annotate --custom-compile-command "make workshop-lock" -o workshop/hub.lock
+	build/uv/bin/uv pip compile -q workshop/singleuser.in -c requirements.lock --python-version 3.13 --python-platform linux \
+	  --no-annotate --custom-compile-command "make workshop-lock" -o workshop/singleuser.lock
 
 down:
 	$(BIN)/kafkalab down

@@ -50,14 +50,18 @@ NOTEBOOKS = ("06_segments_retention", "08_replication")
 #: of any assert).
 UP_TIMEOUT_S = 240
 
-pytestmark = [
-    pytest.mark.cluster,
-    # the first test's setup may install docker.io and build Compose from source (minutes on 2
-    # cores): beyond pytest's default 600 s; every step has its own subprocess timeout
-    pytest.mark.timeout(3600),
-    pytest.mark.skipif(not os.environ.get("KAFKALAB_COMPOSE_SMOKE"),
-                       reason="the compose smoke runs alone, after make test: make compose-smoke"),
-]
+
+
+def smoke_marks(variable: str, target: str) -> list[pytest.MarkDecorator]:
+    """A smoke module's marks: a cluster test, an hour at most (an engine installed, Compose or an
+    image built: minutes on 2 cores; every step has its own subprocess timeout), and skipped
+    unless ``$variable`` is set, which only ``make target`` sets (never inside ``make test``)."""
+    return [pytest.mark.cluster, pytest.mark.timeout(3600),
+            pytest.mark.skipif(not os.environ.get(variable), reason=f"the {target.removesuffix('-smoke')} smoke "
+                               f"runs alone, after make test: make {target}")]
+
+
+pytestmark = smoke_marks("KAFKALAB_COMPOSE_SMOKE", "compose-smoke")
 
 def on_ci() -> bool:
     """``$CI`` says this is a CI run (``true``, as GitHub Actions, GitLab CI and .ci/run set it)."""

@@ -57,13 +57,8 @@ START_TIMEOUT_S = 600
 #: The line .devcontainer/lab-start prints once the cluster is up and JupyterLab answers.
 URL_LINE = re.compile(r"lab-start: open (http://127\.0\.0\.1:(\d+))/lab\?token=([0-9a-f]+)")
 
-pytestmark = [
-    pytest.mark.cluster,
-    # the image's first build (Debian packages, the jars, the Python dependencies) takes minutes
-    pytest.mark.timeout(3600),
-    pytest.mark.skipif(not os.environ.get("KAFKALAB_LAB_SMOKE"),
-                       reason="the lab smoke runs alone, after make test: make lab-smoke"),
-]
+# the image's first build (Debian packages, the jars, the Python dependencies) takes minutes
+pytestmark = compose_live.smoke_marks("KAFKALAB_LAB_SMOKE", "lab-smoke")
 
 #: Seconds per step, printed at the end.
 TIMES: dict[str, float] = {}
