@@ -90,7 +90,13 @@ def jmx_flags(port: int) -> list[str]:
     """The JVM flags that open a broker's JMX remote port (``Node.jmx_port``), as
     ``bin/kafka-run-class.sh`` does with ``JMX_PORT`` (its ``KAFKA_JMX_OPTS``: no authentication,
     no TLS), bound to 127.0.0.1 only, with the RMI server on the same port so one port is enough.
-    Kafka's ``JmxTool`` reads it at ``service:jmx:rmi:///jndi/rmi://127.0.0.1:PORT/jmxrmi``."""
+    Kafka's ``JmxTool`` reads it at ``service:jmx:rmi:///jndi/rmi://127.0.0.1:PORT/jmxrmi``.
+
+    The JDK's agent also starts its *local* connector (for ``jcmd`` and attach-based tools) on an
+    ephemeral port bound to every interface; its socket factory
+    (``sun.management.jmxremote.LocalRMIServerSocketFactory``) closes each connection from an
+    address that is not this host's. Measured here: one such ``*:<ephemeral>`` listener per broker,
+    none without these flags."""
     return [
         "-Dcom.sun.management.jmxremote",
         f"-Dcom.sun.management.jmxremote.port={port}",
