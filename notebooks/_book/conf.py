@@ -80,7 +80,7 @@ myst_heading_anchors = 4  # Markdown links to "#section-title" anchors resolve
 
 html_theme = "sphinx_book_theme"
 html_title = ("kafkalab: Kafka delivery semantics, measured" if LANG == "en"
-              else "kafkalab: 카프카 메시지 전달 보장, 실측으로 확인하기")
+              else "kafkalab: 측정으로 확인하는 Kafka 전달 보장")
 html_extra_path = [str(HERE / "root")]  # build/book/index.html: a redirect to the front page
 html_theme_options = {
     "home_page_in_toc": True,
