@@ -251,16 +251,41 @@ def test_a_korean_notebook_has_the_english_code(doc: str) -> None:
     assert len(re.findall("[가-힣]", prose)) > len(prose) / 10, f"{doc}: the Korean notebook's text is not Korean"
 
 
-def test_one_korean_spelling_per_term() -> None:
-    """No spelling of terms.tsv's "avoid" column in any translation, nor in the English notebooks'
-    glossaries (their Korean column)."""
-    avoid = {a: t["korean"] for t in _terms() for a in (t["avoid"] or "").split("|") if a}
+def _korean_texts() -> dict[str, str]:
+    """Every translation by catalog, and the English notebooks (their glossaries' Korean column);
+    an article's own title in 「」 is left out (it is quoted as written)."""
     texts = {f"locale/{d}": "\n".join(e.string for e in i18n.read_catalog(d) if e.id and e.string) for d in DOCS}
     texts.update({d: (ROOT / "notebooks" / d).read_text(encoding="utf-8") for d in DOCS if d.endswith(".ipynb")})
-    texts = {where: re.sub("「[^」]*」", "", text) for where, text in texts.items()}  # an article's own title
-    found = [f"{where}: {bad!r} (write {good!r})" for where, text in texts.items()
-             for bad, good in avoid.items() if bad in text]
+    return {where: re.sub("「[^」]*」", "", text) for where, text in texts.items()}
+
+
+def test_one_korean_spelling_per_term() -> None:
+    """No spelling of terms.tsv's "avoid" column in any translation, nor in the English notebooks'
+    glossaries (their Korean column). An avoid entry ``re:PATTERN`` is a regular expression, matched
+    outside code spans (``500ms``: write ``500 ms``; an exercise's ``~하라``: write ``~해 보자``)."""
+    avoid = {a: t["korean"] for t in _terms() for a in (t["avoid"] or "").split("|") if a}
+    found = []
+    for where, text in _korean_texts().items():
+        prose = re.sub(r"`[^`\n]*`", "``", text)
+        for bad, good in avoid.items():
+            if bad.startswith("re:"):
+                hits = [m.group(0) for m in re.finditer(bad[3:], prose, re.M)] if where.startswith("locale/") else []
+                found += [f"{where}: {hit!r} (write {good!r})" for hit in sorted(set(hits))]
+            elif bad in text:
+                found.append(f"{where}: {bad!r} (write {good!r})")
     assert not found, "spellings terms.tsv says not to use:\n" + "\n".join(found)
+
+
+def test_the_spellings_terms_tsv_avoids_are_still_caught() -> None:
+    """The check above finds each kind of spelling it bans (a literal, and each pattern)."""
+    rows = {t["english"]: t for t in _terms()}
+    patterns = [a[3:] for t in _terms() for a in (t["avoid"] or "").split("|") if a.startswith("re:")]
+    assert any(re.search(p, "대기 시간은 500ms다.") for p in patterns)
+    assert any(re.search(p, "로그의 순서를 예측하라.") for p in patterns)
+    assert not any(re.search(p, "500 ms 뒤에 레코드의 순서를 예측해 보자. 규칙에 따라, 아니라.") for p in patterns)
+    assert any(re.search(p, "레코드마다 확인 응답을 받는다.") for p in patterns)
+    assert not any(re.search(p, "처음 나올 때만 ack(확인 응답)라고 풀어 쓴다.") for p in patterns)
+    assert "어보트" in rows["abort"]["avoid"].split("|")
 
 
 @pytest.mark.parametrize("doc", [d for d in DOCS if d.endswith(".md")])
