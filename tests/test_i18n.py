@@ -259,6 +259,16 @@ def _korean_texts() -> dict[str, str]:
     return {where: re.sub("「[^」]*」", "", text) for where, text in texts.items()}
 
 
+def test_no_gloss_is_nested_in_parentheses_or_doubled() -> None:
+    """An English gloss inside a parenthesis, or a parenthesis right after a gloss, reads as noise:
+    ``(정적 멤버십(static membership), KIP-345)`` is written ``(정적 멤버십, static membership, KIP-345)``."""
+    nested = re.compile(r"\([^()\n]*[가-힣]\*{0,2}\([A-Za-z][A-Za-z -]*\)[^()\n]*\)|[가-힣]\([A-Za-z][A-Za-z -]*\)\(")
+    bad = [f"{d}: {m.group(0)!r}" for d in DOCS for e in i18n.read_catalog(d) if e.id and e.string
+           for m in nested.finditer(re.sub(r"`[^`\n]*`", "``", e.string))]
+    assert not bad, "\n".join(bad)
+    assert nested.search("(정적 멤버십(static membership), KIP-345)") and not nested.search("(정적 멤버십, static membership)")
+
+
 def test_one_korean_spelling_per_term() -> None:
     """No spelling of terms.tsv's "avoid" column in any translation, nor in the English notebooks'
     glossaries (their Korean column). An avoid entry ``re:PATTERN`` is a regular expression, matched
