@@ -2,8 +2,8 @@
 grouped by topic. These checks keep it in step with the notebooks: every question is there, each
 with a level, its evidence links point to real notebooks and sections, and every ``kafkalab run``
 command it prints is a registered command with options that exist, and so is every one of the
-workshop guide (notebooks/workshop_guide.md). Pure Python: no cluster, no network, no notebook is
-run."""
+workshop guide (notebooks/workshop_guide.md); the Korean bank asks each question in the Korean
+notebook's words. Pure Python: no cluster, no network, no notebook is run."""
 
 from __future__ import annotations
 
@@ -22,12 +22,16 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 BANK = NOTEBOOK_DIR / "interview_bank.md"
+#: The Korean edition (generated from notebooks/locale/ko/ by ``kafkalab i18n build``).
+KO_DIR = NOTEBOOK_DIR / "ko"
 
 LEVELS = ("basic", "intermediate", "advanced")
 NO_COMMAND = "Reproduce: run the notebook section (no single command)"
 
 #: The interview section of a notebook: from its heading to the next level-2 heading.
 INTERVIEW_HEADING = re.compile(r"^## Interview questions[ \t]*$", re.M)
+#: The same heading in the Korean edition.
+KO_INTERVIEW_HEADING = re.compile(r"^## 면접 질문[ \t]*$", re.M)
 NEXT_SECTION = re.compile(r"^## ", re.M)
 #: A numbered list item at the start of a line, up to the next one (items span several lines).
 LIST_ITEM = re.compile(r"^(\d+)\.[ \t]+(.*?)(?=^\d+\.[ \t]|\Z)", re.M | re.S)
@@ -45,13 +49,14 @@ def normalize(text: str) -> str:
     return " ".join(text.split())
 
 
-def interview_questions(nb) -> dict[int, str]:
-    """Question number -> question text (normalized) of the notebook's "## Interview questions"."""
+def interview_questions(nb, heading_re: re.Pattern = INTERVIEW_HEADING) -> dict[int, str]:
+    """Question number -> question text (normalized) of the notebook's "## Interview questions"
+    (the section whose heading ``heading_re`` matches: ``KO_INTERVIEW_HEADING`` for a Korean one)."""
     found: dict[int, str] = {}
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
-        heading = INTERVIEW_HEADING.search(cell.source)
+        heading = heading_re.search(cell.source)
         if heading is None:
             continue
         section = cell.source[heading.end():]
@@ -79,9 +84,10 @@ def bank_text() -> str:
     return BANK.read_text(encoding="utf-8")
 
 
-def bank_entries() -> list[str]:
-    """The bank's question entries: each "### " heading with everything up to the next heading."""
-    return re.findall(r"^### .*?(?=^#{2,3} |\Z)", bank_text(), re.M | re.S)
+def bank_entries(text: str | None = None) -> list[str]:
+    """The bank's question entries (of ``text``, the English bank by default): each "### " heading
+    with everything up to the next heading."""
+    return re.findall(r"^### .*?(?=^#{2,3} |\Z)", bank_text() if text is None else text, re.M | re.S)
 
 
 def entry_lines(entry: str, prefix: str) -> list[str]:
@@ -208,6 +214,37 @@ def test_the_topic_list_links_to_the_topic_headings() -> None:
     anchors = {github_anchor(h) for h in re.findall(r"^## (.+)$", text, re.M)}
     internal = [t[1:] for _, t in LINK.findall(text) if t.startswith("#")]
     assert internal and set(internal) == anchors, (sorted(internal), sorted(anchors))
+
+
+def test_the_korean_bank_asks_each_question_in_the_korean_notebooks_words() -> None:
+    """Issue 40: the Korean bank reuses the Korean notebook's translation of each question, so a
+    reader who searches the notebook for the bank's question finds it. The Korean entries are the
+    English ones translated in order (one catalog string each), so the English entry names the
+    notebook and question number; both texts are compared after ``normalize``. To fix a mismatch,
+    edit notebooks/locale/ko/LC_MESSAGES/ (the bank's heading or the notebook's question, until
+    they are the same words), then ``kafkalab i18n build``."""
+    en_entries = bank_entries()
+    ko_entries = bank_entries((KO_DIR / "interview_bank.md").read_text(encoding="utf-8"))
+    assert len(ko_entries) == len(en_entries) == len(QUESTIONS), \
+        f"{len(ko_entries)} Korean bank entries, {len(en_entries)} English, {len(QUESTIONS)} questions"
+    korean = {}
+    for path in NOTEBOOKS:
+        korean[path.name] = interview_questions(nbformat.read(KO_DIR / path.name, as_version=4), KO_INTERVIEW_HEADING)
+        english = [n for name, n, _ in QUESTIONS if name == path.name]
+        assert sorted(korean[path.name]) == english, \
+            f"ko/{path.name}: Korean interview questions numbered {sorted(korean[path.name])}, English {english}"
+    names = {path.name[:2]: path.name for path in NOTEBOOKS}
+    mismatches = []
+    for en, ko in zip(en_entries, ko_entries):
+        source = re.search(r"notebook (\d\d), question (\d+)", en)
+        assert source, f"no notebook named in the entry {en.splitlines()[0]!r}"
+        name, number = names[source.group(1)], int(source.group(2))
+        bank, notebook = normalize(ko.splitlines()[0][4:]), korean[name][number]
+        if bank != notebook:
+            mismatches.append(f"{name} question {number} ({en.splitlines()[0][4:]})\n"
+                              f"  ko/interview_bank.md: {bank}\n  ko/{name}: {notebook}")
+    assert not mismatches, (f"{len(mismatches)} questions worded differently in the Korean bank and the "
+                            f"Korean notebook:\n" + "\n".join(mismatches))
 
 
 # ----------------------------------------------------------------------------- the commands
