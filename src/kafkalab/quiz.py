@@ -13,6 +13,14 @@ Only the answers of this kernel are kept (in memory): nothing is written anywher
 In the Korean edition (a notebook under ``notebooks/ko/``, the same code) the question and the
 choices are shown in Korean, from the notebook's catalog (``kafkalab.i18n.quiz_text``), and so
 are the verdicts; the recorded answer and ``check``'s ``measured`` stay the English choice.
+
+A number is shown with its unit (``unit=``) as the unit's translation says: a translation that
+holds ``{n}`` is the whole phrase with ``{n}`` where the number goes, so Korean counts in its own
+order, ``"노는 컨슈머 {n}개"`` (msgstr of ``"idle consumers"``, msgctxt ``quiz``) shows
+``노는 컨슈머 2개``; a unit without ``{n}`` (every English one) follows the number after a space,
+``2 idle consumers``, and ``"%"`` follows it without one, ``33%`` (SI writes ``33 %``; English
+and Korean prose write ``33%``). The same form is used in the widget's label, "recorded: ...",
+and both sides of the verdict (``counted``).
 """
 
 from __future__ import annotations
@@ -70,8 +78,9 @@ class Prediction:
         if self.widget is None:
             from IPython.display import Markdown, display
 
+            answer = self.answer if self.answer is None else _said(self, self.answer)
             display(Markdown(f"**{_ui(self.lang, 'Predict.')}** {self.text(self.question)} "
-                             f"({_ui(self.lang, 'answer')}: {self.answer})"))
+                             f"({_ui(self.lang, 'answer')}: {answer})"))
 
 
 def predict(key: str, question: str, choices: Sequence[str] | None = None, unit: str = "",
@@ -102,10 +111,16 @@ def _widget(p: Prediction):
     import ipywidgets as widgets
 
     status = widgets.Label("")
+    after = ""  # what follows the number box: the unit's words after its number ("개", "%")
     if p.choices is not None:
         box = widgets.ToggleButtons(options=[(p.text(c), c) for c in p.choices], value=None)
     else:
-        box = widgets.FloatText(value=None, description=p.text(p.unit) if p.unit else _ui(p.lang, "answer"))
+        before, after = _unit_parts(p.text(p.unit))
+        if not after.startswith(" "):  # a placeholder or "%": the unit's words around the box
+            label = before.strip() or _ui(p.lang, "answer")
+        else:  # the unit, then the box, as before: "records [4]"
+            label, after = after.strip(), ""
+        box = widgets.FloatText(value=None, description=label, style={"description_width": "initial"})
     button = widgets.Button(description=_ui(p.lang, "Record"), button_style="info")
 
     def on_click(_):
@@ -120,7 +135,7 @@ def _widget(p: Prediction):
 
     button.on_click(on_click)
     return widgets.VBox([widgets.HTML(f"<b>{_ui(p.lang, 'Predict.')}</b> {p.text(p.question)}"),
-                         widgets.HBox([box, button]), status])
+                         widgets.HBox([box, widgets.Label(after.strip()), button]), status])
 
 
 #: The quiz's own words in the Korean edition (the questions come from the notebooks' catalogs).
@@ -142,6 +157,28 @@ def _ui(lang: str, key: str, **values: Any) -> str:
     return text.format(**values) if values else text
 
 
+#: Where a unit's translation puts the number (see the module docstring).
+PLACEHOLDER = "{n}"
+
+
+def _unit_parts(unit: str) -> tuple[str, str]:
+    """``unit`` (as shown, translated) cut around its number: ``("노는 컨슈머 ", "개")`` for
+    ``"노는 컨슈머 {n}개"``, ``("", "%")`` for ``"%"``, ``("", " records")`` for ``"records"``,
+    ``("", "")`` for no unit."""
+    if PLACEHOLDER in unit:
+        before, _, after = unit.partition(PLACEHOLDER)
+        return before, after
+    return ("", unit) if unit in ("", "%") else ("", " " + unit)
+
+
+def counted(number: Any, unit: str) -> str:
+    """``number`` with ``unit`` (already in the shown language) in that language's order:
+    ``counted(2, "노는 컨슈머 {n}개") == "노는 컨슈머 2개"``, ``counted(3, "records") ==
+    "3 records"``, ``counted(33, "%") == "33%"``, ``counted(7, "") == "7"``."""
+    before, after = _unit_parts(unit)
+    return f"{before}{number}{after}"
+
+
 @dataclass
 class Verdict:
     """``check``'s answer: ``right`` is None when nothing was predicted."""
@@ -159,8 +196,8 @@ class Verdict:
 
 
 def _said(p: Prediction, value: Any) -> str:
-    """A number with its unit (``3 duplicates``), a choice in quotes (``"it goes"``)."""
-    return f'"{p.text(value)}"' if p.choices is not None else f"{value} {p.text(p.unit) if p.unit else ''}".strip()
+    """A number with its unit (``3 duplicates``, ``중복 레코드 3개``), a choice in quotes (``"it goes"``)."""
+    return f'"{p.text(value)}"' if p.choices is not None else counted(value, p.text(p.unit) if p.unit else "")
 
 
 def check(key: str, measured: Any, tolerance: float = 0.0, show: bool = True) -> Verdict:
