@@ -156,7 +156,7 @@ def test_the_quiz_speaks_korean_in_a_notebook_under_notebooks_ko(home: Path, mon
     assert i18n.language_of() == "ko"
     p = quiz.predict("k", "How many?", unit="records", show=False)
     assert p.text(p.question) == "몇 개일까?"
-    assert quiz.check("k", 3, show=False).message == "클러스터 측정값: 레코드 3개. (기록된 예측 없음)"
+    assert quiz.check("k", 3, show=False).message == "클러스터 측정값: 레코드 3개. (기록한 예측이 없다.)"
     monkeypatch.chdir(home / "notebooks")
     assert i18n.language_of() == "en"
 

@@ -110,7 +110,7 @@ def korean(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_korean_counts_in_korean_order(korean) -> None:
     p = quiz.predict("t-ko-idle", "How many idle consumers?", unit="idle consumers", show=False)
-    assert quiz.check("t-ko-idle", 1, show=False).message == "클러스터 측정값: 노는 컨슈머 1개. (기록된 예측 없음)"
+    assert quiz.check("t-ko-idle", 1, show=False).message == "클러스터 측정값: 노는 컨슈머 1개. (기록한 예측이 없다.)"
     p.widget = quiz._widget(p)
     question, row, status = p.widget.children
     box, after, button = row.children
@@ -119,7 +119,7 @@ def test_korean_counts_in_korean_order(korean) -> None:
     assert question.value == "<b>예측.</b> 노는 컨슈머는 몇 개일까?"
     box.value = 2.0
     button.click()
-    assert p.answer == 2 and status.value == "기록함: 노는 컨슈머 2개"
+    assert p.answer == 2 and status.value == "예측을 기록했다: 노는 컨슈머 2개"
     v = quiz.check("t-ko-idle", 1, show=False)
     assert v.message == "예측: 노는 컨슈머 2개, 클러스터 측정값: 노는 컨슈머 1개. 이번에는 틀렸다."
     assert v._repr_markdown_().startswith("**확인.** 예측: 노는 컨슈머 2개")
@@ -133,6 +133,43 @@ def test_korean_keeps_number_then_unit_without_a_placeholder_and_attaches_a_perc
     q.record(30)
     assert quiz.check("t-ko-pct", 33, tolerance=10, show=False).message == \
         "예측: 30%, 클러스터 측정값: 33%. 맞았다. (차이가 10 이내면 맞은 것으로 본다.)"
+
+
+def test_korean_errors_for_a_bad_answer_and_an_unknown_key(korean) -> None:
+    p = quiz.predict("t-ko-num", "How long?", unit="ms", show=False)
+    with pytest.raises(ValueError) as e:
+        p.record("three")
+    assert str(e.value) == "숫자로 답해야 한다. 입력한 값: 'three'"
+    c = quiz.predict("t-ko-who", "Where does it go?", choices=["leader", "follower"], show=False)
+    with pytest.raises(ValueError) as e:
+        c.record("controller")
+    assert str(e.value) == "선택지에 없는 답이다: 'controller'. 고를 수 있는 답: 리더, 팔로워"
+    with pytest.raises(KeyError) as k:
+        quiz.check("never-asked-ko", 1, show=False)
+    assert k.value.args[0] == "예측을 찾을 수 없다: 'never-asked-ko'. 먼저 그 예측 셀(quiz.predict)을 실행하자."
+    c.widget = quiz._widget(c)
+    _, row, status = c.widget.children
+    row.children[-1].click()  # 기록 with no choice made: the error shows under the buttons
+    assert status.value == "아직 고른 답이 없다: 하나를 고른 뒤 기록을 누르자."
+
+
+def test_english_notebooks_keep_english_messages() -> None:
+    p = quiz.predict("t-en-idle", "How many idle consumers?", unit="idle consumers", show=False)
+    p.record(2)
+    assert quiz.check("t-en-idle", 1, show=False).message == \
+        "You predicted 2 idle consumers; the cluster measured 1 idle consumers. Not this time."
+    with pytest.raises(ValueError) as e:
+        p.record("two")
+    assert str(e.value) == "a number is expected, not 'two'"
+    c = quiz.predict("t-en-who", "Where does it go?", choices=["leader", "follower"], show=False)
+    with pytest.raises(ValueError) as e:
+        c.record("controller")
+    assert str(e.value) == "'controller' is not one of leader, follower"
+    with pytest.raises(ValueError, match="no answer chosen yet: choose one, then press Record"):
+        c.record(None)
+    with pytest.raises(KeyError) as k:
+        quiz.check("never-asked-en", 1, show=False)
+    assert k.value.args[0] == "no prediction 'never-asked-en': run its Predict cell first"
 
 
 def test_every_korean_quiz_unit_places_its_number() -> None:
