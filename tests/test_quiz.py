@@ -135,41 +135,42 @@ def test_korean_keeps_number_then_unit_without_a_placeholder_and_attaches_a_perc
         "예측: 30%, 클러스터 측정값: 33%. 맞았다. (차이가 10 이내면 맞은 것으로 본다.)"
 
 
-def test_korean_errors_for_a_bad_answer_and_an_unknown_key(korean) -> None:
-    p = quiz.predict("t-ko-num", "How long?", unit="ms", show=False)
-    with pytest.raises(ValueError) as e:
-        p.record("three")
-    assert str(e.value) == "숫자로 답해야 한다. 입력한 값: 'three'"
-    c = quiz.predict("t-ko-who", "Where does it go?", choices=["leader", "follower"], show=False)
-    with pytest.raises(ValueError) as e:
-        c.record("controller")
-    assert str(e.value) == "선택지에 없는 답이다: 'controller'. 고를 수 있는 답: 리더, 팔로워"
+REFUSALS = {
+    "en": ["a number is expected, not 'three'", "'controller' is not one of leader, follower",
+           "no answer chosen yet: choose one, then press Record",
+           "no prediction 'never-asked-en': run its Predict cell first"],
+    "ko": ["숫자로 답해야 한다. 입력한 값: 'three'", "선택지에 없는 답이다: 'controller'. 고를 수 있는 답: 리더, 팔로워",
+           "아직 고른 답이 없다: 하나를 고른 뒤 기록을 누르자.",
+           "예측을 찾을 수 없다: 'never-asked-ko'. 먼저 그 예측 셀(quiz.predict)을 실행하자."],
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_a_bad_answer_and_an_unknown_key_are_refused_in_the_notebooks_language(
+        lang: str, request: pytest.FixtureRequest) -> None:
+    if lang == "ko":
+        request.getfixturevalue("korean")
+    p = quiz.predict(f"t-{lang}-num", "How long?", unit="ms", show=False)
+    c = quiz.predict(f"t-{lang}-who", "Where does it go?", choices=["leader", "follower"], show=False)
+    said = []
+    for bad in (lambda: p.record("three"), lambda: c.record("controller"), lambda: c.record(None)):
+        with pytest.raises(ValueError) as e:
+            bad()
+        said.append(str(e.value))
     with pytest.raises(KeyError) as k:
-        quiz.check("never-asked-ko", 1, show=False)
-    assert k.value.args[0] == "예측을 찾을 수 없다: 'never-asked-ko'. 먼저 그 예측 셀(quiz.predict)을 실행하자."
+        quiz.check(f"never-asked-{lang}", 1, show=False)
+    assert said + [k.value.args[0]] == REFUSALS[lang]
     c.widget = quiz._widget(c)
     _, row, status = c.widget.children
-    row.children[-1].click()  # 기록 with no choice made: the error shows under the buttons
-    assert status.value == "아직 고른 답이 없다: 하나를 고른 뒤 기록을 누르자."
+    row.children[-1].click()  # Record with no choice made: the refusal shows under the buttons
+    assert status.value == REFUSALS[lang][2]
 
 
-def test_english_notebooks_keep_english_messages() -> None:
+def test_english_notebooks_keep_english_order() -> None:
     p = quiz.predict("t-en-idle", "How many idle consumers?", unit="idle consumers", show=False)
     p.record(2)
     assert quiz.check("t-en-idle", 1, show=False).message == \
         "You predicted 2 idle consumers; the cluster measured 1 idle consumers. Not this time."
-    with pytest.raises(ValueError) as e:
-        p.record("two")
-    assert str(e.value) == "a number is expected, not 'two'"
-    c = quiz.predict("t-en-who", "Where does it go?", choices=["leader", "follower"], show=False)
-    with pytest.raises(ValueError) as e:
-        c.record("controller")
-    assert str(e.value) == "'controller' is not one of leader, follower"
-    with pytest.raises(ValueError, match="no answer chosen yet: choose one, then press Record"):
-        c.record(None)
-    with pytest.raises(KeyError) as k:
-        quiz.check("never-asked-en", 1, show=False)
-    assert k.value.args[0] == "no prediction 'never-asked-en': run its Predict cell first"
 
 
 def test_every_korean_quiz_unit_places_its_number() -> None:
