@@ -150,13 +150,13 @@ def test_fill_refuses_a_string_without_its_check_and_one_whose_english_moved(hom
 
 def test_the_quiz_speaks_korean_in_a_notebook_under_notebooks_ko(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     i18n.update("01_x.ipynb")
-    i18n.fill("01_x.ipynb", signed("01_x.ipynb", "=== 3\n몇 개일까?\n=== 4\n레코드\n"))
+    i18n.fill("01_x.ipynb", signed("01_x.ipynb", "=== 3\n몇 개일까?\n=== 4\n레코드 {n}개\n"))
     (home / "notebooks" / "ko").mkdir()
     monkeypatch.chdir(home / "notebooks" / "ko")
     assert i18n.language_of() == "ko"
     p = quiz.predict("k", "How many?", unit="records", show=False)
     assert p.text(p.question) == "몇 개일까?"
-    assert quiz.check("k", 3, show=False).message == "클러스터 측정값: 3 레코드. (기록된 예측 없음)"
+    assert quiz.check("k", 3, show=False).message == "클러스터 측정값: 레코드 3개. (기록한 예측이 없다.)"
     monkeypatch.chdir(home / "notebooks")
     assert i18n.language_of() == "en"
 

@@ -12,7 +12,16 @@ Only the answers of this kernel are kept (in memory): nothing is written anywher
 
 In the Korean edition (a notebook under ``notebooks/ko/``, the same code) the question and the
 choices are shown in Korean, from the notebook's catalog (``kafkalab.i18n.quiz_text``), and so
-are the verdicts; the recorded answer and ``check``'s ``measured`` stay the English choice.
+are the verdicts and the error messages; the recorded answer and ``check``'s ``measured`` stay
+the English choice.
+
+A number is shown with its unit (``unit=``) as the unit's translation says: a translation that
+holds ``{n}`` is the whole phrase with ``{n}`` where the number goes, so Korean counts in its own
+order, ``"노는 컨슈머 {n}개"`` (msgstr of ``"idle consumers"``, msgctxt ``quiz``) shows
+``노는 컨슈머 2개``; a unit without ``{n}`` (every English one) follows the number after a space,
+``2 idle consumers``, and ``"%"`` follows it without one, ``33%`` (SI writes ``33 %``; English
+and Korean prose write ``33%``). The same form is used in the widget's label, "recorded: ...",
+and both sides of the verdict (``counted``).
 """
 
 from __future__ import annotations
@@ -54,13 +63,17 @@ class Prediction:
         """Record ``answer`` (what the "Record" button does).
 
         Raises:
-            ValueError: not one of ``choices``, or not a number for a number question.
+            ValueError: None or not one of ``choices``, or not a number for a number question
+                (the message in this prediction's language).
         """
         if self.choices is not None:
+            if answer is None:  # "Record" pressed before a choice was made
+                raise ValueError(_ui(self.lang, "no_choice"))
             if answer not in self.choices:
-                raise ValueError(f"{answer!r} is not one of {', '.join(self.choices)}")
+                raise ValueError(_ui(self.lang, "not_a_choice", answer=answer,
+                                     choices=", ".join(self.text(c) for c in self.choices)))
         elif not isinstance(answer, (int, float)) or isinstance(answer, bool):
-            raise ValueError(f"a number is expected, not {answer!r}")
+            raise ValueError(_ui(self.lang, "not_a_number", answer=answer))
         self.answer = answer
 
     def _ipython_display_(self) -> None:
@@ -70,8 +83,9 @@ class Prediction:
         if self.widget is None:
             from IPython.display import Markdown, display
 
+            answer = _ui(self.lang, "unanswered") if self.answer is None else _said(self, self.answer)
             display(Markdown(f"**{_ui(self.lang, 'Predict.')}** {self.text(self.question)} "
-                             f"({_ui(self.lang, 'answer')}: {self.answer})"))
+                             f"({_ui(self.lang, 'answer')}: {answer})"))
 
 
 def predict(key: str, question: str, choices: Sequence[str] | None = None, unit: str = "",
@@ -102,10 +116,16 @@ def _widget(p: Prediction):
     import ipywidgets as widgets
 
     status = widgets.Label("")
+    after = ""  # what follows the number box: the unit's words after its number ("개", "%")
     if p.choices is not None:
         box = widgets.ToggleButtons(options=[(p.text(c), c) for c in p.choices], value=None)
     else:
-        box = widgets.FloatText(value=None, description=p.text(p.unit) if p.unit else _ui(p.lang, "answer"))
+        before, after = _unit_parts(p.text(p.unit))
+        if not after.startswith(" "):  # a placeholder or "%": the unit's words around the box
+            label = before.strip() or _ui(p.lang, "answer")
+        else:  # the unit, then the box, as before: "records [4]"
+            label, after = after.strip(), ""
+        box = widgets.FloatText(value=None, description=label, style={"description_width": "initial"})
     button = widgets.Button(description=_ui(p.lang, "Record"), button_style="info")
 
     def on_click(_):
@@ -120,26 +140,60 @@ def _widget(p: Prediction):
 
     button.on_click(on_click)
     return widgets.VBox([widgets.HTML(f"<b>{_ui(p.lang, 'Predict.')}</b> {p.text(p.question)}"),
-                         widgets.HBox([box, button]), status])
+                         widgets.HBox([box, widgets.Label(after.strip()), button]), status])
 
 
-#: The quiz's own words in the Korean edition (the questions come from the notebooks' catalogs).
+#: The quiz's own words in the Korean edition (the questions and units come from the notebooks'
+#: catalogs): 한다체 as the notebooks, "예측." and "확인." as their Predict and Check paragraphs
+#: begin, 기록 as the button; no particle after a shown value (its last sound varies).
 _KO = {
-    "Predict.": "예측.", "Check.": "확인.", "answer": "답", "Record": "기록", "recorded": "기록함",
-    "measured_only": "클러스터 측정값: {shown}. (기록된 예측 없음)",
+    "Predict.": "예측.", "Check.": "확인.", "answer": "답", "Record": "기록", "recorded": "예측을 기록했다",
+    "measured_only": "클러스터 측정값: {shown}. (기록한 예측이 없다.)",
     "verdict": "예측: {said}, 클러스터 측정값: {shown}. ",
     "Right.": "맞았다.", "Not this time.": "이번에는 틀렸다.", "within": " (차이가 {tolerance:g} 이내면 맞은 것으로 본다.)",
+    "not_a_choice": "선택지에 없는 답이다: {answer!r}. 고를 수 있는 답: {choices}",
+    "not_a_number": "숫자로 답해야 한다. 입력한 값: {answer!r}",
+    "no_choice": "아직 고른 답이 없다: 하나를 고른 뒤 기록을 누르자.",
+    "no_prediction": "예측을 찾을 수 없다: {key!r}. 먼저 그 예측 셀(quiz.predict)을 실행하자.",
+    "unanswered": "아직 없다",
 }
 _EN = {
     "measured_only": "The cluster measured {shown}. (No prediction recorded.)",
     "verdict": "You predicted {said}; the cluster measured {shown}. ",
     "within": " (Within {tolerance:g} counts as right.)",
+    "not_a_choice": "{answer!r} is not one of {choices}",
+    "not_a_number": "a number is expected, not {answer!r}",
+    "no_choice": "no answer chosen yet: choose one, then press Record",
+    "no_prediction": "no prediction {key!r}: run its Predict cell first",
+    "unanswered": "None",
 }
 
 
-def _ui(lang: str, key: str, **values: Any) -> str:
+def _ui(lang: str, key: str, /, **values: Any) -> str:
     text = (_KO if lang == "ko" else _EN).get(key, key)
     return text.format(**values) if values else text
+
+
+#: Where a unit's translation puts the number (see the module docstring).
+PLACEHOLDER = "{n}"
+
+
+def _unit_parts(unit: str) -> tuple[str, str]:
+    """``unit`` (as shown, translated) cut around its number: ``("노는 컨슈머 ", "개")`` for
+    ``"노는 컨슈머 {n}개"``, ``("", "%")`` for ``"%"``, ``("", " records")`` for ``"records"``,
+    ``("", "")`` for no unit."""
+    if PLACEHOLDER in unit:
+        before, _, after = unit.partition(PLACEHOLDER)
+        return before, after
+    return ("", unit) if unit in ("", "%") else ("", " " + unit)
+
+
+def counted(number: Any, unit: str) -> str:
+    """``number`` with ``unit`` (already in the shown language) in that language's order:
+    ``counted(2, "노는 컨슈머 {n}개") == "노는 컨슈머 2개"``, ``counted(3, "records") ==
+    "3 records"``, ``counted(33, "%") == "33%"``, ``counted(7, "") == "7"``."""
+    before, after = _unit_parts(unit)
+    return f"{before}{number}{after}"
 
 
 @dataclass
@@ -159,8 +213,8 @@ class Verdict:
 
 
 def _said(p: Prediction, value: Any) -> str:
-    """A number with its unit (``3 duplicates``), a choice in quotes (``"it goes"``)."""
-    return f'"{p.text(value)}"' if p.choices is not None else f"{value} {p.text(p.unit) if p.unit else ''}".strip()
+    """A number with its unit (``3 duplicates``, ``중복 레코드 3개``), a choice in quotes (``"it goes"``)."""
+    return f'"{p.text(value)}"' if p.choices is not None else counted(value, p.text(p.unit) if p.unit else "")
 
 
 def check(key: str, measured: Any, tolerance: float = 0.0, show: bool = True) -> Verdict:
@@ -177,10 +231,13 @@ def check(key: str, measured: Any, tolerance: float = 0.0, show: bool = True) ->
         answer was recorded, e.g. when ``make test`` runs the notebook.
 
     Raises:
-        KeyError: no ``predict`` call made ``key`` in this kernel.
+        KeyError: no ``predict`` call made ``key`` in this kernel (the message in the notebook's
+            language, ``i18n.language_of()``).
     """
     if key not in _ANSWERS:
-        raise KeyError(f"no prediction {key!r}: run its Predict cell first")
+        from . import i18n
+
+        raise KeyError(_ui(i18n.language_of(), "no_prediction", key=key))
     p = _ANSWERS[key]
     shown = _said(p, measured)
     if p.answer is None:
