@@ -23,7 +23,7 @@ from kafkalab import i18n, quiz
 def signed(doc: str, work: str) -> str:
     """``work`` with each ``=== N`` line checked against string N's English as ``show`` writes it."""
     msgs = i18n.unique_messages(doc)
-    return re.sub(r"^(=== (\d+)(?:\s+\(quiz\))?)\s*$",
+    return re.sub(r"^(=== (\d+)(?:\s+\((?:quiz|comment)\))?)\s*$",
                   lambda m: f"{m.group(1)}  #{i18n.english_check(msgs[int(m.group(2)) - 1].text)}", work, flags=re.M)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,6 +147,67 @@ def test_fill_refuses_a_string_without_its_check_and_one_whose_english_moved(hom
     cat = i18n.read_catalog(doc)
     assert i18n.lookup(cat, "## Setup") == "## 준비" and i18n.lookup(cat, "A new paragraph before the rest.") is None
 
+    nb.cells.insert(3, nbformat.v4.new_markdown_cell("Another new paragraph, right before the translated heading."))
+    nbformat.write(nb, path)
+    i18n.update(doc)  # a translation is found by its English, not by its place: nothing shifts
+    text, missing = i18n.render(doc)
+    cells = nbformat.reads(text, 4).cells
+    assert cells[3].source == "Another new paragraph, right before the translated heading."
+    assert cells[4].source.startswith("## 준비\n") and cells[0].source.startswith("# 01 · 제목\n")
+    assert "Another new paragraph, right before the translated heading." in missing and "## Setup" not in missing
+
+
+PROGRAM = ('%%program p\n'
+           'from confluent_kafka import Producer  # the client\n'
+           '\n'
+           '# Two lines of\n'
+           '# one comment.\n'
+           '#\n'
+           '# A second paragraph.\n'
+           'url = "http://x/#not-a-comment"\n'
+           'def f():\n'
+           '    # indented\n'
+           '    return 1  # noqa: E501\n')
+
+
+def test_code_comments_are_found_by_tokenize_and_runs_of_lines_are_one_message() -> None:
+    got = [(c.text, c.first, c.last, c.col, c.trailing) for c in i18n.code_comments(PROGRAM)]
+    assert got == [("the client", 1, 1, 38, True), ("Two lines of\none comment.\n\nA second paragraph.", 3, 6, 0, False),
+                   ("indented", 9, 9, 4, False)]  # not the "#" in a string, not a tool's "# noqa"
+    assert i18n.code_comments('x = """\n# inside a string\n"""\n') == []
+    assert i18n.code_comments("def (:\n  'unterminated") == []  # does not tokenize: nothing to translate
+
+
+def test_translated_comments_leave_every_other_token_as_it_was() -> None:
+    from babel.messages.catalog import Catalog
+
+    cat = Catalog(locale="ko")
+    cat.add("the client", "클라이언트", context=i18n.COMMENT_CONTEXT)
+    cat.add("Two lines of\none comment.\n\nA second paragraph.", "한 주석의\n두 줄.\n\n두 번째 문단.", context=i18n.COMMENT_CONTEXT)
+    missing: list[str] = []
+    ko = i18n.translate_comments(PROGRAM, cat, missing)
+    assert ko.splitlines()[1:8] == ['from confluent_kafka import Producer  # 클라이언트', "", "# 한 주석의", "# 두 줄.", "#",
+                                    "# 두 번째 문단.", 'url = "http://x/#not-a-comment"']
+    assert missing == ["indented"] and "    # indented\n" in ko and ko.endswith("# noqa: E501\n")
+    assert code_tokens(ko) == code_tokens(PROGRAM)
+    assert code_tokens(ko.replace("Producer", "Consumer")) != code_tokens(PROGRAM)
+
+
+def code_tokens(code: str) -> list[tuple[int, str]]:
+    """A code cell's tokens without comments and line layout (magic lines kept as text): what
+    runs, the same in both editions when only comments were translated."""
+    import io
+    import tokenize
+
+    magics = [line for line in code.splitlines() if line.lstrip().startswith(("%", "!"))]
+    src = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines()) + "\n"
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER}
+    try:
+        toks = [(t.type, t.string) for t in tokenize.generate_tokens(io.StringIO(src).readline) if t.type not in skip]
+    except (tokenize.TokenError, SyntaxError):
+        return [(-1, code)]  # does not tokenize: only the same text is the same code
+    return [(-2, m) for m in magics] + toks
+
 
 def test_the_quiz_speaks_korean_in_a_notebook_under_notebooks_ko(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     i18n.update("01_x.ipynb")
@@ -245,7 +306,12 @@ def test_a_korean_notebook_has_the_english_code(doc: str) -> None:
     en = nbformat.read(ROOT / "notebooks" / doc, 4)
     ko = nbformat.read(i18n.edition_path(doc), 4)
     assert [c.cell_type for c in ko.cells] == [c.cell_type for c in en.cells]
-    assert [c.source for c in ko.cells if c.cell_type == "code"] == [c.source for c in en.cells if c.cell_type == "code"]
+    en_code = [c.source for c in en.cells if c.cell_type == "code"]
+    ko_code = [c.source for c in ko.cells if c.cell_type == "code"]
+    for i, (e, k) in enumerate(zip(en_code, ko_code)):  # only comments may differ: the programs run the same
+        assert code_tokens(k) == code_tokens(e), f"{doc}: code cell {i} differs from the English beyond its comments"
+    if any(i18n.code_comments(e) for e in en_code):
+        assert ko_code != en_code, f"{doc}: no code comment is in Korean"
     assert ko.metadata == en.metadata
     prose = "".join(c.source for c in ko.cells if c.cell_type == "markdown")
     assert len(re.findall("[가-힣]", prose)) > len(prose) / 10, f"{doc}: the Korean notebook's text is not Korean"

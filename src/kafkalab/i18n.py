@@ -2,7 +2,9 @@
 gettext catalog per document.
 
 One source of code: a Korean notebook is its English notebook with every markdown cell
-translated and every code cell copied as it is. The English text is cut into *blocks* (the
+translated and every code cell copied with only its comments translated (``code_comments``:
+found by ``tokenize``, context ``comment``; ``tests/test_i18n.py`` compares the cells' tokens
+without comments, so a ``%%program`` runs the same program in both editions). The English text is cut into *blocks* (the
 paragraphs, headings, lists, tables and quotes between blank lines; a fenced code block is
 copied, not translated), and each block is one message (``msgid``) of the document's catalog,
 ``notebooks/locale/ko/LC_MESSAGES/<document>.po``, in the layout Sphinx's i18n uses. The
@@ -48,6 +50,8 @@ LANGUAGES = ("ko",)
 PAGES = ("README.md", "interview_bank.md", "workshop_guide.md", "_book/index.md")
 #: The message context of a quiz question, choice or unit.
 QUIZ_CONTEXT = "quiz"
+#: The message context of a comment in a code cell (``code_comments``).
+COMMENT_CONTEXT = "comment"
 
 #: The catalogs' header fields (Babel ``Catalog`` arguments).
 HEADER = dict(copyright_holder="kafkalab authors", version="", msgid_bugs_address="",
@@ -173,13 +177,111 @@ def quiz_strings(code: str, names: dict[str, list[str]] | None = None) -> list[s
 
 
 @dataclass
+class Comment:
+    """A comment of a code cell: one trailing comment (``x = 1  # why``), or a run of whole-line
+    comments at one indent (each line's text after ``# ``, joined by newlines).
+
+    Attributes:
+        text: the English without the ``#`` markers (the ``msgid``).
+        first, last: the cell's lines it spans, from 0.
+        col: the column of its first ``#``.
+        trailing: True when code precedes it on its line.
+    """
+
+    text: str
+    first: int
+    last: int
+    col: int
+    trailing: bool
+
+
+#: Comments that are instructions to a tool, not to a reader: never translated.
+_PRAGMA = re.compile(r"^(noqa|type:|pragma|fmt:|isort:|pylint:|!)")
+
+
+def code_comments(code: str) -> list[Comment]:
+    """The translatable comments of a Python code cell (a ``%%program`` or ``%magic`` line is
+    read as a blank line), in source order, found by Python's ``tokenize`` (a ``#`` inside a
+    string is not a comment).
+
+    Returns:
+        ``[Comment, ...]``; ``[]`` when the cell does not tokenize. A comment without a Latin
+        letter, or a tool's (``# noqa``, ``# type:``...), is not listed.
+    """
+    import io
+    import tokenize
+
+    lines = code.splitlines()
+    src = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in lines) + "\n"
+    try:
+        found = [(t.start[0] - 1, t.start[1], t.string) for t in tokenize.generate_tokens(io.StringIO(src).readline)
+                 if t.type == tokenize.COMMENT]
+    except (tokenize.TokenError, SyntaxError):
+        return []
+    out: list[Comment] = []
+    run: list[tuple[int, int, str]] = []
+
+    def close() -> None:
+        if run:
+            text = "\n".join(_comment_text(s) for _, _, s in run).strip("\n")
+            if _comment_translatable(text):
+                out.append(Comment(text, run[0][0], run[-1][0], run[0][1], False))
+            run.clear()
+
+    for row, col, string in found:
+        if lines[row][:col].strip():
+            close()
+            text = _comment_text(string)
+            if _comment_translatable(text):
+                out.append(Comment(text, row, row, col, True))
+            continue
+        if run and (row != run[-1][0] + 1 or col != run[-1][1]):
+            close()
+        run.append((row, col, string))
+    close()
+    return out
+
+
+def _comment_text(token: str) -> str:
+    text = token[1:]
+    return text[1:] if text.startswith(" ") else text
+
+
+def _comment_translatable(text: str) -> bool:
+    return re.search(r"[A-Za-z]", text) is not None and not _PRAGMA.match(text.strip())
+
+
+def translate_comments(code: str, cat, missing: list[str] | None = None) -> str:
+    """``code`` with each comment of ``code_comments`` replaced by its translation in ``cat``
+    (context ``COMMENT_CONTEXT``): a run of whole-line comments becomes one ``# `` line per line
+    of the translation at the same indent, a trailing comment stays one line. Code is not
+    touched, so the cell's tokens other than comments are the English cell's. A comment without
+    a translation stays English and is appended to ``missing``."""
+    lines = code.splitlines()
+    for c in reversed(code_comments(code)):
+        t = lookup(cat, c.text, COMMENT_CONTEXT)
+        if t is None:
+            if missing is not None:
+                missing.append(c.text)
+            continue
+        if c.trailing:
+            lines[c.first] = lines[c.first][:c.col] + "# " + " ".join(t.split("\n"))
+        else:
+            pad = lines[c.first][:c.col]
+            lines[c.first:c.last + 1] = [f"{pad}# {line}".rstrip() if line.strip() else f"{pad}#" for line in t.split("\n")]
+    out = "\n".join(lines)
+    return out + "\n" if code.endswith("\n") else out
+
+
+@dataclass
 class Message:
     """One translatable string of a document.
 
     Attributes:
         text: the English (the ``msgid``).
         where: the cell index (a notebook) or block index (a page), for the catalog's location.
-        context: ``None`` for prose, ``QUIZ_CONTEXT`` for a quiz question, choice or unit.
+        context: ``None`` for prose, ``QUIZ_CONTEXT`` for a quiz question, choice or unit,
+            ``COMMENT_CONTEXT`` for a comment in a code cell.
     """
 
     text: str
@@ -204,6 +306,7 @@ def messages(doc: str) -> list[Message]:
                 out += [Message(t, i) for t, ok in blocks(cell.source) if ok]
             elif cell.cell_type == "code":
                 out += [Message(t, i, QUIZ_CONTEXT) for t in quiz_strings(cell.source, names)]
+                out += [Message(c.text, i, COMMENT_CONTEXT) for c in code_comments(cell.source)]
     else:
         out += [Message(t, i) for i, (t, ok) in enumerate(blocks(path.read_text(encoding="utf-8"))) if ok]
     return out
@@ -347,8 +450,8 @@ def unique_messages(doc: str) -> list[Message]:
 
 
 #: The separator line of the work-file format of ``show`` and ``fill``: ``=== N``, N from 1,
-#: ``(quiz)`` for a quiz string, and ``#`` + ``english_check`` of the English it was shown with.
-_SEP = re.compile(r"^=== (\d+)(?:\s+\(quiz\))?(?:\s+#([0-9a-f]{8}))?\s*$", re.M)
+#: ``(quiz)`` for a quiz string, ``(comment)`` for a code comment (its lines become ``# `` lines), and ``#`` + ``english_check`` of the English it was shown with.
+_SEP = re.compile(r"^=== (\d+)(?:\s+\((?:quiz|comment)\))?(?:\s+#([0-9a-f]{8}))?\s*$", re.M)
 
 
 def english_check(text: str) -> str:
@@ -367,7 +470,7 @@ def show(doc: str, lang: str = "ko", only_todo: bool = False) -> str:
     for n, m in enumerate(unique_messages(doc), 1):
         if only_todo and lookup(cat, m.text, m.context) is not None:
             continue
-        tag = "  (quiz)" if m.context else ""
+        tag = f"  ({m.context})" if m.context else ""
         parts.append(f"=== {n}{tag}  #{english_check(m.text)}\n{m.text}\n")
     return "\n".join(parts)
 
@@ -490,6 +593,8 @@ def render(doc: str, lang: str = "ko") -> tuple[str, list[str]]:
         out = copy.deepcopy(nb)
         noted = False
         for cell in out.cells:
+            if cell.cell_type == "code":
+                cell.source = translate_comments(cell.source, cat, missing)
             if cell.cell_type == "markdown":
                 cell.source = translate_markdown(cell.source, cat, doc, lang, missing)
                 if not noted:
