@@ -147,3 +147,21 @@ def test_a_program_whose_lines_later_cells_change_says_so_at_its_top() -> None:
             found.append(f"{nb} {name}: no header naming the lines later cells change")
         found += [f"{nb} {name}: {old!r} occurs {source.count(old)} times" for old in olds if source.count(old) != 1]
     assert not found, "\n".join(found)
+
+
+def test_a_korean_notebook_s_solutions_read_the_programs_of_the_korean_lesson(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from notebooks/ko/, ``notebook_programs("03_offset_commit")`` reads the Korean lesson: a
+    program a Korean learner edits there is the one the solutions run. Same code, Korean comments."""
+    import io
+    import tokenize
+
+    def code(src: str) -> list[str]:
+        return [t.string for t in tokenize.generate_tokens(io.StringIO(src).readline)
+                if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE)]
+
+    en = programs.notebook_programs("03_offset_commit")
+    monkeypatch.chdir(programs.notebooks_dir() / "ko" / "solutions")
+    ko = programs.notebook_programs("03_offset_commit")
+    assert list(ko) == list(en)
+    assert all(code(ko[n].source) == code(en[n].source) for n in en)
+    assert any(ko[n].source != en[n].source for n in en), "the Korean lesson's programs have Korean comments"

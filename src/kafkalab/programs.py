@@ -125,14 +125,20 @@ def parse_cell(cell: str, origin: str = "notebook cell") -> Program | None:
 
 def notebook_programs(notebook: str | Path) -> dict[str, Program]:
     """Every program of a notebook, by name. ``notebook``: a path, or a name in
-    ``notebooks/`` (``"03_offset_commit"``).
+    ``notebooks/`` (``"03_offset_commit"``): in a Korean notebook (run from ``notebooks/ko/``,
+    ``i18n.language_of``) the Korean edition's copy, so that a program edited there is the one
+    its solutions run (the code is the English's; only comments are Korean).
 
     Raises:
         ProgramError: no such notebook, or two programs with one name.
     """
     path = Path(notebook)
     if not path.suffix:
-        path = notebooks_dir() / f"{notebook}.ipynb"
+        from . import i18n
+
+        lang = i18n.language_of()
+        edition = notebooks_dir() / lang / f"{notebook}.ipynb"
+        path = edition if lang != "en" and edition.exists() else notebooks_dir() / f"{notebook}.ipynb"
     if not path.exists():
         raise ProgramError(f"no notebook {path}")
     out: dict[str, Program] = {}
