@@ -53,6 +53,32 @@ def test_quiz_strings_are_the_question_and_choices_of_predict_calls() -> None:
     assert i18n.quiz_strings("def (") == []
 
 
+def test_a_list_is_cut_into_items_with_their_nested_lines() -> None:
+    qa = "1. Why?\n   <details>Because.</details>\n2. How?\n   - one way\n   - another\n3. When?"
+    assert i18n.list_items(qa) == ["1. Why?\n   <details>Because.</details>", "2. How?\n   - one way\n   - another", "3. When?"]
+    assert i18n.list_items("- a\n- b") == ["- a", "- b"]
+    assert i18n.list_items("Topics:\n- a\n- b") == ["Topics:\n- a\n- b"]  # not a list block: whole
+    assert i18n.list_items("1. one item\n   over two lines") == ["1. one item\n   over two lines"]
+
+
+def test_an_edit_in_one_list_item_reopens_only_that_item(home: Path) -> None:
+    doc = "solutions/01_x_solutions.ipynb"
+    path = home / "notebooks" / doc
+    nb = nbformat.read(path, 4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("1. First question?\n   Its answer.\n2. Second question?\n3. Third?"))
+    nbformat.write(nb, path)
+    i18n.update(doc)
+    assert i18n.fill(doc, signed(doc, "=== 1\n[과제](../01_x.ipynb)로 돌아간다.\n=== 2\n1. 첫 질문?\n   그 답.\n"
+                                      "=== 3\n2. 둘째 질문?\n=== 4\n3. 셋째?\n")) == 4
+    assert nbformat.reads(i18n.render(doc)[0], 4).cells[1].source == "1. 첫 질문?\n   그 답.\n2. 둘째 질문?\n3. 셋째?"
+    nb.cells[1].source = nb.cells[1].source.replace("Second question?", "The second question?")
+    nbformat.write(nb, path)
+    i18n.update(doc)
+    st = i18n.status(doc)
+    assert st.fuzzy == ["2. The second question?"] and st.missing == []
+    assert nbformat.reads(i18n.render(doc)[0], 4).cells[1].source == "1. 첫 질문?\n   그 답.\n2. The second question?\n3. 셋째?"
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A checkout with one notebook, one solution and the pages, in ``$KAFKALAB_HOME``."""
@@ -333,6 +359,18 @@ def test_no_gloss_is_nested_in_parentheses_or_doubled() -> None:
            for m in nested.finditer(re.sub(r"`[^`\n]*`", "``", e.string))]
     assert not bad, "\n".join(bad)
     assert nested.search("(정적 멤버십(static membership), KIP-345)") and not nested.search("(정적 멤버십, static membership)")
+
+
+def test_a_translated_list_item_keeps_its_marker() -> None:
+    """A list item's translation starts with the English item's marker (``2.``, ``-``): the
+    Korean list keeps its numbering and its shape."""
+    bad = []
+    for d in DOCS:
+        for e in i18n.read_catalog(d):
+            m = i18n._ITEM.match(e.id) if e.id and e.string and not e.context else None
+            if m and not e.string.startswith(m.group(1) + m.group(2)):
+                bad.append(f"{d}: {e.id[:50]!r} -> {e.string[:50]!r}")
+    assert not bad, "list items translated without their marker:\n" + "\n".join(bad)
 
 
 def test_one_korean_spelling_per_term() -> None:

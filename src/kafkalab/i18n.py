@@ -6,7 +6,7 @@ translated and every code cell copied with only its comments translated (``code_
 found by ``tokenize``, context ``comment``; ``tests/test_i18n.py`` compares the cells' tokens
 without comments, so a ``%%program`` runs the same program in both editions). The English text is cut into *blocks* (the
 paragraphs, headings, lists, tables and quotes between blank lines; a fenced code block is
-copied, not translated), and each block is one message (``msgid``) of the document's catalog,
+copied, not translated; a list is cut further into its items, ``list_items``), and each is one message (``msgid``) of the document's catalog,
 ``notebooks/locale/ko/LC_MESSAGES/<document>.po``, in the layout Sphinx's i18n uses. The
 questions of the quiz cells (``quiz.predict(key, question, choices)``) are messages too, with
 the context ``quiz``: the code stays the same, and ``kafkalab.quiz`` shows the Korean question
@@ -118,6 +118,33 @@ def blocks(markdown: str) -> list[tuple[str, bool]]:
             cur.append(line.rstrip())
     flush()
     return out
+
+
+_ITEM = re.compile(r"^( *)(\d+[.)]|[-*+])[ \t]+\S")
+
+
+def list_items(text: str) -> list[str]:
+    """A block that is a list, cut into its items: each item is one message, so an English change
+    in one item re-opens only that item. An item runs to the next line that starts an item at the
+    first item's indent (nested items and continuation lines stay with their item).
+
+    Returns:
+        the items in order (``"\\n".join`` gives the block back), or ``[text]`` when the block
+        does not start with a list item or has only one.
+    """
+    lines = text.split("\n")
+    first = _ITEM.match(lines[0])
+    if first is None:
+        return [text]
+    indent = first.group(1)
+    items: list[list[str]] = []
+    for line in lines:
+        m = _ITEM.match(line)
+        if m and m.group(1) == indent or not items:
+            items.append([line])
+        else:
+            items[-1].append(line)
+    return ["\n".join(item) for item in items] if len(items) > 1 else [text]
 
 
 def _translatable(text: str) -> bool:
@@ -303,12 +330,13 @@ def messages(doc: str) -> list[Message]:
                 names.update(string_lists(cell.source))
         for i, cell in enumerate(nb.cells):
             if cell.cell_type == "markdown":
-                out += [Message(t, i) for t, ok in blocks(cell.source) if ok]
+                out += [Message(u, i) for t, ok in blocks(cell.source) if ok for u in list_items(t) if _translatable(u)]
             elif cell.cell_type == "code":
                 out += [Message(t, i, QUIZ_CONTEXT) for t in quiz_strings(cell.source, names)]
                 out += [Message(c.text, i, COMMENT_CONTEXT) for c in code_comments(cell.source)]
     else:
-        out += [Message(t, i) for i, (t, ok) in enumerate(blocks(path.read_text(encoding="utf-8"))) if ok]
+        out += [Message(u, i) for i, (t, ok) in enumerate(blocks(path.read_text(encoding="utf-8"))) if ok
+                for u in list_items(t) if _translatable(u)]
     return out
 
 
@@ -543,19 +571,23 @@ def _relink(markdown: str, doc: str, lang: str) -> str:
 
 
 def translate_markdown(markdown: str, cat, doc: str, lang: str = "ko", missing: list[str] | None = None) -> str:
-    """``markdown`` with each translatable block replaced by its translation in ``cat``; a block
-    without one stays English and is appended to ``missing``."""
+    """``markdown`` with each translatable block (each item of a list, ``list_items``) replaced by
+    its translation in ``cat``; one without a translation stays English and is appended to
+    ``missing``."""
     out = []
     for text, ok in blocks(markdown):
-        if ok:
-            t = lookup(cat, text)
+        if not ok:
+            out.append(text)
+            continue
+        units = []
+        for unit in list_items(text):
+            t = lookup(cat, unit) if _translatable(unit) else unit
             if t is None:
                 if missing is not None:
-                    missing.append(text)
-                t = text
-            out.append(t)
-        else:
-            out.append(text)
+                    missing.append(unit)
+                t = unit
+            units.append(t)
+        out.append("\n".join(units))
     return _relink("\n\n".join(out), doc, lang)
 
 
