@@ -215,24 +215,8 @@ def test_translated_comments_leave_every_other_token_as_it_was() -> None:
     assert ko.splitlines()[1:8] == ['from confluent_kafka import Producer  # 클라이언트', "", "# 한 주석의", "# 두 줄.", "#",
                                     "# 두 번째 문단.", 'url = "http://x/#not-a-comment"']
     assert missing == ["indented"] and "    # indented\n" in ko and ko.endswith("# noqa: E501\n")
-    assert code_tokens(ko) == code_tokens(PROGRAM)
-    assert code_tokens(ko.replace("Producer", "Consumer")) != code_tokens(PROGRAM)
-
-
-def code_tokens(code: str) -> list[tuple[int, str]]:
-    """A code cell's tokens without comments and line layout (magic lines kept as text): what
-    runs, the same in both editions when only comments were translated."""
-    import io
-    import tokenize
-
-    magics = [line for line in code.splitlines() if line.lstrip().startswith(("%", "!"))]
-    src = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines()) + "\n"
-    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER}
-    try:
-        toks = [(t.type, t.string) for t in tokenize.generate_tokens(io.StringIO(src).readline) if t.type not in skip]
-    except (tokenize.TokenError, SyntaxError):
-        return [(-1, code)]  # does not tokenize: only the same text is the same code
-    return [(-2, m) for m in magics] + toks
+    assert i18n.code_tokens(ko) == i18n.code_tokens(PROGRAM)
+    assert i18n.code_tokens(ko.replace("Producer", "Consumer")) != i18n.code_tokens(PROGRAM)
 
 
 def test_the_quiz_speaks_korean_in_a_notebook_under_notebooks_ko(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -335,7 +319,7 @@ def test_a_korean_notebook_has_the_english_code(doc: str) -> None:
     en_code = [c.source for c in en.cells if c.cell_type == "code"]
     ko_code = [c.source for c in ko.cells if c.cell_type == "code"]
     for i, (e, k) in enumerate(zip(en_code, ko_code)):  # only comments may differ: the programs run the same
-        assert code_tokens(k) == code_tokens(e), f"{doc}: code cell {i} differs from the English beyond its comments"
+        assert i18n.code_tokens(k) == i18n.code_tokens(e), f"{doc}: code cell {i} differs from the English beyond its comments"
     if any(i18n.code_comments(e) for e in en_code):
         assert ko_code != en_code, f"{doc}: no code comment is in Korean"
     assert ko.metadata == en.metadata

@@ -152,12 +152,7 @@ def test_a_program_whose_lines_later_cells_change_says_so_at_its_top() -> None:
 def test_a_korean_notebook_s_solutions_read_the_programs_of_the_korean_lesson(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run from notebooks/ko/, ``notebook_programs("03_offset_commit")`` reads the Korean lesson: a
     program a Korean learner edits there is the one the solutions run. Same code, Korean comments."""
-    import io
-    import tokenize
-
-    def code(src: str) -> list[str]:
-        return [t.string for t in tokenize.generate_tokens(io.StringIO(src).readline)
-                if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE)]
+    from kafkalab.i18n import code_tokens as code
 
     en = programs.notebook_programs("03_offset_commit")
     monkeypatch.chdir(programs.notebooks_dir() / "ko" / "solutions")

@@ -300,6 +300,24 @@ def translate_comments(code: str, cat, missing: list[str] | None = None) -> str:
     return out + "\n" if code.endswith("\n") else out
 
 
+def code_tokens(code: str) -> list[tuple[int, str]]:
+    """A code cell's tokens without comments and line layout (``tokenize`` type and text; magic
+    lines kept as text): what runs, the same in both editions when only comments were translated.
+    A cell that does not tokenize is its whole text (only the same text is the same code)."""
+    import io
+    import tokenize
+
+    lines = code.splitlines()
+    magics = [(-2, line) for line in lines if line.lstrip().startswith(("%", "!"))]
+    src = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in lines) + "\n"
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER}
+    try:
+        return magics + [(t.type, t.string) for t in tokenize.generate_tokens(io.StringIO(src).readline)
+                         if t.type not in skip]
+    except (tokenize.TokenError, SyntaxError):
+        return [(-1, code)]
+
+
 @dataclass
 class Message:
     """One translatable string of a document.
