@@ -312,7 +312,8 @@ def _hangul_drawn(page, selector: str) -> dict:
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_book_korean_edition(browser, book_url: str) -> None:
     """The Korean front page and a Korean notebook page: ``<html lang="ko">``, Korean text drawn
-    with real glyphs, and the edition switch leads to the same page in English and back."""
+    with real glyphs, code comments in Korean with the outputs of the one shared execution, and
+    the edition switch leads to the same page in English and back."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(120_000)
     page = context.new_page()
@@ -331,6 +332,10 @@ def test_book_korean_edition(browser, book_url: str) -> None:
             _shot(page, f"book-ko/{_page_name(url, book_url)}")
             assert not optional.available("cjk-font") or seen["inked"] and seen["distinct"] and seen["notBox"], \
                 f"{url}: Hangul is drawn as empty boxes, no CJK font (Debian: apt-get install fonts-noto-cjk): {seen}"
+            if url.endswith(f"{BOOK_NOTEBOOKS[0]}.html"):  # code with its comments in Korean, outputs from the shared run
+                code = page.locator("div.cell_input").all_inner_texts()
+                assert any(re.search(r"#\s*[^\n]*[가-힣]", c) for c in code), f"{url}: no code comment is in Korean"
+                assert page.locator("div.cell_output").count() > 0, f"{url}: the Korean page shows no outputs"
         page.locator("a.kafkalab-lang-switch").click()
         page.wait_for_url(f"{book_url}{BOOK_NOTEBOOKS[0]}.html", wait_until="load")
         assert page.evaluate("() => document.documentElement.lang").startswith("en")

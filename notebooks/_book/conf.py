@@ -21,9 +21,11 @@ Environment:
     KAFKALAB_BOOK_CACHE: a folder for a jupyter-cache (MyST-NB ``nb_execution_mode = "cache"``):
         a notebook whose code cells (and their metadata, and the kernel) hash as one already in
         the cache is not executed again, its cached outputs are used. The Korean notebooks' code
-        cells are byte-identical to the English ones (``kafkalab.i18n``), so a Korean build that
-        shares the English build's cache executes nothing. Unset (``make book``): every notebook
-        is executed on every build.
+        cells are the English ones with only their comments translated (``kafkalab.i18n``): the
+        cache hashes code without comments (``i18n.code_tokens``) and a cell merged from the cache
+        keeps its own source, so a Korean build that shares the English build's cache executes
+        nothing and shows its Korean comments. Unset (``make book``): every notebook is executed
+        on every build.
 
 Sources: MyST-NB configuration, https://myst-nb.readthedocs.io/en/latest/configuration.html
 """
@@ -67,6 +69,42 @@ _cache = os.environ.get("KAFKALAB_BOOK_CACHE", "").strip()
 if _cache:
     nb_execution_mode = "cache"
     nb_execution_cache_path = _cache
+
+    def _cache_by_code_without_comments() -> None:
+        """jupyter-cache (``JupyterCacheBase``) hashes code cells by their source and, on a match,
+        puts the cached cells, sources included, into the notebook. Here the hash reads each cell
+        as its tokens without comments, and the merged cells keep the notebook's own sources, so
+        the two editions share one execution (the code that ran is the same, token for token)."""
+        import copy
+
+        from jupyter_cache.cache.main import JupyterCacheBase
+
+        from kafkalab.i18n import code_tokens
+
+        if getattr(JupyterCacheBase, "_kafkalab_patched", False):
+            return
+        hashed, merge = JupyterCacheBase.create_hashed_notebook, JupyterCacheBase.merge_match_into_notebook
+
+        def create_hashed_notebook(self, nb, *args, **kwargs):
+            nb_for_hash = copy.deepcopy(nb)
+            for cell in nb_for_hash.cells:
+                if cell.cell_type == "code":
+                    cell.source = repr(code_tokens(cell.source))
+            _, key = hashed(self, nb_for_hash, *args, **kwargs)
+            return hashed(self, nb, *args, **kwargs)[0], key
+
+        def merge_match_into_notebook(self, nb, *args, **kwargs):
+            pk, merged = merge(self, nb, *args, **kwargs)
+            own = [c.source for c in nb.cells if c.cell_type == "code"]
+            for cell, source in zip((c for c in merged.cells if c.cell_type == "code"), own):
+                cell.source = source
+            return pk, merged
+
+        JupyterCacheBase.create_hashed_notebook = create_hashed_notebook
+        JupyterCacheBase.merge_match_into_notebook = merge_match_into_notebook
+        JupyterCacheBase._kafkalab_patched = True
+
+    _cache_by_code_without_comments()
 nb_execution_timeout = 300  # seconds per cell, as nbval's --nbval-cell-timeout in make test
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
