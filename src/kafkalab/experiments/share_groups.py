@@ -807,6 +807,7 @@ def run_renew(renew: bool, lock_ms: int = 4000, work_ms: int = 6000, timeout_s: 
     = ``lock_ms``, ``share.delivery.count.limit=2``) on a fresh topic of one record; once both
     have joined, the record is produced; the run ends when every delivery of it has its last
     acknowledgement (``renew_settled``), then stops the members and deletes topic and group.
+    ``run_renews([renew], ...)``.
 
     Raises:
         JarsMissing: ``make jars`` has not built the program.
@@ -814,7 +815,34 @@ def run_renew(renew: bool, lock_ms: int = 4000, work_ms: int = 6000, timeout_s: 
             member exited early (its log's tail in the message).
         WaitTimeout: the group did not form or the record did not settle within ``timeout_s``.
     """
-    from .. import java_api
+    [result] = run_renews([renew], lock_ms=lock_ms, work_ms=work_ms, timeout_s=timeout_s)
+    return result
+
+
+def run_renews(modes: list[bool], lock_ms: int = 4000, work_ms: int = 6000,
+               timeout_s: float = 90.0) -> list[RenewResult]:
+    """``run_renew`` once per mode in ``modes`` (True: RENEW), side by side: each run has its own
+    topic, share group and two members (``java-0``, ``java-1``), so the runs share nothing but
+    the time they take (the JVMs start and the groups form together). ``ms`` in each result is
+    counted from that run's own first delivery.
+
+    Args:
+        modes: one run per entry, in this order; True: the members acknowledge RENEW (KIP-1222).
+        lock_ms: each group's ``share.record.lock.duration.ms``, ms.
+        work_ms: the work on the record, ms; must be above ``lock_ms``.
+        timeout_s: bound of each wait (all groups formed, all records settled), seconds.
+
+    Returns:
+        One RenewResult per mode, in the order of ``modes``; topics and groups deleted, every
+        member stopped.
+
+    Raises:
+        JarsMissing: ``make jars`` has not built the program.
+        KafkalabError: ``work_ms`` not above ``lock_ms`` (nothing would outlast the lock), or a
+            member exited early (its log's tail in the message).
+        WaitTimeout: a group did not form or a record did not settle within ``timeout_s``.
+    """
+    from .. import config, java_api
     from ..worker import ExecSpec
 
     if work_ms <= lock_ms:
@@ -823,20 +851,23 @@ def run_renew(renew: bool, lock_ms: int = 4000, work_ms: int = 6000, timeout_s: 
     run = RunScope("renew")
     procs: list[workloads.Worker] = []
     try:
-        topic, group = run.topic("slow"), run.group("renew")
-        folder = workloads.run_dir(run.run_id)
-        stop = folder / "stop"
-        admin.alter_group_config(group, {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": lock_ms,
-                                         "share.delivery.count.limit": 2})
-        admin.create_topics({topic: 1})
-        from .. import config
-
-        for i in range(2):
-            name = f"java-{i}"
-            argv = java_api.java_command(classpath, RENEW_JAVA_CLASS, config.bootstrap_servers(), topic, group, name,
-                                         str(folder / f"{name}.jsonl"), "renew" if renew else "plain", str(work_ms),
-                                         str(stop))
-            procs.append(workloads.spawn(ExecSpec(name, run.run_id, str(folder / f"{name}.jsonl"), argv)))
+        stop = workloads.run_dir(run.run_id) / "stop"
+        runs = []  # (renew, topic, group, folder of its members' ledgers)
+        for n, renew in enumerate(modes):
+            topic, group = run.topic(f"slow{n}"), run.group(f"renew{n}")
+            folder = workloads.run_dir(run.run_id) / f"{n}-{'renew' if renew else 'plain'}"
+            folder.mkdir(exist_ok=True)
+            admin.alter_group_config(group, {"share.auto.offset.reset": "earliest",
+                                             "share.record.lock.duration.ms": lock_ms, "share.delivery.count.limit": 2})
+            admin.create_topics({topic: 1})
+            runs.append((renew, topic, group, folder))
+            for i in range(2):
+                name = f"java-{i}"
+                argv = java_api.java_command(classpath, RENEW_JAVA_CLASS, config.bootstrap_servers(), topic, group,
+                                             name, str(folder / f"{name}.jsonl"), "renew" if renew else "plain",
+                                             str(work_ms), str(stop))
+                procs.append(workloads.spawn(ExecSpec(f"{name} of {group}", run.run_id, str(folder / f"{name}.jsonl"),
+                                                      argv)))
         run.on_cleanup(lambda: [w.terminate(timeout_s=15) for w in procs if w.alive])
 
         def alive_check() -> None:
@@ -846,13 +877,15 @@ def run_renew(renew: bool, lock_ms: int = 4000, work_ms: int = 6000, timeout_s: 
 
         def joined():
             alive_check()
-            ms = admin.share_group_members(group)
-            return len(ms) == 2 and all(m.partitions for m in ms)
+            return all(len(ms) == 2 and all(m.partitions for m in ms)
+                       for ms in (admin.share_group_members(group) for _, _, group, _ in runs))
 
-        wait_until(joined, timeout_s=timeout_s, interval_s=0.5, what=f"2 members of share group {group}, each assigned")
-        workloads.produce(topic, [(b"slow", b"slow:work", 0, None)])
+        wait_until(joined, timeout_s=timeout_s, interval_s=0.5,
+                   what=f"2 members of each share group ({', '.join(g for _, _, g, _ in runs)}), each assigned")
+        for _, topic, _, _ in runs:
+            workloads.produce(topic, [(b"slow", b"slow:work", 0, None)])
 
-        def read() -> list[dict]:
+        def read(folder: Path) -> list[dict]:
             out = []
             for f in sorted(folder.glob("java-*.jsonl")):
                 out += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
@@ -860,18 +893,22 @@ def run_renew(renew: bool, lock_ms: int = 4000, work_ms: int = 6000, timeout_s: 
 
         def settled() -> bool:
             alive_check()
-            return renew_settled(*renew_outcome(read()))
+            return all(renew_settled(*renew_outcome(read(folder))) for *_, folder in runs)
 
-        wait_until(settled, timeout_s=timeout_s, interval_s=0.3, what=f"the record of {topic} settled")
+        wait_until(settled, timeout_s=timeout_s, interval_s=0.3,
+                   what=f"the record of each topic ({', '.join(t for _, t, _, _ in runs)}) settled")
         stop.touch()
         for w in procs:
             w.wait(timeout_s=30)
-        deliveries, acks = renew_outcome(read())
-        return RenewResult(renew=renew, topic=topic, group=group, lock_ms=lock_ms, work_ms=work_ms,
-                           deliveries=deliveries, acknowledgements=acks,
-                           members_delivered=len({d["client"] for d in deliveries}),
-                           accepted=sum(1 for a in acks if a["ack"] == "ACCEPT" and a["error"] is None),
-                           renewed=sum(1 for a in acks if a["ack"] == "RENEW" and a["error"] is None))
+        results = []
+        for renew, topic, group, folder in runs:
+            deliveries, acks = renew_outcome(read(folder))
+            results.append(RenewResult(renew=renew, topic=topic, group=group, lock_ms=lock_ms, work_ms=work_ms,
+                                       deliveries=deliveries, acknowledgements=acks,
+                                       members_delivered=len({d["client"] for d in deliveries}),
+                                       accepted=sum(1 for a in acks if a["ack"] == "ACCEPT" and a["error"] is None),
+                                       renewed=sum(1 for a in acks if a["ack"] == "RENEW" and a["error"] is None)))
+        return results
     finally:
         run.cleanup()
 
