@@ -26,6 +26,8 @@ arrangements and crash point on screen. ``run_share_group`` is the harness aroun
    Spark audit (``share_groups_analysis``) counts it all;
 6. with ``compare_consumer_group``, C processes of the notebook's ``group_member`` (role
    ``consumer``) in a consumer group on the same topic: how many get a partition (at most P);
+   it forms once every record is final, while the share group's members still run and the
+   one more lock of step 5 is watched;
 7. with ``dlq``, the group names a dead-letter topic (KIP-1191, Kafka 4.4.0), made by hand
    before the members start (``dlq_topic_configs``); once every record is final, the DLQ
    topic is read back (``read_dlq``) until it holds one record per rejected or archived one.
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -643,18 +646,21 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
         at_start = sg.wait_joined(timeout_s)
         sg.produce_records()
         sg.wait_final(timeout_s)
-        if cfg.release_every or cfg.reject_every:
-            sg.watch_one_more_lock()
-        sg.check_crash_points()
-        dlq_records = None
-        if sg.dlq_topic:
-            accepted = {e.value for e in sg.events() if e.kind == "acknowledged" and e.ack == "ACCEPT"}
-            dlq_records = read_dlq(sg.dlq_topic, len(sg.produced - accepted), timeout_s)
-        share_offsets = admin.share_group_offsets(sg.group)
-        described = admin.describe_config("group", sg.group, list(group_configs(cfg, sg.dlq_topic)))
-        compared = None
-        if cfg.compare_consumer_group:
-            compared = compare_consumer_group(member, sg.run, sg.topic, cfg.partitions, cfg.consumers, timeout_s)
+        # The consumer group (a group of its own on the same topic, while the share group's
+        # members still run) forms while the share group is watched for one more lock.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="consumer-group") as pool:
+            comparing = pool.submit(compare_consumer_group, member, sg.run, sg.topic, cfg.partitions, cfg.consumers,
+                                    timeout_s) if cfg.compare_consumer_group else None
+            if cfg.release_every or cfg.reject_every:
+                sg.watch_one_more_lock()
+            sg.check_crash_points()
+            dlq_records = None
+            if sg.dlq_topic:
+                accepted = {e.value for e in sg.events() if e.kind == "acknowledged" and e.ack == "ACCEPT"}
+                dlq_records = read_dlq(sg.dlq_topic, len(sg.produced - accepted), timeout_s)
+            share_offsets = admin.share_group_offsets(sg.group)
+            described = admin.describe_config("group", sg.group, list(group_configs(cfg, sg.dlq_topic)))
+            compared = comparing.result() if comparing else None  # its members stopped; re-raises its error
         sg.stop_all()
         roles = {name: sg.role(name) for name in sg.procs}
         counts = account(sg.folder, cfg.delivery_count_limit, roles, spark=spark)
