@@ -26,6 +26,8 @@ arrangements and crash point on screen. ``run_share_group`` is the harness aroun
    Spark audit (``share_groups_analysis``) counts it all;
 6. with ``compare_consumer_group``, C processes of the notebook's ``group_member`` (role
    ``consumer``) in a consumer group on the same topic: how many get a partition (at most P);
+   it forms once every record is final, while the share group's members still run and the
+   one more lock of step 5 is watched;
 7. with ``dlq``, the group names a dead-letter topic (KIP-1191, Kafka 4.4.0), made by hand
    before the members start (``dlq_topic_configs``); once every record is final, the DLQ
    topic is read back (``read_dlq``) until it holds one record per rejected or archived one.
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -643,18 +646,21 @@ def run_share_group(cfg: ShareRun | None = None, timeout_s: float = 90.0, spark=
         at_start = sg.wait_joined(timeout_s)
         sg.produce_records()
         sg.wait_final(timeout_s)
-        if cfg.release_every or cfg.reject_every:
-            sg.watch_one_more_lock()
-        sg.check_crash_points()
-        dlq_records = None
-        if sg.dlq_topic:
-            accepted = {e.value for e in sg.events() if e.kind == "acknowledged" and e.ack == "ACCEPT"}
-            dlq_records = read_dlq(sg.dlq_topic, len(sg.produced - accepted), timeout_s)
-        share_offsets = admin.share_group_offsets(sg.group)
-        described = admin.describe_config("group", sg.group, list(group_configs(cfg, sg.dlq_topic)))
-        compared = None
-        if cfg.compare_consumer_group:
-            compared = compare_consumer_group(member, sg.run, sg.topic, cfg.partitions, cfg.consumers, timeout_s)
+        # The consumer group (a group of its own on the same topic, while the share group's
+        # members still run) forms while the share group is watched for one more lock.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="consumer-group") as pool:
+            comparing = pool.submit(compare_consumer_group, member, sg.run, sg.topic, cfg.partitions, cfg.consumers,
+                                    timeout_s) if cfg.compare_consumer_group else None
+            if cfg.release_every or cfg.reject_every:
+                sg.watch_one_more_lock()
+            sg.check_crash_points()
+            dlq_records = None
+            if sg.dlq_topic:
+                accepted = {e.value for e in sg.events() if e.kind == "acknowledged" and e.ack == "ACCEPT"}
+                dlq_records = read_dlq(sg.dlq_topic, len(sg.produced - accepted), timeout_s)
+            share_offsets = admin.share_group_offsets(sg.group)
+            described = admin.describe_config("group", sg.group, list(group_configs(cfg, sg.dlq_topic)))
+            compared = comparing.result() if comparing else None  # its members stopped; re-raises its error
         sg.stop_all()
         roles = {name: sg.role(name) for name in sg.procs}
         counts = account(sg.folder, cfg.delivery_count_limit, roles, spark=spark)
@@ -807,6 +813,7 @@ def run_renew(renew: bool, lock_ms: int = 4000, work_ms: int = 6000, timeout_s: 
     = ``lock_ms``, ``share.delivery.count.limit=2``) on a fresh topic of one record; once both
     have joined, the record is produced; the run ends when every delivery of it has its last
     acknowledgement (``renew_settled``), then stops the members and deletes topic and group.
+    ``run_renews([renew], ...)``.
 
     Raises:
         JarsMissing: ``make jars`` has not built the program.
@@ -814,7 +821,34 @@ def run_renew(renew: bool, lock_ms: int = 4000, work_ms: int = 6000, timeout_s: 
             member exited early (its log's tail in the message).
         WaitTimeout: the group did not form or the record did not settle within ``timeout_s``.
     """
-    from .. import java_api
+    [result] = run_renews([renew], lock_ms=lock_ms, work_ms=work_ms, timeout_s=timeout_s)
+    return result
+
+
+def run_renews(modes: list[bool], lock_ms: int = 4000, work_ms: int = 6000,
+               timeout_s: float = 90.0) -> list[RenewResult]:
+    """``run_renew`` once per mode in ``modes`` (True: RENEW), side by side: each run has its own
+    topic, share group and two members (``java-0``, ``java-1``), so the runs share nothing but
+    the time they take (the JVMs start and the groups form together). ``ms`` in each result is
+    counted from that run's own first delivery.
+
+    Args:
+        modes: one run per entry, in this order; True: the members acknowledge RENEW (KIP-1222).
+        lock_ms: each group's ``share.record.lock.duration.ms``, ms.
+        work_ms: the work on the record, ms; must be above ``lock_ms``.
+        timeout_s: bound of each wait (all groups formed, all records settled), seconds.
+
+    Returns:
+        One RenewResult per mode, in the order of ``modes``; topics and groups deleted, every
+        member stopped.
+
+    Raises:
+        JarsMissing: ``make jars`` has not built the program.
+        KafkalabError: ``work_ms`` not above ``lock_ms`` (nothing would outlast the lock), or a
+            member exited early (its log's tail in the message).
+        WaitTimeout: a group did not form or a record did not settle within ``timeout_s``.
+    """
+    from .. import config, java_api
     from ..worker import ExecSpec
 
     if work_ms <= lock_ms:
@@ -823,20 +857,23 @@ def run_renew(renew: bool, lock_ms: int = 4000, work_ms: int = 6000, timeout_s: 
     run = RunScope("renew")
     procs: list[workloads.Worker] = []
     try:
-        topic, group = run.topic("slow"), run.group("renew")
-        folder = workloads.run_dir(run.run_id)
-        stop = folder / "stop"
-        admin.alter_group_config(group, {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": lock_ms,
-                                         "share.delivery.count.limit": 2})
-        admin.create_topics({topic: 1})
-        from .. import config
-
-        for i in range(2):
-            name = f"java-{i}"
-            argv = java_api.java_command(classpath, RENEW_JAVA_CLASS, config.bootstrap_servers(), topic, group, name,
-                                         str(folder / f"{name}.jsonl"), "renew" if renew else "plain", str(work_ms),
-                                         str(stop))
-            procs.append(workloads.spawn(ExecSpec(name, run.run_id, str(folder / f"{name}.jsonl"), argv)))
+        stop = workloads.run_dir(run.run_id) / "stop"
+        runs = []  # (renew, topic, group, folder of its members' ledgers)
+        for n, renew in enumerate(modes):
+            topic, group = run.topic(f"slow{n}"), run.group(f"renew{n}")
+            folder = workloads.run_dir(run.run_id) / f"{n}-{'renew' if renew else 'plain'}"
+            folder.mkdir(exist_ok=True)
+            admin.alter_group_config(group, {"share.auto.offset.reset": "earliest",
+                                             "share.record.lock.duration.ms": lock_ms, "share.delivery.count.limit": 2})
+            admin.create_topics({topic: 1})
+            runs.append((renew, topic, group, folder))
+            for i in range(2):
+                name = f"java-{i}"
+                argv = java_api.java_command(classpath, RENEW_JAVA_CLASS, config.bootstrap_servers(), topic, group,
+                                             name, str(folder / f"{name}.jsonl"), "renew" if renew else "plain",
+                                             str(work_ms), str(stop))
+                procs.append(workloads.spawn(ExecSpec(f"{name} of {group}", run.run_id, str(folder / f"{name}.jsonl"),
+                                                      argv)))
         run.on_cleanup(lambda: [w.terminate(timeout_s=15) for w in procs if w.alive])
 
         def alive_check() -> None:
@@ -846,13 +883,15 @@ def run_renew(renew: bool, lock_ms: int = 4000, work_ms: int = 6000, timeout_s: 
 
         def joined():
             alive_check()
-            ms = admin.share_group_members(group)
-            return len(ms) == 2 and all(m.partitions for m in ms)
+            return all(len(ms) == 2 and all(m.partitions for m in ms)
+                       for ms in (admin.share_group_members(group) for _, _, group, _ in runs))
 
-        wait_until(joined, timeout_s=timeout_s, interval_s=0.5, what=f"2 members of share group {group}, each assigned")
-        workloads.produce(topic, [(b"slow", b"slow:work", 0, None)])
+        wait_until(joined, timeout_s=timeout_s, interval_s=0.5,
+                   what=f"2 members of each share group ({', '.join(g for _, _, g, _ in runs)}), each assigned")
+        for _, topic, _, _ in runs:
+            workloads.produce(topic, [(b"slow", b"slow:work", 0, None)])
 
-        def read() -> list[dict]:
+        def read(folder: Path) -> list[dict]:
             out = []
             for f in sorted(folder.glob("java-*.jsonl")):
                 out += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
@@ -860,18 +899,22 @@ def run_renew(renew: bool, lock_ms: int = 4000, work_ms: int = 6000, timeout_s: 
 
         def settled() -> bool:
             alive_check()
-            return renew_settled(*renew_outcome(read()))
+            return all(renew_settled(*renew_outcome(read(folder))) for *_, folder in runs)
 
-        wait_until(settled, timeout_s=timeout_s, interval_s=0.3, what=f"the record of {topic} settled")
+        wait_until(settled, timeout_s=timeout_s, interval_s=0.3,
+                   what=f"the record of each topic ({', '.join(t for _, t, _, _ in runs)}) settled")
         stop.touch()
         for w in procs:
             w.wait(timeout_s=30)
-        deliveries, acks = renew_outcome(read())
-        return RenewResult(renew=renew, topic=topic, group=group, lock_ms=lock_ms, work_ms=work_ms,
-                           deliveries=deliveries, acknowledgements=acks,
-                           members_delivered=len({d["client"] for d in deliveries}),
-                           accepted=sum(1 for a in acks if a["ack"] == "ACCEPT" and a["error"] is None),
-                           renewed=sum(1 for a in acks if a["ack"] == "RENEW" and a["error"] is None))
+        results = []
+        for renew, topic, group, folder in runs:
+            deliveries, acks = renew_outcome(read(folder))
+            results.append(RenewResult(renew=renew, topic=topic, group=group, lock_ms=lock_ms, work_ms=work_ms,
+                                       deliveries=deliveries, acknowledgements=acks,
+                                       members_delivered=len({d["client"] for d in deliveries}),
+                                       accepted=sum(1 for a in acks if a["ack"] == "ACCEPT" and a["error"] is None),
+                                       renewed=sum(1 for a in acks if a["ack"] == "RENEW" and a["error"] is None)))
+        return results
     finally:
         run.cleanup()
 
