@@ -357,6 +357,19 @@ def test_a_translated_list_item_keeps_its_marker() -> None:
     assert not bad, "list items translated without their marker:\n" + "\n".join(bad)
 
 
+def test_one_english_comment_or_quiz_string_has_one_korean_wording() -> None:
+    """A code comment or quiz string that several notebooks share ("plotting", "fails in seconds ...")
+    reads the same in each Korean notebook."""
+    seen: dict[tuple[str, str], dict[str, str]] = {}
+    for d in DOCS:
+        for e in i18n.read_catalog(d):
+            if e.id and e.string and e.context in (i18n.COMMENT_CONTEXT, i18n.QUIZ_CONTEXT):
+                seen.setdefault((e.context, e.id), {}).setdefault(e.string, d)
+    bad = [f"{ctx} {en[:60]!r}: " + " | ".join(f"{d}: {ko[:40]!r}" for ko, d in kos.items())
+           for (ctx, en), kos in seen.items() if len(kos) > 1]
+    assert not bad, f"{len(bad)} strings worded differently in different notebooks:\n" + "\n".join(bad)
+
+
 def test_one_korean_spelling_per_term() -> None:
     """No spelling of terms.tsv's "avoid" column in any translation, nor in the English notebooks'
     glossaries (their Korean column). An avoid entry ``re:PATTERN`` is a regular expression, matched
