@@ -15,9 +15,11 @@ from .waiting import wait_until
 
 # librdkafka errors of a watermark query that a retry fixes: the client's metadata does not yet
 # know the new partition or its leader, the request timed out on a loaded machine, or a new
-# leader has not yet caught its high watermark up (OFFSET_NOT_AVAILABLE, KIP-207).
+# leader has not yet caught its high watermark up (OFFSET_NOT_AVAILABLE, KIP-207), or the leader
+# it asked has just lost the partition (error 6: librdkafka's name NOT_LEADER_FOR_PARTITION, the
+# protocol's NOT_LEADER_OR_FOLLOWER). The names are ``KafkaError.name()``'s, librdkafka's.
 TRANSIENT_WATERMARK_ERRORS = ("_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC", "_TIMED_OUT", "_TRANSPORT",
-                              "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PART",
+                              "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION", "UNKNOWN_TOPIC_OR_PART",
                               "OFFSET_NOT_AVAILABLE")
 
 
